@@ -1,0 +1,227 @@
+// File: tessera/array.h
+//
+// `tessera::Array<T>`: an owning, contiguous, row-major array in HBM — what a
+// JAX user passes to and gets back from a kernel (`jax.Array`). Storage is
+// 64-byte aligned. Copies are deep; moves are cheap.
+// `tessera::ShapeDtypeStruct<T>` describes an array without storage
+// (`jax.ShapeDtypeStruct`), e.g. for a kernel's `out_type`.
+//
+//   Array<float> z({2, 3});                          // zeros, shape (2, 3)
+//   Array<float> a({2, 3}, {1, 2, 3, 4, 5, 6});      // values in row-major order
+//   Array<int32_t> f({4}, 7);                        // filled with 7
+//   auto v = tessera::array<float>({0.5f, 1.5f});    // 1-D from values (jnp.array)
+//   auto w = tessera::array(std::vector<float>(8));  // 1-D from a vector
+//   auto m = tessera::array<float>({{1, 2}, {3, 4}});// 2-D from nested lists
+//   a(1, 2);                                         // 6, element access on the host
+//   std::cout << a;                                  // [[1. 2. 3.]
+//                                                    //  [4. 5. 6.]]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <ostream>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/dtype.h"
+#include "tessera/shape.h"
+
+namespace tessera {
+
+/// `jax.ShapeDtypeStruct`: a shape with an element type, no storage.
+template <class T>
+struct ShapeDtypeStruct {
+  static_assert(is_element_type_v<T> && !std::is_const_v<T>,
+                "tessera: ShapeDtypeStruct<T> needs T in {float, bfloat16, int32_t, int8_t, bool}");
+  using value_type = T;
+  Shape shape;
+  static constexpr DType dtype = dtype_of<T>;
+};
+
+/// How `Array::to_string` prints, after numpy's print options.
+struct PrintOptions {
+  int64_t threshold = 1000;  ///< arrays with more elements than this are summarised
+  int64_t edgeitems = 3;     ///< items shown at each end of a summarised axis
+  int linewidth = 75;        ///< wrap rows longer than this
+};
+
+namespace detail {
+/// 64-byte aligned storage for HBM arrays; large blocks are page-backed (huge pages where the OS
+/// offers them). Never returns null: throws UsageError naming the size when memory runs out.
+void* hbm_allocate(size_t bytes, bool zero);
+void hbm_free(void* p, size_t bytes) noexcept;
+struct HbmDeleter {
+  size_t bytes = 0;
+  void operator()(void* p) const noexcept { hbm_free(p, bytes); }
+};
+/// numpy-style text of a row-major buffer.
+std::string format_array(DType dtype, const void* data, const Shape& shape,
+                         const PrintOptions& options);
+[[noreturn]] void throw_array_size_mismatch(const Shape& shape, size_t values,
+                                            std::source_location where);
+[[noreturn]] void throw_array_index_error(const Shape& shape, int axis, int64_t index,
+                                          int nindices);
+void check_shape_valid(const Shape& shape, std::source_location where);
+struct Uninitialized {};
+}  // namespace detail
+
+/// An owning, contiguous, row-major array of `T` in HBM, 64-byte aligned.
+template <class T>
+class Array {
+  static_assert(is_element_type_v<T> && !std::is_const_v<T>,
+                "tessera: Array<T> needs T in {float, bfloat16, int32_t, int8_t, bool}");
+
+ public:
+  using value_type = T;
+
+  /// An empty 1-D array, shape (0,).
+  Array() : Array(Shape{0}) {}
+  /// Zero-filled array of `shape`. Throws UsageError for a negative extent.
+  explicit Array(Shape shape, std::source_location where = std::source_location::current())
+      : shape_(std::move(shape)) {
+    detail::check_shape_valid(shape_, where);
+    allocate(true);
+  }
+  /// Array of `shape` with every element `fill`.
+  Array(Shape shape, T fill, std::source_location where = std::source_location::current())
+      : shape_(std::move(shape)) {
+    detail::check_shape_valid(shape_, where);
+    allocate(false);
+    for (int64_t i = 0; i < size(); ++i) data()[i] = fill;
+  }
+  /// Array of `shape` holding `values` in row-major order; their count must equal the size.
+  Array(Shape shape, std::initializer_list<T> values,
+        std::source_location where = std::source_location::current())
+      : shape_(std::move(shape)) {
+    init_from(values.begin(), values.size(), where);
+  }
+  /// Array of `shape` holding `values` in row-major order; their count must equal the size.
+  Array(Shape shape, const std::vector<T>& values,
+        std::source_location where = std::source_location::current())
+      : shape_(std::move(shape)) {
+    init_from(values.begin(), values.size(), where);  // iterators: std::vector<bool> has no data()
+  }
+  /// Array of `shape` whose contents are unspecified (kernel outputs start like this).
+  Array(detail::Uninitialized, Shape shape) : shape_(std::move(shape)) { allocate(false); }
+
+  Array(const Array& o) : shape_(o.shape_) {
+    allocate(false);
+    if (bytes() != 0) std::memcpy(data(), o.data(), bytes());
+  }
+  Array(Array&&) noexcept = default;
+  Array& operator=(const Array& o) {
+    if (this != &o) *this = Array(o);
+    return *this;
+  }
+  Array& operator=(Array&&) noexcept = default;
+
+  const Shape& shape() const noexcept { return shape_; }
+  int rank() const noexcept { return shape_.rank(); }
+  /// Number of elements.
+  int64_t size() const noexcept { return shape_.size(); }
+  /// Bytes of storage (`size() * sizeof(T)`).
+  size_t bytes() const noexcept { return static_cast<size_t>(size()) * sizeof(T); }
+  static constexpr DType dtype() noexcept { return dtype_of<T>; }
+
+  T* data() noexcept { return static_cast<T*>(storage_.get()); }
+  const T* data() const noexcept { return static_cast<const T*>(storage_.get()); }
+  T* begin() noexcept { return data(); }
+  T* end() noexcept { return data() + size(); }
+  const T* begin() const noexcept { return data(); }
+  const T* end() const noexcept { return data() + size(); }
+
+  /// Element `i` of the row-major storage (no bounds check).
+  T& operator[](int64_t i) noexcept { return data()[i]; }
+  const T& operator[](int64_t i) const noexcept { return data()[i]; }
+
+  /// Element at a full multi-index, bounds-checked: throws UsageError for a wrong count of
+  /// indices or an index outside its axis.
+  template <class... I>
+    requires(std::is_integral_v<I> && ...)
+  T& operator()(I... idx) {
+    return data()[offset_of({static_cast<int64_t>(idx)...})];
+  }
+  template <class... I>
+    requires(std::is_integral_v<I> && ...)
+  const T& operator()(I... idx) const {
+    return data()[offset_of({static_cast<int64_t>(idx)...})];
+  }
+
+  /// The values as a std::vector, in row-major order.
+  std::vector<T> to_vector() const { return std::vector<T>(begin(), end()); }
+
+  /// numpy-style text: "[0. 1. 2.]", summarised with "..." past `options.threshold` elements.
+  std::string to_string(const PrintOptions& options = {}) const {
+    return detail::format_array(dtype(), data(), shape_, options);
+  }
+
+ private:
+  void allocate(bool zero) {
+    const size_t n = bytes();
+    storage_ = std::unique_ptr<void, detail::HbmDeleter>(detail::hbm_allocate(n, zero),
+                                                         detail::HbmDeleter{n});
+  }
+  template <class It>
+  void init_from(It values, size_t count, std::source_location where) {
+    detail::check_shape_valid(shape_, where);
+    if (static_cast<int64_t>(count) != shape_.size()) {
+      detail::throw_array_size_mismatch(shape_, count, where);
+    }
+    allocate(false);
+    for (size_t i = 0; i < count; ++i, ++values) data()[i] = *values;
+  }
+  int64_t offset_of(std::initializer_list<int64_t> idx) const {
+    const int n = static_cast<int>(idx.size());
+    if (n != rank()) detail::throw_array_index_error(shape_, -1, 0, n);
+    int64_t off = 0;
+    int axis = 0;
+    for (int64_t i : idx) {
+      if (i < 0 || i >= shape_[axis]) detail::throw_array_index_error(shape_, axis, i, n);
+      off = off * shape_[axis] + i;
+      ++axis;
+    }
+    return off;
+  }
+
+  Shape shape_;
+  std::unique_ptr<void, detail::HbmDeleter> storage_;
+};
+
+/// 1-D array from values, like `jnp.array([...])`.
+template <class T>
+Array<T> array(std::initializer_list<T> values) {
+  return Array<T>(Shape{static_cast<int64_t>(values.size())}, values);
+}
+/// 1-D array from a vector (a constructor would make `Array<float>({128})` ambiguous).
+template <class T>
+Array<T> array(const std::vector<T>& values) {
+  return Array<T>(Shape{static_cast<int64_t>(values.size())}, values);
+}
+/// 2-D array from nested lists, like `jnp.array([[...], [...]])`; rows must have equal length.
+template <class T>
+Array<T> array(std::initializer_list<std::initializer_list<T>> rows,
+               std::source_location where = std::source_location::current()) {
+  const int64_t r = static_cast<int64_t>(rows.size());
+  const int64_t c = r == 0 ? 0 : static_cast<int64_t>(rows.begin()->size());
+  std::vector<T> flat;
+  flat.reserve(static_cast<size_t>(r * c));
+  for (const auto& row : rows) {
+    if (static_cast<int64_t>(row.size()) != c) {
+      detail::throw_array_size_mismatch(Shape{r, c}, static_cast<size_t>(row.size()), where);
+    }
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return Array<T>(Shape{r, c}, flat, where);
+}
+
+template <class T>
+std::ostream& operator<<(std::ostream& os, const Array<T>& a) {
+  return os << a.to_string();
+}
+
+}  // namespace tessera

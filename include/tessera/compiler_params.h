@@ -1,0 +1,29 @@
+// File: tessera/compiler_params.h
+//
+// `pltpu::CompilerParams`: per-kernel settings, as in Pallas'
+// `pltpu.CompilerParams(...)`. Written with designated initialisers:
+//
+//   pltpu::CompilerParams{.vmem_limit_bytes = 32 << 20}
+//
+// `vmem_limit_bytes` raises (or lowers) the per-core VMEM budget that scratch
+// buffers (and, later, pipeline buffers) must fit in. The default budget and
+// the largest accepted value are in docs/architecture-notes.md and
+// `tessera info` (vmem_capacity_bytes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+
+namespace tessera::pltpu {
+
+/// Compiler parameters of a kernel. Unset fields take Tessera's defaults.
+struct CompilerParams {
+  /// Per-core VMEM budget in bytes (1 .. the arena capacity).
+  std::optional<int64_t> vmem_limit_bytes;
+};
+
+/// Throws UsageError (kInvalidArgument) naming a bad field.
+void check_compiler_params(const CompilerParams& params, std::source_location where);
+
+}  // namespace tessera::pltpu

@@ -1,0 +1,75 @@
+// Internal: the flat, type-erased form of an in-kernel expression. Expression templates in
+// vector_ops.h check types at compile time and then emit one ExprProgram per assignment; the
+// native engine (src/native/vector_kernels.cc, Highway with runtime dispatch) evaluates it tile
+// by tile, so an elementwise chain makes no full-size temporaries.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+#include <vector>
+
+#include "tessera/dtype.h"
+#include "tessera/memory_space.h"
+#include "tessera/shape.h"
+
+namespace tessera::detail {
+
+enum class OpCode : uint8_t {
+  kLoad,     // read a VMEM/SMEM ref (broadcast into the result shape)
+  kConst,    // a scalar constant (fconst / iconst), broadcast everywhere
+  kIota,     // the index along `axis` of the result shape
+  kConvert,  // operand a converted to this node's dtype
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kNeg,
+};
+
+/// Display name of an op ("add", ...), for messages and traces.
+const char* op_name(OpCode op) noexcept;
+
+struct ExprNode {
+  OpCode op = OpCode::kConst;
+  DType dtype = DType::kFloat32;  // the node's result dtype (rounding happens per node)
+  int a = -1;                     // operand node indices (earlier in the program)
+  int b = -1;
+  // kLoad
+  const void* data = nullptr;
+  MemorySpace space = MemorySpace::VMEM;
+  Shape shape;        // kLoad: the ref's shape; kIota: the iota's own shape
+  SmallVec strides;   // kLoad: element strides
+  // kConst
+  double fconst = 0.0;
+  int64_t iconst = 0;
+  // kIota
+  int axis = 0;
+};
+
+/// Nodes in evaluation order; the last one is the result. Programs are built per assignment, so
+/// the node storage is a per-thread buffer that keeps its capacity (no allocation per assignment
+/// once warm); a program must be evaluated before the next one is built on the same thread.
+struct ExprProgram {
+  std::vector<ExprNode>& nodes;
+  std::source_location where;  // the best user location known for the expression
+
+  ExprProgram() : nodes(scratch_nodes()) { nodes.clear(); }
+  ExprProgram(const ExprProgram&) = delete;
+  ExprProgram& operator=(const ExprProgram&) = delete;
+
+  int add(ExprNode n) {
+    nodes.push_back(std::move(n));
+    return static_cast<int>(nodes.size()) - 1;
+  }
+
+ private:
+  static std::vector<ExprNode>& scratch_nodes();
+};
+
+struct RawRef;
+
+/// Evaluates `program` into `dst` (broadcasting the result to dst's shape). Throws kShapeMismatch
+/// when a leaf does not broadcast to dst's shape. Handles a dst that overlaps a leaf.
+void evaluate(const ExprProgram& program, const RawRef& dst);
+
+}  // namespace tessera::detail

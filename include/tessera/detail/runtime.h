@@ -1,0 +1,85 @@
+// Internal: the non-template boundary between the kernel templates (kernel.h) and the runtime in
+// src/runtime. Templates build a LaunchSpec and a per-core callback; everything else — the core
+// pool, arenas, capacity checks, error collection — lives in compiled code.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/dtype.h"
+#include "tessera/error.h"
+#include "tessera/memory_space.h"
+#include "tessera/shape.h"
+
+namespace tessera::detail {
+
+/// A non-owning reference to a callable (like llvm::function_ref).
+template <class Sig>
+class FunctionRef;
+template <class R, class... A>
+class FunctionRef<R(A...)> {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>)
+  FunctionRef(F&& f) noexcept  // NOLINT: implicit by design
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, A... a) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
+        }) {}
+  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, A...);
+};
+
+/// One scratch buffer a launch needs on every core.
+struct ScratchRequest {
+  MemorySpace space = MemorySpace::VMEM;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  int64_t bytes = 0;
+};
+
+/// Everything the runtime needs to know about a launch.
+struct LaunchSpec {
+  std::string name;
+  std::string axis_name;
+  int num_cores = 1;
+  std::vector<ScratchRequest> scratch;
+  int64_t vmem_limit_bytes = 0;  // 0: the default
+  std::source_location where;    // the kernel's definition
+};
+
+/// Runs `body(core, scratch_pointers)` on every core of the launch, concurrently, and waits.
+/// Throws UsageError before any core runs for a bad spec (scratch over capacity, ...); rethrows
+/// the first exception a core raised (other cores are cancelled at their next blocking point).
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body);
+
+/// The default number of mesh cores: TESSERA_NUM_CORES, else the hardware threads.
+int default_num_cores();
+/// Validates a mesh's core count; throws UsageError naming it.
+void check_num_cores(int num_cores, std::source_location where);
+
+/// The index of the running core along `name`; throws kUnknownAxis / kOutsideKernel.
+int axis_index(std::string_view name, std::source_location where);
+/// True while the calling thread runs a kernel body.
+bool in_kernel() noexcept;
+
+/// Throws the right Error for a misuse: KernelError (with core, kernel, grid step) inside a
+/// kernel, UsageError outside. `op` names the operation ("sync_copy", "Ref.at", ...).
+[[noreturn]] void raise(ErrorKind kind, std::string_view op, std::source_location where,
+                        const std::string& detail);
+
+/// The default per-core VMEM limit and the largest one `vmem_limit_bytes` may ask for.
+int64_t default_vmem_limit_bytes() noexcept;
+int64_t max_vmem_limit_bytes() noexcept;
+/// Per-core SMEM capacity.
+int64_t smem_capacity_bytes() noexcept;
+
+}  // namespace tessera::detail

@@ -1,0 +1,108 @@
+// Internal: a vector of int64 with inline room for the ranks kernels use, spilling to the heap
+// beyond that, so that shapes and views of any rank cost no allocation in the common case.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <type_traits>
+
+namespace tessera::detail {
+
+class SmallVec {
+ public:
+  static constexpr int kInline = 6;
+
+  SmallVec() = default;
+  explicit SmallVec(int n, int64_t fill = 0) { resize(n, fill); }
+  SmallVec(std::initializer_list<int64_t> v) { assign(v.begin(), static_cast<int>(v.size())); }
+  template <class It>
+    requires(!std::is_integral_v<It>)
+  SmallVec(It first, It last) {
+    resize(static_cast<int>(std::distance(first, last)));
+    std::copy(first, last, data());
+  }
+  SmallVec(const SmallVec& o) { assign(o.data(), o.size_); }
+  SmallVec(SmallVec&& o) noexcept { *this = std::move(o); }
+  SmallVec& operator=(const SmallVec& o) {
+    if (this != &o) assign(o.data(), o.size_);
+    return *this;
+  }
+  SmallVec& operator=(SmallVec&& o) noexcept {
+    if (this == &o) return *this;
+    if (o.heap_) {
+      heap_ = std::move(o.heap_);
+      cap_ = o.cap_;
+      size_ = o.size_;
+      o.cap_ = kInline;
+      o.size_ = 0;
+    } else {
+      assign(o.data(), o.size_);
+    }
+    return *this;
+  }
+
+  int size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  int64_t* data() noexcept { return heap_ ? heap_.get() : inline_; }
+  const int64_t* data() const noexcept { return heap_ ? heap_.get() : inline_; }
+  int64_t& operator[](int i) noexcept { return data()[i]; }
+  int64_t operator[](int i) const noexcept { return data()[i]; }
+  int64_t* begin() noexcept { return data(); }
+  int64_t* end() noexcept { return data() + size_; }
+  const int64_t* begin() const noexcept { return data(); }
+  const int64_t* end() const noexcept { return data() + size_; }
+  int64_t back() const noexcept { return data()[size_ - 1]; }
+
+  void resize(int n, int64_t fill = 0) {
+    reserve(n);
+    for (int i = size_; i < n; ++i) data()[i] = fill;
+    size_ = n;
+  }
+  void push_back(int64_t v) {
+    reserve(size_ + 1);
+    data()[size_++] = v;
+  }
+  void insert_front(int64_t v) {
+    reserve(size_ + 1);
+    int64_t* d = data();
+    std::copy_backward(d, d + size_, d + size_ + 1);
+    d[0] = v;
+    ++size_;
+  }
+  void erase(int i) {
+    int64_t* d = data();
+    std::copy(d + i + 1, d + size_, d + i);
+    --size_;
+  }
+
+  friend bool operator==(const SmallVec& a, const SmallVec& b) noexcept {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  void assign(const int64_t* src, int n) {
+    size_ = 0;
+    reserve(n);
+    std::copy(src, src + n, data());
+    size_ = n;
+  }
+  void reserve(int n) {
+    if (n <= cap_) return;
+    int cap = std::max(n, cap_ * 2);
+    std::unique_ptr<int64_t[]> h(new int64_t[static_cast<size_t>(cap)]);
+    std::copy(data(), data() + size_, h.get());
+    heap_ = std::move(h);
+    cap_ = cap;
+  }
+
+  int size_ = 0;
+  int cap_ = kInline;
+  int64_t inline_[kInline] = {};
+  std::unique_ptr<int64_t[]> heap_;
+};
+
+}  // namespace tessera::detail

@@ -1,0 +1,313 @@
+// File: tessera/kernel.h
+//
+// `pl::kernel`: turn a body into a function that runs on every core of a
+// mesh, callable with `Array`s — Pallas' `@pl.kernel(out_type=..., mesh=...,
+// scratch_types=...)`. Options are typed values, in any order:
+//
+//   pl::out_type<float>({128})                   one output, float32 (128,)
+//   pl::out_type(ShapeDtypeStruct<float>{{8}}, ShapeDtypeStruct<int32_t>{{4}})   two outputs
+//   pltpu::TensorCoreMesh("core"[, n])          the mesh (required)
+//   pl::scratch_types(pltpu::VMEM<float>({128}), ...)   per-core scratch, in order
+//   pl::name("fill_42")                          the kernel's name in errors and traces
+//   pltpu::CompilerParams{.vmem_limit_bytes = 32 << 20}
+//
+//   auto fill_42 = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core"),
+//                             pl::scratch_types(pltpu::VMEM<float>({128})))(
+//       [](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
+//         o_vmem = jnp::full_like(o_vmem, 42.0f);
+//         pltpu::sync_copy(o_vmem, o_ref);
+//       });
+//   Array<float> result = fill_42();
+//
+// The body receives, in Pallas' order: one read-only HBM ref per input
+// (`pltpu::HbmRef<const T>`, or `AnyRef<const T>`), one HBM ref per output
+// (`pltpu::HbmRef<T>`), then one ref per scratch type. Calling the kernel
+// allocates the outputs (their contents start unspecified, as on a TPU), runs
+// the body on every core concurrently and returns the output(s): one `Array`,
+// a `std::tuple` of them, or nothing.
+//
+// Errors: a body whose parameters do not fit fails to compile with a message
+// naming the position; scratch over the VMEM/SMEM capacity throws UsageError
+// before any core runs; an exception in any core's body is rethrown on the
+// caller's thread after every core has stopped, and no output is returned.
+// Thread safety: kernels may be called from several host threads at once
+// (launches are serialised on the core pool); a kernel body must not launch a
+// kernel.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/array.h"
+#include "tessera/compiler_params.h"
+#include "tessera/detail/runtime.h"
+#include "tessera/mesh.h"
+#include "tessera/ref.h"
+#include "tessera/scratch.h"
+
+namespace tessera {
+namespace pl {
+
+/// The outputs of a kernel: shapes and dtypes (`out_type=` in Pallas).
+template <class... Ts>
+struct OutType {
+  std::tuple<ShapeDtypeStruct<Ts>...> outs;
+};
+/// One output of dtype T and `shape`.
+template <class T>
+OutType<T> out_type(Shape shape, std::source_location where = std::source_location::current()) {
+  detail::check_scratch_shape(shape, MemorySpace::HBM, where);
+  return {{ShapeDtypeStruct<T>{std::move(shape)}}};
+}
+/// Several outputs, in order.
+template <class T0, class... Ts>
+OutType<T0, Ts...> out_type(const ShapeDtypeStruct<T0>& first, const ShapeDtypeStruct<Ts>&... rest) {
+  return {{first, rest...}};
+}
+
+/// The per-core scratch buffers (`scratch_types=` in Pallas), passed to the body in order.
+template <class... S>
+struct ScratchTypes {
+  std::tuple<S...> items;
+};
+template <class... S>
+  requires(is_scratch_type_v<S> && ...)
+ScratchTypes<S...> scratch_types(S... s) {
+  return {{std::move(s)...}};
+}
+
+/// The kernel's name, shown in errors and traces (`name=` in Pallas).
+struct Name {
+  std::string value;
+};
+inline Name name(std::string n) { return Name{std::move(n)}; }
+
+}  // namespace pl
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_out_type_v = false;
+template <class... Ts>
+inline constexpr bool is_out_type_v<pl::OutType<Ts...>> = true;
+template <class T>
+inline constexpr bool is_scratch_types_v = false;
+template <class... S>
+inline constexpr bool is_scratch_types_v<pl::ScratchTypes<S...>> = true;
+
+template <class T>
+inline constexpr bool is_kernel_option_v =
+    is_out_type_v<T> || is_scratch_types_v<T> || std::is_same_v<T, pltpu::TensorCoreMesh> ||
+    std::is_same_v<T, pl::Name> || std::is_same_v<T, pltpu::CompilerParams>;
+
+/// The first type in Ts that satisfies Pred, else Default.
+template <template <class> class Pred, class Default, class... Ts>
+struct FindType {
+  using type = Default;
+};
+template <template <class> class Pred, class Default, class T, class... Ts>
+struct FindType<Pred, Default, T, Ts...> {
+  using type = std::conditional_t<Pred<T>::value, T, typename FindType<Pred, Default, Ts...>::type>;
+};
+template <class T>
+struct IsOutType : std::bool_constant<is_out_type_v<T>> {};
+template <class T>
+struct IsScratchTypes : std::bool_constant<is_scratch_types_v<T>> {};
+
+// ---- body signature diagnostics ------------------------------------------------------------
+template <class F>
+struct CallSignature {
+  static constexpr bool known = false;
+};
+template <class F>
+  requires requires { &F::operator(); }
+struct CallSignature<F> : CallSignature<decltype(&F::operator())> {};
+template <class C, class R, class... P>
+struct CallSignature<R (C::*)(P...) const> {
+  static constexpr bool known = true;
+  using params = std::tuple<P...>;
+};
+template <class C, class R, class... P>
+struct CallSignature<R (C::*)(P...)> {
+  static constexpr bool known = true;
+  using params = std::tuple<P...>;
+};
+template <class R, class... P>
+struct CallSignature<R (*)(P...)> {
+  static constexpr bool known = true;
+  using params = std::tuple<P...>;
+};
+
+/// Instantiated once per body parameter; its name in a compiler error shows the position, the
+/// ref type Tessera passes and the parameter type the body declared.
+template <size_t Position, class Passed, class Declared>
+struct KernelBodyParameter {
+  static constexpr bool ok = std::is_convertible_v<Passed, Declared>;
+  static_assert(ok,
+                "tessera: kernel body parameter does not accept the ref Tessera passes at this "
+                "position (see KernelBodyParameter<position, passed, declared> above); inputs "
+                "come first as HbmRef<const T>, then outputs as HbmRef<T>, then scratch refs");
+};
+
+template <class Declared, class Passed, size_t... I>
+constexpr bool check_params(std::index_sequence<I...>) {
+  return (KernelBodyParameter<I, std::tuple_element_t<I, Passed>,
+                              std::tuple_element_t<I, Declared>>::ok &&
+          ...);
+}
+
+template <class Body, class... Passed>
+constexpr bool check_body() {
+  using Sig = CallSignature<Body>;
+  if constexpr (Sig::known) {
+    using Declared = typename Sig::params;
+    constexpr size_t n = std::tuple_size_v<Declared>;
+    static_assert(n == sizeof...(Passed),
+                  "tessera: the kernel body takes a different number of parameters than "
+                  "inputs + outputs + scratch buffers; it is called as body(input refs..., "
+                  "output refs..., scratch refs...)");
+    if constexpr (n == sizeof...(Passed)) {
+      return check_params<Declared, std::tuple<Passed...>>(std::make_index_sequence<n>{});
+    }
+    return false;
+  } else {
+    static_assert(std::is_invocable_v<const Body&, Passed...>,
+                  "tessera: the kernel body cannot be called as body(input refs..., output "
+                  "refs..., scratch refs...) with the refs Tessera passes");
+    return true;
+  }
+}
+
+std::string default_kernel_name(std::source_location where);
+
+}  // namespace detail
+
+namespace pl {
+
+/// A kernel ready to call: the body plus its options. Made by `pl::kernel(...)(body)`.
+template <class Body, class Out, class Scr>
+class Kernel;
+
+template <class Body, class... Outs, class... Scrs>
+class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
+ public:
+  Kernel(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch,
+         pltpu::TensorCoreMesh mesh, std::string name, pltpu::CompilerParams params,
+         std::source_location where)
+      : body_(std::move(body)),
+        out_(std::move(out)),
+        scratch_(std::move(scratch)),
+        mesh_(std::move(mesh)),
+        name_(std::move(name)),
+        params_(params),
+        where_(where) {}
+
+  /// Runs the kernel on every core and returns its outputs (see the file comment).
+  template <class... Ins>
+  auto operator()(const Array<Ins>&... ins) const {
+    static_assert(detail::check_body<Body, pltpu::HbmRef<const Ins>..., pltpu::HbmRef<Outs>...,
+                                     typename Scrs::ref_type...>(),
+                  "tessera: kernel body signature mismatch");
+    std::tuple<Array<Outs>...> outs{
+        Array<Outs>(detail::Uninitialized{}, std::get<ShapeDtypeStruct<Outs>>(out_.outs).shape)...};
+    run(outs, std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{}, ins...);
+    if constexpr (sizeof...(Outs) == 0) {
+      return;
+    } else if constexpr (sizeof...(Outs) == 1) {
+      return std::move(std::get<0>(outs));
+    } else {
+      return outs;
+    }
+  }
+
+  const std::string& name() const noexcept { return name_; }
+  const pltpu::TensorCoreMesh& mesh() const noexcept { return mesh_; }
+
+ private:
+  template <size_t... O, size_t... S, class... Ins>
+  void run(std::tuple<Array<Outs>...>& outs, std::index_sequence<O...>, std::index_sequence<S...>,
+           const Array<Ins>&... ins) const {
+    detail::LaunchSpec spec;
+    spec.name = name_;
+    spec.axis_name = mesh_.axis_name();
+    spec.num_cores = mesh_.num_cores();
+    spec.vmem_limit_bytes = params_.vmem_limit_bytes.value_or(0);
+    spec.where = where_;
+    spec.scratch = {std::get<S>(scratch_.items).request()...};
+    auto per_core = [&](int /*core*/, void* const* scratch_ptrs) {
+      static_cast<void>(scratch_ptrs);
+      body_(pltpu::HbmRef<const Ins>(ins.data(), ins.shape())...,
+            pltpu::HbmRef<Outs>(std::get<O>(outs).data(), std::get<O>(outs).shape())...,
+            std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
+    };
+    detail::launch(spec, per_core);
+  }
+
+  Body body_;
+  OutType<Outs...> out_;
+  ScratchTypes<Scrs...> scratch_;
+  pltpu::TensorCoreMesh mesh_;
+  std::string name_;
+  pltpu::CompilerParams params_;
+  std::source_location where_;
+};
+
+/// The options of a kernel, waiting for its body: `pl::kernel(options...)(body)`.
+template <class Out, class Scr>
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(pltpu::TensorCoreMesh mesh) : mesh_(std::move(mesh)) {}
+  void set(Out o) { out_ = std::move(o); }
+  void set(Scr s) { scratch_ = std::move(s); }
+  void set(const pltpu::TensorCoreMesh& m) { mesh_ = m; }
+  void set(Name n) { name_ = std::move(n.value); }
+  void set(const pltpu::CompilerParams& p) { params_ = p; }
+
+  /// Binds the body. `where` (the line of this call) is the kernel's location in errors.
+  template <class Body>
+  Kernel<std::decay_t<Body>, Out, Scr> operator()(
+      Body&& body, std::source_location where = std::source_location::current()) const {
+    pltpu::check_compiler_params(params_, where);
+    std::string nm = name_.empty() ? detail::default_kernel_name(where) : name_;
+    return Kernel<std::decay_t<Body>, Out, Scr>(std::forward<Body>(body), out_, scratch_, mesh_,
+                                                std::move(nm), params_, where);
+  }
+
+ private:
+  Out out_{};
+  Scr scratch_{};
+  pltpu::TensorCoreMesh mesh_;
+  std::string name_;
+  pltpu::CompilerParams params_{};
+};
+
+/// `pl.kernel(out_type=..., mesh=..., scratch_types=..., compiler_params=..., name=...)`.
+template <class... Opts>
+auto kernel(Opts&&... opts) {
+  static_assert((detail::is_kernel_option_v<std::decay_t<Opts>> && ...),
+                "tessera: pl::kernel options are pl::out_type(...), a pltpu::TensorCoreMesh, "
+                "pl::scratch_types(...), pl::name(...) and pltpu::CompilerParams{...}");
+  constexpr int meshes = (0 + ... + (std::is_same_v<std::decay_t<Opts>, pltpu::TensorCoreMesh> ? 1 : 0));
+  static_assert(meshes == 1,
+                "tessera: pl::kernel needs exactly one mesh, e.g. pltpu::TensorCoreMesh(\"core\")");
+  using Out = typename detail::FindType<detail::IsOutType, OutType<>, std::decay_t<Opts>...>::type;
+  using Scr =
+      typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>, std::decay_t<Opts>...>::type;
+  const pltpu::TensorCoreMesh* mesh = nullptr;
+  (
+      [&](const auto& o) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, pltpu::TensorCoreMesh>) mesh = &o;
+      }(opts),
+      ...);
+  KernelBuilder<Out, Scr> b(*mesh);
+  (b.set(std::forward<Opts>(opts)), ...);
+  return b;
+}
+
+}  // namespace pl
+}  // namespace tessera

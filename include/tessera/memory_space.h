@@ -1,0 +1,58 @@
+// File: tessera/memory_space.h
+//
+// The memory spaces of the TPU model. In Pallas a Ref lives in `pl.ANY`,
+// `pltpu.HBM`, `pltpu.VMEM`, `pltpu.SMEM` or `pltpu.SEMAPHORE`; in Tessera the
+// space is part of the Ref's type, `pl::Ref<T, Space>`, so that the compiler
+// rejects compute on HBM.
+//
+//   HBM  large and slow: kernel inputs and outputs. Move data only by DMA.
+//   ANY  "wherever the caller put it" (HBM here). DMA only, like HBM.
+//   VMEM small and fast, per core: where vector compute happens.
+//   SMEM small, per core: scalars (indices, counters), read and written element-wise.
+//
+//   pl::Ref<float, pltpu::HBM> o_ref;                      // same as pltpu::HbmRef<float>
+//   pl::Ref<float, pltpu::MemorySpace::VMEM> o_vmem;       // same as pltpu::VmemRef<float>
+#pragma once
+
+namespace tessera {
+
+/// Where a buffer lives. Spelled as in Pallas' `pltpu.MemorySpace`.
+enum class MemorySpace { ANY, HBM, VMEM, SMEM, SEMAPHORE };
+
+/// "HBM", "VMEM", ... as Pallas prints them.
+constexpr const char* to_string(MemorySpace s) noexcept {
+  switch (s) {
+    case MemorySpace::ANY:
+      return "ANY";
+    case MemorySpace::HBM:
+      return "HBM";
+    case MemorySpace::VMEM:
+      return "VMEM";
+    case MemorySpace::SMEM:
+      return "SMEM";
+    case MemorySpace::SEMAPHORE:
+      return "SEMAPHORE";
+  }
+  return "?";
+}
+
+/// True where kernels may read and write elements and compute: VMEM and SMEM.
+constexpr bool is_compute_space(MemorySpace s) noexcept {
+  return s == MemorySpace::VMEM || s == MemorySpace::SMEM;
+}
+
+namespace pltpu {
+using tessera::MemorySpace;
+/// `pltpu.HBM`: the chip's main memory.
+inline constexpr MemorySpace HBM = MemorySpace::HBM;
+/// `pltpu.SEMAPHORE`: semaphore memory.
+inline constexpr MemorySpace SEMAPHORE = MemorySpace::SEMAPHORE;
+}  // namespace pltpu
+
+namespace pl {
+using tessera::MemorySpace;
+/// `pl.ANY`: memory the caller chose (HBM in Tessera); DMA only.
+inline constexpr MemorySpace ANY = MemorySpace::ANY;
+}  // namespace pl
+
+}  // namespace tessera

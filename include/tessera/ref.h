@@ -1,0 +1,255 @@
+// File: tessera/ref.h
+//
+// `pl::Ref<T, Space>`: a view (pointer, shape, strides) of memory in one memory
+// space — the counterpart of a Pallas Ref. Refs do not own memory: kernels
+// receive them for their inputs, outputs and scratch buffers.
+//
+//   Pallas                                Tessera
+//   x_ref.at[pl.ds(i * 128, 128)]         x_ref.at(pl::ds(i * 128, 128))
+//   x_ref.at[0]                           x_ref.at(0)            // squeezes axis 0
+//   x_ref.at[:, pl.ds(0, 128, 2)]         x_ref.at(pl::all, pl::ds(0, 128, 2))
+//   v = s_ref[3]; s_ref[3] = v + 1        auto v = s_ref(3); s_ref(3) = v + 1;   // VMEM/SMEM only
+//   o_vmem[...] = x_vmem[...] + 1.0       o_vmem = x_vmem + 1.0f;               // VMEM/SMEM only
+//
+// Rules, checked by the compiler: only refs in VMEM or SMEM have element
+// access and may appear in compute expressions or be assigned to; refs in HBM
+// or ANY can only be moved by DMA (`pltpu::sync_copy`). A `Ref<T, HBM>`
+// converts to `Ref<T, ANY>`, and `Ref<T, S>` to `Ref<const T, S>`.
+//
+// Assigning to a Ref writes its elements (like `Eigen::Map`), it never rebinds
+// the view. `.at(...)` is bounds-checked and throws `KernelError` (inside a
+// kernel) or `UsageError` (outside) of kind kOutOfBounds, naming the slice,
+// the axis and its extent. Element access is bounds-checked the same way.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+#include <type_traits>
+
+#include "tessera/dtype.h"
+#include "tessera/memory_space.h"
+#include "tessera/shape.h"
+#include "tessera/slice.h"
+
+namespace tessera {
+
+namespace detail {
+
+/// One indexer of `Ref::at`: an integer (squeeze), a `pl::Slice`, or `pl::all`.
+struct Indexer {
+  enum class Kind : uint8_t { kIndex, kSlice, kAll };
+  Kind kind = Kind::kAll;
+  pl::Slice slice{};  // for kIndex: start = the index
+
+  template <class I>
+    requires std::is_integral_v<I>
+  Indexer(I i) noexcept : kind(Kind::kIndex), slice{static_cast<int64_t>(i), 1, 1} {}  // NOLINT
+  Indexer(pl::Slice s) noexcept : kind(Kind::kSlice), slice(s) {}                       // NOLINT
+  Indexer(pl::All) noexcept {}                                                          // NOLINT
+};
+
+/// The type-erased form of a Ref, as the runtime (DMA, checks, traces) sees it.
+struct RawRef {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  MemorySpace space = MemorySpace::ANY;
+  Shape shape;
+  SmallVec strides;  // in elements
+};
+
+/// Applies indexers to (data, shape, strides) in place; throws kOutOfBounds with `where`.
+/// Returns the new data pointer offset in elements.
+int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n,
+                       MemorySpace space, std::source_location where);
+/// Throws kOutOfBounds for element access with a wrong index or index count.
+[[noreturn]] void throw_element_index_error(const Shape& shape, const int64_t* idx, int n,
+                                            MemorySpace space, std::source_location where);
+
+template <class T, MemorySpace Space>
+inline constexpr bool kComputeCheck = [] {
+  static_assert(is_compute_space(Space),
+                "tessera: this Ref is in HBM/ANY memory, which kernels cannot read, write or "
+                "compute on; copy it into a VMEM buffer first with pltpu::sync_copy (or a "
+                "BlockSpec), then use the VMEM ref");
+  return true;
+}();
+
+}  // namespace detail
+
+namespace pl {
+
+/// A view of `T` elements in memory space `Space` (see the file comment).
+template <class T, MemorySpace Space>
+class Ref {
+  static_assert(is_element_type_v<T>,
+                "tessera: Ref<T, Space> needs T in {float, bfloat16, int32_t, int8_t, bool} "
+                "(optionally const)");
+
+ public:
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  static constexpr MemorySpace space = Space;
+  static constexpr DType dtype = dtype_of<T>;
+
+  /// A view of `data` with `shape` and element `strides`. Kernels get refs from Tessera;
+  /// building one by hand is for tests and adapters.
+  Ref(T* data, Shape shape, detail::SmallVec strides) noexcept
+      : data_(data), shape_(std::move(shape)), strides_(std::move(strides)) {}
+  /// A contiguous row-major view of `data` with `shape`.
+  Ref(T* data, Shape shape) : data_(data), shape_(std::move(shape)) {
+    strides_ = row_major_strides(shape_);
+  }
+
+  Ref(const Ref&) = default;
+  Ref(Ref&&) noexcept = default;
+
+  /// Adds const, or widens HBM to ANY.
+  template <class U, MemorySpace S2>
+    requires((std::is_same_v<U, T> || std::is_same_v<const U, T>) &&
+             (S2 == Space || (S2 == MemorySpace::HBM && Space == MemorySpace::ANY)) &&
+             !(std::is_same_v<U, T> && S2 == Space))
+  Ref(const Ref<U, S2>& o) noexcept  // NOLINT: implicit, like T* -> const T*
+      : data_(o.data()), shape_(o.shape()), strides_(o.strides()) {}
+
+  /// Writes the elements of `other` into this ref (shapes must match). VMEM/SMEM only.
+  Ref& operator=(const Ref& other);
+  /// Writes an expression, a ref or a scalar into this ref's elements. VMEM/SMEM only.
+  /// Defined in vector_ops.h.
+  template <class E>
+  Ref& operator=(const E& expr);
+
+  const Shape& shape() const noexcept { return shape_; }
+  int rank() const noexcept { return shape_.rank(); }
+  int64_t size() const noexcept { return shape_.size(); }
+  /// Bytes covered by the view (`size() * sizeof(T)`).
+  int64_t nbytes() const noexcept { return size() * static_cast<int64_t>(sizeof(T)); }
+  /// Strides in elements, one per axis.
+  const detail::SmallVec& strides() const noexcept { return strides_; }
+  /// Pointer to element (0, ..., 0).
+  T* data() const noexcept { return data_; }
+  /// True when the elements are contiguous in row-major order.
+  bool is_contiguous() const noexcept {
+    int64_t expect = 1;
+    for (int i = rank() - 1; i >= 0; --i) {
+      if (shape_[i] != 1 && strides_[i] != expect) return false;
+      expect *= shape_[i];
+    }
+    return true;
+  }
+
+  /// A sub-view, `ref.at[...]` in Pallas: one indexer per leading axis (an integer squeezes
+  /// the axis, `pl::ds(start, size[, stride])` slices it, `pl::all` keeps it); missing
+  /// trailing indexers keep their axes. Throws kOutOfBounds when a slice leaves the axis.
+  Ref at(detail::Indexer a, std::source_location w = std::source_location::current()) const {
+    return at_n({a}, w);
+  }
+  Ref at(detail::Indexer a, detail::Indexer b,
+         std::source_location w = std::source_location::current()) const {
+    return at_n({a, b}, w);
+  }
+  Ref at(detail::Indexer a, detail::Indexer b, detail::Indexer c,
+         std::source_location w = std::source_location::current()) const {
+    return at_n({a, b, c}, w);
+  }
+  Ref at(detail::Indexer a, detail::Indexer b, detail::Indexer c, detail::Indexer d,
+         std::source_location w = std::source_location::current()) const {
+    return at_n({a, b, c, d}, w);
+  }
+  Ref at(detail::Indexer a, detail::Indexer b, detail::Indexer c, detail::Indexer d,
+         detail::Indexer e, std::source_location w = std::source_location::current()) const {
+    return at_n({a, b, c, d, e}, w);
+  }
+  Ref at(detail::Indexer a, detail::Indexer b, detail::Indexer c, detail::Indexer d,
+         detail::Indexer e, detail::Indexer f,
+         std::source_location w = std::source_location::current()) const {
+    return at_n({a, b, c, d, e, f}, w);
+  }
+
+  /// Element access (VMEM/SMEM only), one index per axis, bounds-checked.
+  T& operator()(std::source_location w = std::source_location::current()) const
+    requires detail::kComputeCheck<T, Space>
+  {
+    return elem({}, 0, w);
+  }
+  T& operator()(int64_t i, std::source_location w = std::source_location::current()) const
+    requires detail::kComputeCheck<T, Space>
+  {
+    const int64_t idx[] = {i};
+    return elem(idx, 1, w);
+  }
+  T& operator()(int64_t i, int64_t j,
+                std::source_location w = std::source_location::current()) const
+    requires detail::kComputeCheck<T, Space>
+  {
+    const int64_t idx[] = {i, j};
+    return elem(idx, 2, w);
+  }
+  T& operator()(int64_t i, int64_t j, int64_t k,
+                std::source_location w = std::source_location::current()) const
+    requires detail::kComputeCheck<T, Space>
+  {
+    const int64_t idx[] = {i, j, k};
+    return elem(idx, 3, w);
+  }
+  T& operator()(int64_t i, int64_t j, int64_t k, int64_t l,
+                std::source_location w = std::source_location::current()) const
+    requires detail::kComputeCheck<T, Space>
+  {
+    const int64_t idx[] = {i, j, k, l};
+    return elem(idx, 4, w);
+  }
+
+  /// The type-erased view the runtime uses.
+  detail::RawRef raw() const {
+    return detail::RawRef{const_cast<std::remove_cv_t<T>*>(data_), dtype, Space, shape_,
+                          strides_};
+  }
+
+ private:
+  Ref at_n(std::initializer_list<detail::Indexer> ix, std::source_location w) const {
+    Ref r(*this, 0);
+    const int64_t off = detail::apply_indexers(r.shape_, r.strides_, ix.begin(),
+                                               static_cast<int>(ix.size()), Space, w);
+    r.data_ = data_ + off;
+    return r;
+  }
+  // Private copy that does not go through the element-writing assignment.
+  Ref(const Ref& o, int) : data_(o.data_), shape_(o.shape_), strides_(o.strides_) {}
+
+  T& elem(const int64_t* idx, int n, std::source_location w) const {
+    if (n != rank()) detail::throw_element_index_error(shape_, idx, n, Space, w);
+    int64_t off = 0;
+    for (int a = 0; a < n; ++a) {
+      if (idx[a] < 0 || idx[a] >= shape_[a]) {
+        detail::throw_element_index_error(shape_, idx, n, Space, w);
+      }
+      off += idx[a] * strides_[a];
+    }
+    return data_[off];
+  }
+
+  T* data_;
+  Shape shape_;
+  detail::SmallVec strides_;
+};
+
+}  // namespace pl
+
+namespace pltpu {
+template <class T>
+using HbmRef = pl::Ref<T, MemorySpace::HBM>;
+template <class T>
+using AnyRef = pl::Ref<T, MemorySpace::ANY>;
+template <class T>
+using VmemRef = pl::Ref<T, MemorySpace::VMEM>;
+template <class T>
+using SmemRef = pl::Ref<T, MemorySpace::SMEM>;
+}  // namespace pltpu
+
+/// True for any `pl::Ref` type.
+template <class R>
+inline constexpr bool is_ref_v = false;
+template <class T, MemorySpace S>
+inline constexpr bool is_ref_v<pl::Ref<T, S>> = true;
+
+}  // namespace tessera

@@ -1,0 +1,71 @@
+// File: tessera/scratch.h
+//
+// Scratch buffer types: `pltpu::VMEM<T>(shape)` and `pltpu::SMEM<T>(shape)`,
+// the counterparts of `pltpu.VMEM(shape, dtype)` and `pltpu.SMEM(shape, dtype)`.
+// Listed in `pl::scratch_types(...)`, each becomes one buffer per core, in that
+// core's VMEM or SMEM arena, passed to the kernel body after the outputs, in
+// order. Scratch starts uninitialised (as on a TPU).
+//
+//   pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::SMEM<int32_t>({16}))
+//   // body(..., pltpu::VmemRef<float> buf, pltpu::SmemRef<int32_t> idx)
+#pragma once
+
+#include <source_location>
+#include <type_traits>
+
+#include "tessera/detail/runtime.h"
+#include "tessera/dtype.h"
+#include "tessera/memory_space.h"
+#include "tessera/ref.h"
+#include "tessera/shape.h"
+
+namespace tessera {
+namespace detail {
+void check_scratch_shape(const Shape& shape, MemorySpace space, std::source_location where);
+}  // namespace detail
+
+namespace pltpu {
+
+/// A scratch buffer of `T` elements with `shape` in memory space `Space`.
+template <class T, MemorySpace Space>
+struct ScratchType {
+  static_assert(is_element_type_v<T> && !std::is_const_v<T>,
+                "tessera: scratch buffers hold float, bfloat16, int32_t, int8_t or bool");
+  static_assert(Space == MemorySpace::VMEM || Space == MemorySpace::SMEM,
+                "tessera: scratch buffers live in VMEM or SMEM");
+  using value_type = T;
+  using ref_type = pl::Ref<T, Space>;
+  static constexpr MemorySpace space = Space;
+  Shape shape;
+  std::source_location where;
+
+  detail::ScratchRequest request() const {
+    return detail::ScratchRequest{Space, dtype_of<T>, shape,
+                                  shape.size() * static_cast<int64_t>(sizeof(T))};
+  }
+  ref_type make_ref(void* p) const { return ref_type(static_cast<T*>(p), shape); }
+};
+
+/// `pltpu.VMEM(shape, dtype)`: a per-core VMEM scratch buffer.
+template <class T>
+ScratchType<T, MemorySpace::VMEM> VMEM(Shape shape,
+                                       std::source_location where = std::source_location::current()) {
+  detail::check_scratch_shape(shape, MemorySpace::VMEM, where);
+  return {std::move(shape), where};
+}
+/// `pltpu.SMEM(shape, dtype)`: a per-core SMEM scratch buffer (32-bit or narrower scalars).
+template <class T>
+ScratchType<T, MemorySpace::SMEM> SMEM(Shape shape,
+                                       std::source_location where = std::source_location::current()) {
+  detail::check_scratch_shape(shape, MemorySpace::SMEM, where);
+  return {std::move(shape), where};
+}
+
+}  // namespace pltpu
+
+template <class S>
+inline constexpr bool is_scratch_type_v = false;
+template <class T, MemorySpace Sp>
+inline constexpr bool is_scratch_type_v<pltpu::ScratchType<T, Sp>> = true;
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+// File: tessera/tessera.h
+//
+// The umbrella header: everything a kernel author names. `using namespace
+// tessera;` then brings in `pl`, `pltpu`, `jnp` and `lax`, mirroring the
+// Python imports of a Pallas kernel:
+//
+//   #include <tessera/tessera.h>
+//   using namespace tessera;
+//
+//   auto fill_42 = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core"),
+//                             pl::scratch_types(pltpu::VMEM<float>({128})))(
+//       [](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
+//         o_vmem = jnp::full_like(o_vmem, 42.0f);  // compute in VMEM
+//         pltpu::sync_copy(o_vmem, o_ref);         // VMEM -> HBM
+//       });
+#pragma once
+
+#include "tessera/array.h"
+#include "tessera/compiler_params.h"
+#include "tessera/dma.h"
+#include "tessera/dtype.h"
+#include "tessera/error.h"
+#include "tessera/kernel.h"
+#include "tessera/memory_space.h"
+#include "tessera/mesh.h"
+#include "tessera/ref.h"
+#include "tessera/scratch.h"
+#include "tessera/shape.h"
+#include "tessera/slice.h"
+#include "tessera/tpu_info.h"
+#include "tessera/vector_ops.h"

@@ -1,0 +1,141 @@
+// HBM storage for tessera::Array and the Array error helpers.
+//
+// Allocation policy (hbm_allocate / hbm_free):
+//   * Every block is 64-byte aligned.
+//   * bytes >= 4 MiB: an anonymous private mmap (page aligned, hence 64-byte aligned), advised
+//     MADV_HUGEPAGE; the kernel hands it out zero-filled, so `zero` costs nothing. Freed with
+//     munmap.
+//   * bytes < 4 MiB: std::aligned_alloc(64, bytes rounded up to a multiple of 64), memset to
+//     zero when asked. Freed with std::free.
+//   * bytes == 0: a fresh 64-byte block, so that every Array, even an empty one, has a valid,
+//     unique, non-null, aligned data() pointer. hbm_free(p, 0) releases it.
+//   * Out of memory throws (via detail::raise) ErrorKind::kCapacityExceeded naming the byte
+//     count; hbm_allocate never returns null.
+// hbm_free must be given the same byte count that hbm_allocate was, since it picks the release
+// path from it (HbmDeleter stores it).
+#include "tessera/array.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <source_location>
+#include <string>
+
+#include "tessera/detail/runtime.h"
+#include "tessera/error.h"
+
+namespace tessera::detail {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr size_t kMmapThreshold = size_t{4} << 20;  // 4 MiB
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = kMiB * 1024.0;
+// The element count (and its byte count at the largest itemsize, 4) must fit the types that hold
+// it; no real allocation comes near this, but an overflow would otherwise wrap silently.
+constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 4;
+
+std::string human_bytes(size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= kGiB) return fmt::format("{:.1f} GiB", b / kGiB);
+  if (b >= kMiB) return fmt::format("{:.1f} MiB", b / kMiB);
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+[[noreturn]] void raise_out_of_memory(size_t bytes) {
+  raise(ErrorKind::kCapacityExceeded, "Array", std::source_location{},
+        fmt::format("out of host memory allocating {} bytes ({}) for an Array's HBM storage; "
+                    "hint: use smaller arrays, or release arrays that are no longer needed",
+                    bytes, human_bytes(bytes)));
+}
+
+const char* plural(int64_t n, const char* one, const char* many) { return n == 1 ? one : many; }
+
+}  // namespace
+
+void* hbm_allocate(size_t bytes, bool zero) {
+  if (bytes >= kMmapThreshold) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) raise_out_of_memory(bytes);
+#ifdef MADV_HUGEPAGE
+    (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advisory only; failure is harmless
+#endif
+    return p;  // anonymous mappings are zero-filled
+  }
+  const size_t rounded =
+      bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) raise_out_of_memory(bytes);
+  if (zero) std::memset(p, 0, rounded);
+  return p;
+}
+
+void hbm_free(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes >= kMmapThreshold) {
+    (void)::munmap(p, bytes);
+  } else {
+    std::free(p);
+  }
+}
+
+void throw_array_size_mismatch(const Shape& shape, size_t values, std::source_location where) {
+  const int64_t n = static_cast<int64_t>(values);
+  const int64_t size = shape.size();
+  raise(ErrorKind::kShapeMismatch, "Array", where,
+        fmt::format("{} {} given for shape {}, which holds {} {}; hint: pass exactly {} {} in "
+                    "row-major order, or change the shape to match the values",
+                    values, plural(n, "value was", "values were"), shape.to_string(), size,
+                    plural(size, "element", "elements"), size, plural(size, "value", "values")));
+}
+
+void throw_array_index_error(const Shape& shape, int axis, int64_t index, int nindices) {
+  if (axis < 0 || axis >= shape.rank()) {
+    raise(ErrorKind::kOutOfBounds, "Array element access", std::source_location::current(),
+          fmt::format("{} {} given for an array of rank {}, shape {}; element access needs "
+                      "exactly one index per axis ({} {})",
+                      nindices, plural(nindices, "index was", "indices were"), shape.rank(),
+                      shape.to_string(), shape.rank(), plural(shape.rank(), "index", "indices")));
+  }
+  const int64_t extent = shape[axis];
+  std::string rule;
+  if (extent == 0) {
+    rule = "the axis is empty, so no index is valid";
+  } else {
+    rule = fmt::format("indices along it must be in [0, {})", extent);
+    if (index < 0) rule += "; negative indices are not supported";
+  }
+  raise(ErrorKind::kOutOfBounds, "Array element access", std::source_location::current(),
+        fmt::format("index {} is out of bounds for axis {} with size {} (shape {}); {}", index,
+                    axis, extent, shape.to_string(), rule));
+}
+
+void check_shape_valid(const Shape& shape, std::source_location where) {
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape[i] < 0) {
+      raise(ErrorKind::kInvalidArgument, "Array", where,
+            fmt::format("shape {} has a negative extent {} in axis {}; every extent must be "
+                        ">= 0",
+                        shape.to_string(), shape[i], i));
+    }
+  }
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape[i] == 0) return;  // an empty array; the other extents cannot overflow anything
+  }
+  int64_t n = 1;
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (__builtin_mul_overflow(n, shape[i], &n) || n > kMaxElements) {
+      raise(ErrorKind::kInvalidArgument, "Array", where,
+            fmt::format("shape {} holds more elements than an Array can index (at most {})",
+                        shape.to_string(), kMaxElements));
+    }
+  }
+}
+
+}  // namespace tessera::detail

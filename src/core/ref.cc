@@ -1,0 +1,111 @@
+// Ref view arithmetic: `at(...)` indexers and element-access errors.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "tessera/detail/runtime.h"
+#include "tessera/ref.h"
+
+namespace tessera::detail {
+
+namespace {
+std::string describe(const Indexer& ix) {
+  switch (ix.kind) {
+    case Indexer::Kind::kIndex:
+      return fmt::format("{}", ix.slice.start);
+    case Indexer::Kind::kSlice:
+      if (ix.slice.stride == 1) return fmt::format("pl::ds({}, {})", ix.slice.start, ix.slice.size);
+      return fmt::format("pl::ds({}, {}, {})", ix.slice.start, ix.slice.size, ix.slice.stride);
+    case Indexer::Kind::kAll:
+      return "pl::all";
+  }
+  return "?";
+}
+
+[[noreturn]] void fail(const Indexer* ix, int n, int axis, const Shape& shape, MemorySpace space,
+                       std::source_location where, const std::string& why) {
+  std::vector<std::string> parts;
+  for (int i = 0; i < n; ++i) parts.push_back(describe(ix[i]));
+  raise(ErrorKind::kOutOfBounds, "Ref.at", where,
+        fmt::format("at({}) on a {} ref of shape {}: {} on axis {} (extent {}){}",
+                    fmt::join(parts, ", "), to_string(space), shape.to_string(), why, axis,
+                    axis < shape.rank() ? shape[axis] : 0,
+                    "; check the index arithmetic (e.g. the core index times the block size)"));
+}
+}  // namespace
+
+int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n,
+                       MemorySpace space, std::source_location where) {
+  if (n > shape.rank()) {
+    std::vector<std::string> parts;
+    for (int i = 0; i < n; ++i) parts.push_back(describe(ix[i]));
+    raise(ErrorKind::kOutOfBounds, "Ref.at", where,
+          fmt::format("at({}) has {} indexers but the {} ref has rank {} (shape {}); give at most "
+                      "one indexer per axis",
+                      fmt::join(parts, ", "), n, to_string(space), shape.rank(),
+                      shape.to_string()));
+  }
+  int64_t offset = 0;
+  SmallVec new_shape;
+  SmallVec new_strides;
+  for (int a = 0; a < shape.rank(); ++a) {
+    const int64_t extent = shape[a];
+    if (a >= n || ix[a].kind == Indexer::Kind::kAll) {
+      new_shape.push_back(extent);
+      new_strides.push_back(strides[a]);
+      continue;
+    }
+    const pl::Slice s = ix[a].slice;
+    if (ix[a].kind == Indexer::Kind::kIndex) {
+      if (s.start < 0 || s.start >= extent) {
+        fail(ix, n, a, shape, space, where, fmt::format("index {} is outside 0..{}", s.start, extent - 1));
+      }
+      offset += s.start * strides[a];
+      continue;
+    }
+    if (s.stride < 1) {
+      fail(ix, n, a, shape, space, where, fmt::format("stride {} must be at least 1", s.stride));
+    }
+    if (s.size < 0) {
+      fail(ix, n, a, shape, space, where, fmt::format("size {} is negative", s.size));
+    }
+    if (s.start < 0) {
+      fail(ix, n, a, shape, space, where, fmt::format("start {} is negative", s.start));
+    }
+    if (s.size > 0 && s.start + (s.size - 1) * s.stride >= extent) {
+      fail(ix, n, a, shape, space, where,
+           fmt::format("the slice covers elements {}..{}, past the end", s.start,
+                       s.start + (s.size - 1) * s.stride));
+    }
+    if (s.size == 0 && s.start > extent) {
+      fail(ix, n, a, shape, space, where, fmt::format("start {} is past the end", s.start));
+    }
+    offset += s.start * strides[a];
+    new_shape.push_back(s.size);
+    new_strides.push_back(strides[a] * s.stride);
+  }
+  shape = Shape(std::move(new_shape));
+  strides = std::move(new_strides);
+  return offset;
+}
+
+void throw_element_index_error(const Shape& shape, const int64_t* idx, int n, MemorySpace space,
+                               std::source_location where) {
+  std::vector<int64_t> v(idx, idx + n);
+  if (n != shape.rank()) {
+    raise(ErrorKind::kOutOfBounds, "Ref element access", where,
+          fmt::format("({}) gives {} indices to a {} ref of rank {} (shape {}); give one index per "
+                      "axis",
+                      fmt::join(v, ", "), n, to_string(space), shape.rank(), shape.to_string()));
+  }
+  int axis = 0;
+  for (; axis < n; ++axis) {
+    if (idx[axis] < 0 || idx[axis] >= shape[axis]) break;
+  }
+  raise(ErrorKind::kOutOfBounds, "Ref element access", where,
+        fmt::format("({}) on a {} ref of shape {}: index {} is outside 0..{} on axis {}",
+                    fmt::join(v, ", "), to_string(space), shape.to_string(), idx[axis],
+                    shape[axis] - 1, axis));
+}
+
+}  // namespace tessera::detail

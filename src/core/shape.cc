@@ -1,0 +1,31 @@
+// Shape printing (Python tuple notation) and row-major strides.
+#include "tessera/shape.h"
+
+#include <string>
+
+namespace tessera {
+
+std::string Shape::to_string() const {
+  // Python: () for rank 0, (n,) for rank 1, (a, b, ...) otherwise.
+  std::string s = "(";
+  for (int i = 0; i < rank(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(dims_[i]);
+  }
+  if (rank() == 1) s += ",";
+  s += ")";
+  return s;
+}
+
+detail::SmallVec row_major_strides(const Shape& shape) {
+  const int r = shape.rank();
+  detail::SmallVec strides(r);
+  int64_t stride = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+}  // namespace tessera

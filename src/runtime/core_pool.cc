@@ -1,0 +1,111 @@
+#include "runtime/core_pool.h"
+
+#include <chrono>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TESSERA_PAUSE() _mm_pause()
+#else
+#define TESSERA_PAUSE() std::this_thread::yield()
+#endif
+
+namespace tessera::detail {
+
+namespace {
+// How long an idle thread spins before it sleeps. Long enough to cover the gap between
+// back-to-back launches (benchmarks, a loop of small kernels), short enough not to burn a core
+// when the program does something else.
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+
+// Spins until pred() or the deadline; true if pred() became true.
+template <class Pred>
+bool spin_until(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinFor;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (pred()) return true;
+      TESSERA_PAUSE();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return pred();
+  }
+}
+}  // namespace
+
+CorePool& CorePool::instance() {
+  // Never destroyed: worker threads may still be asleep at exit, and a kernel launched from a
+  // static destructor must still find the pool. The pointer keeps the memory reachable.
+  static CorePool* pool = new CorePool();
+  return *pool;
+}
+
+void CorePool::ensure_cores(int n) {
+  if (arenas_.empty()) arenas_.push_back(std::make_unique<CoreArena>());  // core 0: the caller
+  if (slots_ == nullptr) {
+    // Workers keep pointers to their slots, so the slots are allocated once, for the largest
+    // mesh a launch may have (check_num_cores bounds n).
+    slot_capacity_ = kMaxCores + 1;
+    slots_ = std::make_unique<Slot[]>(static_cast<size_t>(slot_capacity_));
+  }
+  const int have = static_cast<int>(workers_.size()) + 1;
+  if (n <= have) return;
+  arenas_.resize(static_cast<size_t>(n));
+  const int before = ready_.load();
+  for (int core = have; core < n; ++core) {
+    workers_.emplace_back([this, core] { worker_main(core, &slots_[static_cast<size_t>(core)]); });
+  }
+  // Wait until each new worker has built (and first-touched) its arena.
+  const int want = before + (n - have);
+  for (int r = ready_.load(); r < want; r = ready_.load()) ready_.wait(r);
+  const unsigned hw = std::thread::hardware_concurrency();
+  spin_ = hw == 0 || static_cast<unsigned>(workers_.size() + 1) <= hw;
+}
+
+void CorePool::worker_main(int core, Slot* slot) {
+  arenas_[static_cast<size_t>(core)] = std::make_unique<CoreArena>();
+  ready_.fetch_add(1);
+  ready_.notify_all();
+  uint64_t seen = slot->seq.load();
+  for (;;) {
+    if (!spin_ || !spin_until([&] { return slot->seq.load(std::memory_order_acquire) != seen; })) {
+      // Dekker-style handshake with run(): both sides use seq_cst, so either the launcher sees
+      // sleeping == 1 and notifies, or this thread's load below sees the new seq.
+      slot->sleeping.store(1);
+      while (slot->seq.load() == seen) slot->seq.wait(seen);
+      slot->sleeping.store(0);
+    }
+    seen = slot->seq.load();
+    (*job_)(core);
+    // seq_cst (hence also release): publishes this core's writes to the launcher, and pairs with
+    // the launcher's seq_cst store of launcher_sleeping_ so that a sleeping launcher is woken.
+    if (remaining_.fetch_sub(1) == 1) {
+      if (launcher_sleeping_.load() != 0) remaining_.notify_one();
+    }
+  }
+}
+
+void CorePool::run(int n, FunctionRef<void(int)> job) {
+  std::lock_guard<std::mutex> lock(launch_mu_);
+  ensure_cores(n);
+  if (n == 1) {
+    job(0);
+    return;
+  }
+  job_ = &job;
+  remaining_.store(n - 1);
+  for (int core = 1; core < n; ++core) {
+    Slot& s = slots_[static_cast<size_t>(core)];
+    s.seq.fetch_add(1);
+    if (s.sleeping.load() != 0) s.seq.notify_one();
+  }
+  job(0);
+  auto done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
+  if (!spin_ || !spin_until(done)) {
+    launcher_sleeping_.store(1);
+    for (int r = remaining_.load(); r != 0; r = remaining_.load()) remaining_.wait(r);
+    launcher_sleeping_.store(0);
+  }
+  job_ = nullptr;
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,63 @@
+// Internal: the persistent pool of core threads.
+//
+// A launch of n cores runs core 0 on the calling thread and cores 1..n-1 on pool workers, which
+// are created once (the pool grows to the largest mesh seen) and then reused: a launch costs a
+// wake-up, not a thread start. Idle workers spin briefly (so back-to-back launches cost well
+// under a microsecond to start) and then sleep on a futex (std::atomic::wait). Launches are
+// serialised by a mutex, which makes concurrent launches from several host threads safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/arena.h"
+#include "tessera/detail/runtime.h"
+
+namespace tessera::detail {
+
+/// The most cores a mesh may have.
+inline constexpr int kMaxCores = 256;
+
+class CorePool {
+ public:
+  static CorePool& instance();
+
+  /// Runs job(core) for every core in [0, n) and returns when all have returned. `job` must not
+  /// throw. Serialised with other calls.
+  void run(int n, FunctionRef<void(int)> job);
+
+  /// The arena of `core`; valid during run() for cores < n.
+  CoreArena& arena(int core) { return *arenas_[static_cast<size_t>(core)]; }
+
+ private:
+  // One slot per worker, each on its own cache line. The launcher writes job_, then bumps the
+  // `seq` of exactly the workers the launch needs (seq_cst RMW: releases job_); a worker that
+  // sees its seq change reads job_ (its seq_cst load acquires). Workers outside the launch are
+  // not woken and never read job_, and job_ is only rewritten after every participant has
+  // finished (remaining_ reached 0), so job_ needs no atomicity of its own.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> seq{0};
+    std::atomic<int> sleeping{0};
+  };
+  CorePool() = default;
+  void ensure_cores(int n);
+  void worker_main(int core, Slot* slot);
+
+  std::mutex launch_mu_;
+  std::vector<std::thread> workers_;               // workers_[k] runs core k + 1
+  std::vector<std::unique_ptr<CoreArena>> arenas_;  // arenas_[c]: core c
+
+  std::unique_ptr<Slot[]> slots_;  // slots_[c] for core c >= 1 (index 0 unused)
+  int slot_capacity_ = 0;
+  std::atomic<int> remaining_{0};
+  std::atomic<int> launcher_sleeping_{0};
+  std::atomic<int> ready_{0};
+  const FunctionRef<void(int)>* job_ = nullptr;
+  bool spin_ = true;  // false when the pool has more threads than the machine
+};
+
+}  // namespace tessera::detail

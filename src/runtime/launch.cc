@@ -1,0 +1,204 @@
+// Launch: validate the spec and lay out scratch once, then run the body on every core of the
+// pool, collecting the first exception and cancelling the rest.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/messages.h"
+#include "runtime/context.h"
+#include "runtime/core_pool.h"
+#include "tessera/compiler_params.h"
+#include "tessera/detail/runtime.h"
+#include "tessera/error.h"
+
+namespace tessera::detail {
+
+struct LaunchState {
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::exception_ptr first_error;
+};
+
+namespace {
+thread_local CoreContext* t_context = nullptr;
+
+constexpr int64_t kScratchAlign = 64;
+
+int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+std::string describe_scratch(const ScratchRequest& r, size_t index) {
+  return fmt::format("#{} {}<{}>{} = {} bytes", index, to_string(r.space), dtype_name(r.dtype),
+                     r.shape.to_string(), r.bytes);
+}
+
+// Fails when the scratch of one space does not fit its budget, naming the largest buffers.
+void check_capacity(const LaunchSpec& spec, MemorySpace space, int64_t used, int64_t limit,
+                    const char* knob) {
+  if (used <= limit) return;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < spec.scratch.size(); ++i) {
+    if (spec.scratch[i].space == space) idx.push_back(i);
+  }
+  std::sort(idx.begin(), idx.end(),
+            [&](size_t a, size_t b) { return spec.scratch[a].bytes > spec.scratch[b].bytes; });
+  std::vector<std::string> top;
+  for (size_t k = 0; k < idx.size() && k < 3; ++k) top.push_back(describe_scratch(spec.scratch[idx[k]], idx[k]));
+  throw UsageError(
+      ErrorKind::kCapacityExceeded,
+      fmt::format("tessera: pl::kernel at {} (kernel '{}', before launch): scratch needs {} bytes "
+                  "of {} per core but the limit is {} bytes; largest buffers: {}; shrink them or "
+                  "{}",
+                  format_location(spec.where), spec.name, used, to_string(space), limit,
+                  fmt::join(top, ", "), knob),
+      spec.where, -1, {}, spec.name);
+}
+}  // namespace
+
+CoreContext* current_context() noexcept { return t_context; }
+void set_current_context(CoreContext* ctx) noexcept { t_context = ctx; }
+bool in_kernel() noexcept { return t_context != nullptr; }
+
+int default_num_cores() {
+  static const int n = [] {
+    if (const char* env = std::getenv("TESSERA_NUM_CORES"); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(env, &end, 10);
+      if (end == nullptr || *end != '\0' || v < 1 || v > kMaxCores) {
+        throw UsageError(ErrorKind::kInvalidArgument,
+                         fmt::format("tessera: TESSERA_NUM_CORES='{}' is not a core count; set it "
+                                     "to an integer from 1 to {} or unset it",
+                                     env, kMaxCores),
+                         std::source_location::current());
+      }
+      return static_cast<int>(v);
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxCores));
+  }();
+  return n;
+}
+
+void check_num_cores(int num_cores, std::source_location where) {
+  if (num_cores < 1 || num_cores > kMaxCores) {
+    raise(ErrorKind::kInvalidArgument, "TensorCoreMesh", where,
+          fmt::format("num_cores={} is outside 1..{}; a mesh needs at least one core", num_cores,
+                      kMaxCores));
+  }
+}
+
+void check_scratch_shape(const Shape& shape, MemorySpace space, std::source_location where) {
+  for (int a = 0; a < shape.rank(); ++a) {
+    if (shape[a] < 0) {
+      raise(ErrorKind::kInvalidArgument,
+            space == MemorySpace::HBM ? "out_type" : fmt::format("pltpu::{}", to_string(space)),
+            where,
+            fmt::format("shape {} has a negative extent on axis {}", shape.to_string(), a));
+    }
+  }
+}
+
+std::string default_kernel_name(std::source_location where) {
+  return fmt::format("kernel@{}", format_location(where));
+}
+
+int axis_index(std::string_view name, std::source_location where) {
+  const CoreContext* ctx = current_context();
+  if (ctx == nullptr) {
+    raise(ErrorKind::kOutsideKernel, "lax::axis_index", where,
+          fmt::format("axis_index(\"{}\") was called outside a kernel body; it names the running "
+                      "core, so call it inside the body passed to pl::kernel",
+                      name));
+  }
+  if (ctx->axis_name == nullptr || name != *ctx->axis_name) {
+    raise(ErrorKind::kUnknownAxis, "lax::axis_index", where,
+          fmt::format("the mesh has no axis \"{}\"; its only axis is \"{}\" (the name given to "
+                      "pltpu::TensorCoreMesh)",
+                      name, ctx->axis_name == nullptr ? "" : *ctx->axis_name));
+  }
+  return ctx->core;
+}
+
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
+  if (in_kernel()) {
+    raise(ErrorKind::kInvalidArgument, "pl::kernel", spec.where,
+          fmt::format("kernel '{}' was launched from inside a kernel body; kernels cannot nest "
+                      "(a core cannot start a mesh)",
+                      spec.name));
+  }
+  // Scratch layout: the same offsets on every core, each buffer 64-byte aligned.
+  const int64_t vmem_limit =
+      spec.vmem_limit_bytes > 0 ? spec.vmem_limit_bytes : default_vmem_limit_bytes();
+  std::vector<int64_t> offsets(spec.scratch.size());
+  int64_t vmem_used = 0;
+  int64_t smem_used = 0;
+  for (size_t i = 0; i < spec.scratch.size(); ++i) {
+    int64_t& used = spec.scratch[i].space == MemorySpace::SMEM ? smem_used : vmem_used;
+    offsets[i] = used;
+    used = align_up(used + spec.scratch[i].bytes, kScratchAlign);
+  }
+  check_capacity(spec, MemorySpace::VMEM, vmem_used, vmem_limit,
+                 "raise pltpu::CompilerParams{.vmem_limit_bytes = ...}");
+  check_capacity(spec, MemorySpace::SMEM, smem_used, smem_capacity_bytes(),
+                 "move large buffers to VMEM (SMEM holds scalars)");
+
+  LaunchState state;
+  CorePool& pool = CorePool::instance();
+  auto run_core = [&](int core) {
+    CoreContext ctx;
+    ctx.core = core;
+    ctx.num_cores = spec.num_cores;
+    ctx.axis_name = &spec.axis_name;
+    ctx.kernel_name = &spec.name;
+    ctx.launch = &state;
+    ctx.kernel_where = spec.where;
+    CoreArena& arena = pool.arena(core);
+    constexpr size_t kInline = 16;
+    void* inline_ptrs[kInline];
+    std::vector<void*> heap_ptrs;
+    void** ptrs = inline_ptrs;
+    if (spec.scratch.size() > kInline) {
+      heap_ptrs.resize(spec.scratch.size());
+      ptrs = heap_ptrs.data();
+    }
+    for (size_t i = 0; i < spec.scratch.size(); ++i) {
+      std::byte* base = spec.scratch[i].space == MemorySpace::SMEM ? arena.smem() : arena.vmem();
+      ptrs[i] = base + offsets[i];
+    }
+    set_current_context(&ctx);
+    try {
+      body(core, ptrs);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(state.mu);
+      if (!state.first_error) state.first_error = std::current_exception();
+      state.cancelled.store(true);
+    }
+    set_current_context(nullptr);
+  };
+  pool.run(spec.num_cores, run_core);
+  if (state.first_error) std::rethrow_exception(state.first_error);
+}
+
+}  // namespace tessera::detail
+
+namespace tessera::pltpu {
+void check_compiler_params(const CompilerParams& params, std::source_location where) {
+  if (params.vmem_limit_bytes.has_value()) {
+    const int64_t v = *params.vmem_limit_bytes;
+    if (v < 1 || v > detail::max_vmem_limit_bytes()) {
+      detail::raise(ErrorKind::kInvalidArgument, "pltpu::CompilerParams", where,
+                    fmt::format("vmem_limit_bytes={} is outside 1..{} (the per-core VMEM arena); "
+                                "ask for at most {} MiB",
+                                v, detail::max_vmem_limit_bytes(),
+                                detail::max_vmem_limit_bytes() >> 20));
+    }
+  }
+}
+}  // namespace tessera::pltpu

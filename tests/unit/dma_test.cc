@@ -1,0 +1,97 @@
+// pltpu::sync_copy: every rank, strided views, dtypes, spaces, and shape errors.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "support/expect_error.h"
+#include "tessera/tessera.h"
+
+namespace {
+using namespace tessera;
+
+TEST(SyncCopy, ContiguousAndStrided2D) {
+  std::vector<float> src(64 * 64), dst(64 * 64, -1.0f);
+  std::iota(src.begin(), src.end(), 0.0f);
+  pltpu::HbmRef<const float> s(src.data(), {64, 64});
+  pltpu::VmemRef<float> d(dst.data(), {64, 64});
+  pltpu::sync_copy(s, d);
+  EXPECT_EQ(src, dst);
+  std::fill(dst.begin(), dst.end(), -1.0f);
+  // A (16, 8) block at (8, 24), into the top-left corner of the destination.
+  pltpu::sync_copy(s.at(pl::ds(8, 16), pl::ds(24, 8)), d.at(pl::ds(0, 16), pl::ds(0, 8)));
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 64; ++j) {
+      const float want = (i < 16 && j < 8) ? src[static_cast<size_t>((i + 8) * 64 + j + 24)] : -1.0f;
+      ASSERT_EQ(dst[static_cast<size_t>(i * 64 + j)], want);
+    }
+}
+
+TEST(SyncCopy, StridedInnerAxisAndRank3) {
+  std::vector<int32_t> src(4 * 6 * 10), dst(4 * 3 * 5, 0);
+  std::iota(src.begin(), src.end(), 0);
+  pltpu::AnyRef<const int32_t> s(src.data(), {4, 6, 10});
+  pltpu::VmemRef<int32_t> d(dst.data(), {4, 3, 5});
+  pltpu::sync_copy(s.at(pl::all, pl::ds(1, 3, 2), pl::ds(0, 5, 2)), d);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 0; c < 5; ++c)
+        ASSERT_EQ(dst[static_cast<size_t>((a * 3 + b) * 5 + c)],
+                  src[static_cast<size_t>((a * 6 + 1 + 2 * b) * 10 + 2 * c)]);
+}
+
+TEST(SyncCopy, NarrowDtypesAndRankZero) {
+  std::vector<bfloat16> hb(10), vb(10);
+  for (int k = 0; k < 10; ++k) hb[static_cast<size_t>(k)] = bfloat16(static_cast<float>(k) * 0.5f);
+  pltpu::sync_copy(pltpu::HbmRef<const bfloat16>(hb.data(), {10}),
+                   pltpu::VmemRef<bfloat16>(vb.data(), {10}));
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(vb[static_cast<size_t>(k)].bits, hb[static_cast<size_t>(k)].bits);
+  std::vector<int8_t> hi = {1, -2, 3, -4}, vi(2);
+  pltpu::sync_copy(pltpu::HbmRef<const int8_t>(hi.data(), {4}).at(pl::ds(1, 2, 2)),
+                   pltpu::SmemRef<int8_t>(vi.data(), {2}));
+  EXPECT_EQ(vi[0], -2);
+  EXPECT_EQ(vi[1], -4);
+  bool flag_src = true, flag_dst = false;
+  pltpu::sync_copy(pltpu::HbmRef<const bool>(&flag_src, Shape{}), pltpu::SmemRef<bool>(&flag_dst, Shape{}));
+  EXPECT_TRUE(flag_dst);
+}
+
+TEST(SyncCopyErrors, ShapeMismatchOnTheHost) {
+  std::vector<float> a(128), b(64);
+  pltpu::VmemRef<float> va(a.data(), {128});
+  pltpu::HbmRef<float> hb(b.data(), {64});
+  EXPECT_TESSERA_ERROR(pltpu::sync_copy(va, hb), UsageError, ErrorKind::kShapeMismatch,
+                       "source VMEM ref of shape (128,) and destination HBM ref of shape (64,)",
+                       __LINE__ - 2);
+}
+
+TEST(SyncCopyErrors, ShapeMismatchInAKernelNamesTheCore) {
+  auto k = pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
+                      pl::scratch_types(pltpu::VMEM<float>({128})))(
+      [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
+        v = jnp::zeros_like(v);
+        const int i = lax::axis_index("core");
+        if (i == 1) pltpu::sync_copy(v, o.at(pl::ds(0, 100)));  // wrong length on core 1
+        else pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
+      });
+  const int line = __LINE__ - 3;
+  auto err = tessera::testing::catch_error<KernelError>([&] { k(); });
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->kind(), ErrorKind::kShapeMismatch);
+  EXPECT_EQ(err->core(), 1);
+  EXPECT_EQ(static_cast<int>(err->where().line()), line);
+  EXPECT_NE(std::string(err->what()).find("core 1"), std::string::npos) << err->what();
+  EXPECT_NE(std::string(err->what()).find("(128,)"), std::string::npos);
+  EXPECT_NE(std::string(err->what()).find("(100,)"), std::string::npos);
+}
+
+TEST(SyncCopyErrors, OutOfBoundsViewIsRejectedBeforeAnyCopy) {
+  std::vector<float> hbm(256, 7.0f), vmem(128, 1.0f);
+  pltpu::HbmRef<float> h(hbm.data(), {256});
+  pltpu::VmemRef<float> v(vmem.data(), {128});
+  EXPECT_TESSERA_ERROR(pltpu::sync_copy(v, h.at(pl::ds(200, 128))), UsageError,
+                       ErrorKind::kOutOfBounds, "elements 200..327", __LINE__ - 1);
+  for (float x : hbm) ASSERT_EQ(x, 7.0f);  // nothing was written
+}
+
+}  // namespace

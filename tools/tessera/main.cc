@@ -1,0 +1,23 @@
+// The `tessera` command line: `tessera info`, `tessera run <example>`.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "commands.h"
+#include "run_command.h"
+#include "tessera/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: the Pallas TPU kernel model in C++, on CPUs."};
+  app.require_subcommand(1);
+  register_info_command(app);
+  tessera::cli::register_run_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tessera::Error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,61 @@
+#include "run_command.h"
+
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "quickstart.h"
+#include "tessera/error.h"
+
+namespace tessera::cli {
+
+namespace {
+struct Example {
+  const char* name;
+  const char* summary;
+  std::function<bool(std::ostream&)> run;
+};
+
+const std::vector<Example>& examples() {
+  static const std::vector<Example> list = {
+      {"quickstart", "the Pallas TPU quickstart: fill_42 and iota (examples/01_quickstart*.cc)",
+       [](std::ostream& out) { return examples::run_quickstart(out); }},
+  };
+  return list;
+}
+
+std::string example_list() {
+  std::string s;
+  for (const auto& e : examples()) s += std::string("\n  ") + e.name + "  " + e.summary;
+  return s;
+}
+}  // namespace
+
+void register_run_command(CLI::App& app) {
+  auto* run = app.add_subcommand(
+      "run", "Run an example kernel and verify its result (exit 0 only when verified)." +
+                 std::string("\nExamples:") + example_list());
+  static std::string name;
+  static int cores = 0;
+  run->add_option("example", name, "The example to run")->required();
+  run->add_option("--cores", cores, "Mesh cores (sets TESSERA_NUM_CORES for this run)")
+      ->check(CLI::Range(1, 256));
+  run->callback([] {
+    if (cores > 0) setenv("TESSERA_NUM_CORES", std::to_string(cores).c_str(), 1);
+    for (const auto& e : examples()) {
+      if (name == e.name) {
+        const bool ok = e.run(std::cout);
+        std::cout << name << ": " << (ok ? "verified" : "WRONG RESULT") << "\n";
+        if (!ok) throw CLI::RuntimeError(1);
+        return;
+      }
+    }
+    std::cerr << "tessera run: unknown example '" << name << "'; available:" << example_list()
+              << "\n";
+    throw CLI::RuntimeError(2);
+  });
+}
+
+}  // namespace tessera::cli
