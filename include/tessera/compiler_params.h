@@ -7,7 +7,7 @@
 //
 // `vmem_limit_bytes` raises (or lowers) the per-core VMEM budget that scratch
 // buffers (and, later, pipeline buffers) must fit in. The default budget and
-// the largest accepted value are in docs/architecture-notes.md and
+// the largest accepted value are in docs/design.md ("Arenas and the VMEM budget") and
 // `tessera info` (vmem_capacity_bytes).
 #pragma once
 

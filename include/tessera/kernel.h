@@ -199,13 +199,17 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
   Kernel(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch,
          pltpu::TensorCoreMesh mesh, std::string name, pltpu::CompilerParams params,
          std::source_location where)
-      : body_(std::move(body)),
-        out_(std::move(out)),
-        scratch_(std::move(scratch)),
-        mesh_(std::move(mesh)),
-        name_(std::move(name)),
-        params_(params),
-        where_(where) {}
+      : body_(std::move(body)), out_(std::move(out)), scratch_(std::move(scratch)) {
+    spec_.name = std::move(name);
+    spec_.axis_name = mesh.axis_name();
+    spec_.num_cores = mesh.num_cores();
+    spec_.vmem_limit_bytes = params.vmem_limit_bytes.value_or(0);
+    spec_.where = where;
+    spec_.scratch = std::apply([](const auto&... s) {
+      return std::vector<detail::ScratchRequest>{s.request()...};
+    }, scratch_.items);
+    detail::prepare_launch(spec_);
+  }
 
   /// Runs the kernel on every core and returns its outputs (see the file comment).
   template <class... Ins>
@@ -225,36 +229,28 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     }
   }
 
-  const std::string& name() const noexcept { return name_; }
-  const pltpu::TensorCoreMesh& mesh() const noexcept { return mesh_; }
+  /// The kernel's name (`pl::name`, or "kernel@file:line").
+  const std::string& name() const noexcept { return spec_.name; }
+  /// The number of cores it runs on.
+  int num_cores() const noexcept { return spec_.num_cores; }
 
  private:
   template <size_t... O, size_t... S, class... Ins>
   void run(std::tuple<Array<Outs>...>& outs, std::index_sequence<O...>, std::index_sequence<S...>,
            const Array<Ins>&... ins) const {
-    detail::LaunchSpec spec;
-    spec.name = name_;
-    spec.axis_name = mesh_.axis_name();
-    spec.num_cores = mesh_.num_cores();
-    spec.vmem_limit_bytes = params_.vmem_limit_bytes.value_or(0);
-    spec.where = where_;
-    spec.scratch = {std::get<S>(scratch_.items).request()...};
     auto per_core = [&](int /*core*/, void* const* scratch_ptrs) {
       static_cast<void>(scratch_ptrs);
       body_(pltpu::HbmRef<const Ins>(ins.data(), ins.shape())...,
             pltpu::HbmRef<Outs>(std::get<O>(outs).data(), std::get<O>(outs).shape())...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };
-    detail::launch(spec, per_core);
+    detail::launch(spec_, per_core);
   }
 
   Body body_;
   OutType<Outs...> out_;
   ScratchTypes<Scrs...> scratch_;
-  pltpu::TensorCoreMesh mesh_;
-  std::string name_;
-  pltpu::CompilerParams params_;
-  std::source_location where_;
+  detail::LaunchSpec spec_;
 };
 
 /// The options of a kernel, waiting for its body: `pl::kernel(options...)(body)`.

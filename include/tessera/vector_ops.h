@@ -90,14 +90,14 @@ struct RefLeaf : ExprBase {
   pl::Ref<T, S> ref;  // by value: an expression may outlive a temporary view such as x.at(...)
   const Shape& shape() const { return ref.shape(); }
   int emit(ExprProgram& p) const {
-    ExprNode n;
+    ExprNode& n = p.emplace();
     n.op = OpCode::kLoad;
     n.dtype = dtype_of<T>;
     n.data = ref.data();
     n.space = S;
     n.shape = ref.shape();
     n.strides = ref.strides();
-    return p.add(std::move(n));
+    return p.last();
   }
 };
 
@@ -111,14 +111,14 @@ struct FullExpr : ExprBase {
   const Shape& shape() const { return shape_; }
   int emit(ExprProgram& p) const {
     if (p.where.line() == 0) p.where = where;
-    ExprNode n;
+    ExprNode& n = p.emplace();
     set_const<T>(n, value);
     n.shape = shape_;
     n.op = OpCode::kConst;
     // A full of a given shape behaves like a broadcast constant; its shape takes part in the
     // broadcast check through an iota-free load of stride 0.
     n.strides = SmallVec(shape_.rank(), 0);
-    return p.add(std::move(n));
+    return p.last();
   }
 };
 
@@ -132,12 +132,12 @@ struct IotaExpr : ExprBase {
   const Shape& shape() const { return shape_; }
   int emit(ExprProgram& p) const {
     if (p.where.line() == 0) p.where = where;
-    ExprNode n;
+    ExprNode& n = p.emplace();
     n.op = OpCode::kIota;
     n.dtype = dtype_of<T>;
     n.shape = shape_;
     n.axis = axis;
-    return p.add(std::move(n));
+    return p.last();
   }
 };
 
@@ -151,9 +151,9 @@ struct ScalarExpr : ExprBase {
     return kScalar;
   }
   int emit(ExprProgram& p) const {
-    ExprNode n;
+    ExprNode& n = p.emplace();
     set_const<T>(n, value);
-    return p.add(std::move(n));
+    return p.last();
   }
 };
 
@@ -161,11 +161,11 @@ template <class T, class E>
 int emit_as(const E& e, ExprProgram& p) {
   const int i = e.emit(p);
   if (dtype_of<typename E::value_type> == dtype_of<T>) return i;
-  ExprNode c;
+  ExprNode& c = p.emplace();
   c.op = OpCode::kConvert;
   c.dtype = dtype_of<T>;
   c.a = i;
-  return p.add(std::move(c));
+  return p.last();
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op,
@@ -182,12 +182,14 @@ struct BinaryExpr : ExprBase {
   }
   const Shape& shape() const { return shape_; }
   int emit(ExprProgram& p) const {
-    ExprNode n;
+    const int a = emit_as<T>(l, p);  // operands first: a program lists nodes in evaluation order
+    const int b = emit_as<T>(r, p);
+    ExprNode& n = p.emplace();
     n.op = Op;
     n.dtype = dtype_of<T>;
-    n.a = emit_as<T>(l, p);
-    n.b = emit_as<T>(r, p);
-    return p.add(std::move(n));
+    n.a = a;
+    n.b = b;
+    return p.last();
   }
 };
 
@@ -197,11 +199,12 @@ struct NegExpr : ExprBase {
   A a;
   const Shape& shape() const { return a.shape(); }
   int emit(ExprProgram& p) const {
-    ExprNode n;
+    const int operand = emit_as<T>(a, p);
+    ExprNode& n = p.emplace();
     n.op = OpCode::kNeg;
     n.dtype = dtype_of<T>;
-    n.a = emit_as<T>(a, p);
-    return p.add(std::move(n));
+    n.a = operand;
+    return p.last();
   }
 };
 

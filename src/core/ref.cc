@@ -9,6 +9,13 @@
 namespace tessera::detail {
 
 namespace {
+// "a VMEM", "an HBM", "an ANY", "an SMEM".
+std::string a_space(MemorySpace s) {
+  const bool vowel_sound =
+      s == MemorySpace::HBM || s == MemorySpace::SMEM || s == MemorySpace::ANY;
+  return std::string(vowel_sound ? "an " : "a ") + to_string(s);
+}
+
 std::string describe(const Indexer& ix) {
   switch (ix.kind) {
     case Indexer::Kind::kIndex:
@@ -27,8 +34,8 @@ std::string describe(const Indexer& ix) {
   std::vector<std::string> parts;
   for (int i = 0; i < n; ++i) parts.push_back(describe(ix[i]));
   raise(ErrorKind::kOutOfBounds, "Ref.at", where,
-        fmt::format("at({}) on a {} ref of shape {}: {} on axis {} (extent {}){}",
-                    fmt::join(parts, ", "), to_string(space), shape.to_string(), why, axis,
+        fmt::format("at({}) on {} ref of shape {}: {} on axis {} (extent {}){}",
+                    fmt::join(parts, ", "), a_space(space), shape.to_string(), why, axis,
                     axis < shape.rank() ? shape[axis] : 0,
                     "; check the index arithmetic (e.g. the core index times the block size)"));
 }
@@ -94,17 +101,17 @@ void throw_element_index_error(const Shape& shape, const int64_t* idx, int n, Me
   std::vector<int64_t> v(idx, idx + n);
   if (n != shape.rank()) {
     raise(ErrorKind::kOutOfBounds, "Ref element access", where,
-          fmt::format("({}) gives {} indices to a {} ref of rank {} (shape {}); give one index per "
+          fmt::format("({}) gives {} indices to {} ref of rank {} (shape {}); give one index per "
                       "axis",
-                      fmt::join(v, ", "), n, to_string(space), shape.rank(), shape.to_string()));
+                      fmt::join(v, ", "), n, a_space(space), shape.rank(), shape.to_string()));
   }
   int axis = 0;
   for (; axis < n; ++axis) {
     if (idx[axis] < 0 || idx[axis] >= shape[axis]) break;
   }
   raise(ErrorKind::kOutOfBounds, "Ref element access", where,
-        fmt::format("({}) on a {} ref of shape {}: index {} is outside 0..{} on axis {}",
-                    fmt::join(v, ", "), to_string(space), shape.to_string(), idx[axis],
+        fmt::format("({}) on {} ref of shape {}: index {} is outside 0..{} on axis {}",
+                    fmt::join(v, ", "), a_space(space), shape.to_string(), idx[axis],
                     shape[axis] - 1, axis));
 }
 

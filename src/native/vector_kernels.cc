@@ -216,16 +216,20 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
   auto fbuf = [&](size_t k) { return lanes + k * static_cast<size_t>(kTile); };
   auto ibuf = [&](size_t k) { return reinterpret_cast<int32_t*>(lanes + k * static_cast<size_t>(kTile)); };
 
-  // Constants never change: fill their buffers once.
+  // Constants never change: fill their buffers once, as far as a tile reaches.
+  const int64_t fill = (std::min(kTile, inner) + N - 1) / N * N;
   for (size_t k = 0; k < nn; ++k) {
     const plan::Node& n = p.nodes[k];
     if (n.op != OpCode::kConst) continue;
     if (n.flt) {
-      for (int64_t j = 0; j < kTile; j += N) hn::Store(hn::Set(df, n.fval), df, fbuf(k) + j);
+      for (int64_t j = 0; j < fill; j += N) hn::Store(hn::Set(df, n.fval), df, fbuf(k) + j);
     } else {
-      for (int64_t j = 0; j < kTile; j += N) hn::Store(hn::Set(di, n.ival), di, ibuf(k) + j);
+      for (int64_t j = 0; j < fill; j += N) hn::Store(hn::Set(di, n.ival), di, ibuf(k) + j);
     }
   }
+  // Lane indices 0..N-1, built once (Iota is not free on every target).
+  const auto iota_f = hn::Iota(df, 0.0f);
+  const auto iota_i = hn::Iota(di, 0);
 
   SmallVec idx(nd, 0);
   for (;;) {
@@ -251,18 +255,18 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
             int64_t base = j0 * n.stride[nd - 1];
             for (int d = 0; d < nd - 1; ++d) base += idx[d] * n.stride[d];
             const int64_t c = n.stride[nd - 1];
+            // value(j) = base + c * j, with the lane offset j = j0 + vector start + lane.
             if (n.flt) {
               const auto step = hn::Set(df, static_cast<float>(c));
+              const auto lanes_c = hn::Mul(iota_f, step);
               for (int64_t j = 0; j < padded; j += N) {
-                const auto v = hn::MulAdd(hn::Iota(df, static_cast<float>(j)), step,
-                                          hn::Set(df, static_cast<float>(base)));
+                const auto v = hn::Add(lanes_c, hn::Set(df, static_cast<float>(base + c * j)));
                 hn::Store(v, df, fbuf(k) + j);
               }
             } else {
-              const auto step = hn::Set(di, static_cast<int32_t>(c));
+              const auto lanes_c = hn::Mul(iota_i, hn::Set(di, static_cast<int32_t>(c)));
               for (int64_t j = 0; j < padded; j += N) {
-                const auto v = hn::Add(hn::Mul(hn::Iota(di, static_cast<int32_t>(j)), step),
-                                       hn::Set(di, static_cast<int32_t>(base)));
+                const auto v = hn::Add(lanes_c, hn::Set(di, static_cast<int32_t>(base + c * j)));
                 hn::Store(v, di, ibuf(k) + j);
               }
             }

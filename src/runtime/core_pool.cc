@@ -58,16 +58,19 @@ void CorePool::ensure_cores(int n) {
   const int want = before + (n - have);
   for (int r = ready_.load(); r < want; r = ready_.load()) ready_.wait(r);
   const unsigned hw = std::thread::hardware_concurrency();
-  spin_ = hw == 0 || static_cast<unsigned>(workers_.size() + 1) <= hw;
+  spin_.store(hw == 0 || static_cast<unsigned>(workers_.size() + 1) <= hw,
+               std::memory_order_relaxed);
 }
 
 void CorePool::worker_main(int core, Slot* slot) {
+  // Read the slot before announcing readiness: the launcher may bump it as soon as this worker
+  // counts as ready, and that bump must look new.
+  uint64_t seen = slot->seq.load();
   arenas_[static_cast<size_t>(core)] = std::make_unique<CoreArena>();
   ready_.fetch_add(1);
   ready_.notify_all();
-  uint64_t seen = slot->seq.load();
   for (;;) {
-    if (!spin_ || !spin_until([&] { return slot->seq.load(std::memory_order_acquire) != seen; })) {
+    if (!spin_.load(std::memory_order_relaxed) || !spin_until([&] { return slot->seq.load(std::memory_order_acquire) != seen; })) {
       // Dekker-style handshake with run(): both sides use seq_cst, so either the launcher sees
       // sleeping == 1 and notifies, or this thread's load below sees the new seq.
       slot->sleeping.store(1);
@@ -100,7 +103,7 @@ void CorePool::run(int n, FunctionRef<void(int)> job) {
   }
   job(0);
   auto done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
-  if (!spin_ || !spin_until(done)) {
+  if (!spin_.load(std::memory_order_relaxed) || !spin_until(done)) {
     launcher_sleeping_.store(1);
     for (int r = remaining_.load(); r != 0; r = remaining_.load()) remaining_.wait(r);
     launcher_sleeping_.store(0);

@@ -57,7 +57,9 @@ class CorePool {
   std::atomic<int> launcher_sleeping_{0};
   std::atomic<int> ready_{0};
   const FunctionRef<void(int)>* job_ = nullptr;
-  bool spin_ = true;  // false when the pool has more threads than the machine
+  // False when the pool has more threads than the machine. Only a hint (relaxed): a stale value
+  // changes how long a thread spins, never correctness.
+  std::atomic<bool> spin_{true};
 };
 
 }  // namespace tessera::detail

@@ -126,6 +126,17 @@ int axis_index(std::string_view name, std::source_location where) {
   return ctx->core;
 }
 
+void prepare_launch(LaunchSpec& spec) {
+  spec.offsets.assign(spec.scratch.size(), 0);
+  spec.vmem_used = 0;
+  spec.smem_used = 0;
+  for (size_t i = 0; i < spec.scratch.size(); ++i) {
+    int64_t& used = spec.scratch[i].space == MemorySpace::SMEM ? spec.smem_used : spec.vmem_used;
+    spec.offsets[i] = used;
+    used = align_up(used + spec.scratch[i].bytes, kScratchAlign);
+  }
+}
+
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
   if (in_kernel()) {
     raise(ErrorKind::kInvalidArgument, "pl::kernel", spec.where,
@@ -133,17 +144,11 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
                       "(a core cannot start a mesh)",
                       spec.name));
   }
-  // Scratch layout: the same offsets on every core, each buffer 64-byte aligned.
   const int64_t vmem_limit =
       spec.vmem_limit_bytes > 0 ? spec.vmem_limit_bytes : default_vmem_limit_bytes();
-  std::vector<int64_t> offsets(spec.scratch.size());
-  int64_t vmem_used = 0;
-  int64_t smem_used = 0;
-  for (size_t i = 0; i < spec.scratch.size(); ++i) {
-    int64_t& used = spec.scratch[i].space == MemorySpace::SMEM ? smem_used : vmem_used;
-    offsets[i] = used;
-    used = align_up(used + spec.scratch[i].bytes, kScratchAlign);
-  }
+  const int64_t vmem_used = spec.vmem_used;
+  const int64_t smem_used = spec.smem_used;
+  const std::vector<int64_t>& offsets = spec.offsets;
   check_capacity(spec, MemorySpace::VMEM, vmem_used, vmem_limit,
                  "raise pltpu::CompilerParams{.vmem_limit_bytes = ...}");
   check_capacity(spec, MemorySpace::SMEM, smem_used, smem_capacity_bytes(),

@@ -81,7 +81,7 @@ TEST(VectorOps, BroadcastRowsAndColumns) {
   out = c + r;
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 128; ++j)
-      ASSERT_EQ(o[static_cast<size_t>(i * 128 + j)], i * 1000.0f + static_cast<float>(j));
+      ASSERT_EQ(o[static_cast<size_t>(i * 128 + j)], static_cast<float>(i) * 1000.0f + static_cast<float>(j));
   out = lax::broadcasted_iota<float>({8, 128}, 0) * 10.0f + lax::broadcasted_iota<float>({8, 128}, 1);
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 128; ++j)

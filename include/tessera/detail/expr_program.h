@@ -61,6 +61,9 @@ struct ExprProgram {
     nodes.push_back(std::move(n));
     return static_cast<int>(nodes.size()) - 1;
   }
+  /// A new node at the end, built in place; `index()` of it is nodes.size() - 1.
+  ExprNode& emplace() { return nodes.emplace_back(); }
+  int last() const noexcept { return static_cast<int>(nodes.size()) - 1; }
 
  private:
   static std::vector<ExprNode>& scratch_nodes();

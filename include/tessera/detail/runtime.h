@@ -46,7 +46,8 @@ struct ScratchRequest {
   int64_t bytes = 0;
 };
 
-/// Everything the runtime needs to know about a launch.
+/// Everything the runtime needs to know about a launch. Built once per kernel (by
+/// prepare_launch), reused by every call, so a launch allocates nothing for it.
 struct LaunchSpec {
   std::string name;
   std::string axis_name;
@@ -54,7 +55,15 @@ struct LaunchSpec {
   std::vector<ScratchRequest> scratch;
   int64_t vmem_limit_bytes = 0;  // 0: the default
   std::source_location where;    // the kernel's definition
+  // Filled by prepare_launch: the scratch layout, identical on every core.
+  std::vector<int64_t> offsets;  // per scratch buffer, within its space's arena
+  int64_t vmem_used = 0;
+  int64_t smem_used = 0;
 };
+
+/// Lays out the scratch of `spec` (64-byte aligned offsets per memory space). Does not throw for
+/// capacity: launch() checks that, so the error comes at the call, before any core runs.
+void prepare_launch(LaunchSpec& spec);
 
 /// Runs `body(core, scratch_pointers)` on every core of the launch, concurrently, and waits.
 /// Throws UsageError before any core runs for a bad spec (scratch over capacity, ...); rethrows

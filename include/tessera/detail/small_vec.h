@@ -87,7 +87,8 @@ class SmallVec {
   void assign(const int64_t* src, int n) {
     size_ = 0;
     reserve(n);
-    std::copy(src, src + n, data());
+    int64_t* d = data();
+    for (int i = 0; i < n; ++i) d[i] = src[i];  // a plain loop: ranks are tiny, no memmove call
     size_ = n;
   }
   void reserve(int n) {
