@@ -68,7 +68,8 @@ void BM_MemcpyRows(benchmark::State& state) {
   Array<float> dst({kRows, kCols / 2});
   for (auto _ : state) {
     for (int64_t r = 0; r < kRows; ++r) {
-      std::memcpy(dst.data() + r * (kCols / 2), src.data() + r * kCols, (kCols / 2) * sizeof(float));
+      std::memcpy(dst.data() + r * (kCols / 2), src.data() + r * kCols,
+                  (kCols / 2) * sizeof(float));
     }
     benchmark::ClobberMemory();
   }

@@ -19,13 +19,14 @@ using namespace tessera;
 constexpr int kCores = 2;
 
 void BM_TesseraLaunch(benchmark::State& state) {
-  auto kernel = pl::kernel(pl::out_type<float>({128 * kCores}), pltpu::TensorCoreMesh("core", kCores),
-                           pl::scratch_types(pltpu::VMEM<float>({128})))(
-      [](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
-        const int i = lax::axis_index("core");
-        o_vmem = jnp::arange<float>(128) + float(i * 128);
-        pltpu::sync_copy(o_vmem, o_ref.at(pl::ds(i * 128, 128)));
-      });
+  auto kernel =
+      pl::kernel(pl::out_type<float>({128 * kCores}), pltpu::TensorCoreMesh("core", kCores),
+                 pl::scratch_types(pltpu::VMEM<float>({128})))(
+          [](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
+            const int i = lax::axis_index("core");
+            o_vmem = jnp::arange<float>(128) + float(i * 128);
+            pltpu::sync_copy(o_vmem, o_ref.at(pl::ds(i * 128, 128)));
+          });
   for (auto _ : state) {
     Array<float> out = kernel();
     benchmark::DoNotOptimize(out.data());

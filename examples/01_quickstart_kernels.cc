@@ -13,19 +13,21 @@ Array<float> fill_42() {
   auto kernel = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core"),
                            pl::scratch_types(pltpu::VMEM<float>({128})), pl::name("fill_42"))(
       [](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
-        o_vmem = jnp::full_like(o_vmem, 42.0f);  // compute in VMEM
-        pltpu::sync_copy(o_vmem, o_ref);         // VMEM -> HBM, blocks until done
+        o_vmem = jnp::full_like(o_vmem, 42.0f);  // compute in VMEM (every core does the same)
+        // VMEM -> HBM, blocks until done. On a TPU every core may write the same values to
+        // o_ref; in C++ two threads writing the same bytes is a data race, so one core writes.
+        pltpu::run_on_first_core("core", [&] { pltpu::sync_copy(o_vmem, o_ref); });
       });
-  return kernel();  // every core writes the same 128 values
+  return kernel();
 }
 
 Array<float> iota(int num_cores) {
-  auto kernel = pl::kernel(pl::out_type<float>({128 * num_cores}),
-                           pltpu::TensorCoreMesh("core", num_cores),
-                           pl::scratch_types(pltpu::VMEM<float>({128})), pl::name("iota"))(
-      [](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
+  auto kernel =
+      pl::kernel(pl::out_type<float>({128 * num_cores}), pltpu::TensorCoreMesh("core", num_cores),
+                 pl::scratch_types(pltpu::VMEM<float>({128})),
+                 pl::name("iota"))([](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
         const int i = lax::axis_index("core");
-        o_vmem = jnp::arange<float>(128) + float(i * 128);          // our chunk, in VMEM
+        o_vmem = jnp::arange<float>(128) + float(i * 128);         // our chunk, in VMEM
         pltpu::sync_copy(o_vmem, o_ref.at(pl::ds(i * 128, 128)));  // to our slice of HBM
       });
   return kernel();

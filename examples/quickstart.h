@@ -1,9 +1,9 @@
 // The seed's first two kernels (the Pallas TPU quickstart), as a Tessera user writes them.
 #pragma once
 
-#include <iosfwd>
-
 #include <tessera/tessera.h>
+
+#include <iosfwd>
 
 namespace tessera::examples {
 

@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <ostream>
 #include <memory>
+#include <ostream>
 #include <source_location>
 #include <string>
 #include <type_traits>
@@ -142,13 +142,11 @@ class Array {
   /// Element at a full multi-index, bounds-checked: throws UsageError for a wrong count of
   /// indices or an index outside its axis.
   template <class... I>
-    requires(std::is_integral_v<I> && ...)
-  T& operator()(I... idx) {
+  requires(std::is_integral_v<I>&&...) T& operator()(I... idx) {
     return data()[offset_of({static_cast<int64_t>(idx)...})];
   }
   template <class... I>
-    requires(std::is_integral_v<I> && ...)
-  const T& operator()(I... idx) const {
+  requires(std::is_integral_v<I>&&...) const T& operator()(I... idx) const {
     return data()[offset_of({static_cast<int64_t>(idx)...})];
   }
 

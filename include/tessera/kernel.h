@@ -66,7 +66,8 @@ OutType<T> out_type(Shape shape, std::source_location where = std::source_locati
 }
 /// Several outputs, in order.
 template <class T0, class... Ts>
-OutType<T0, Ts...> out_type(const ShapeDtypeStruct<T0>& first, const ShapeDtypeStruct<Ts>&... rest) {
+OutType<T0, Ts...> out_type(const ShapeDtypeStruct<T0>& first,
+                            const ShapeDtypeStruct<Ts>&... rest) {
   return {{first, rest...}};
 }
 
@@ -76,8 +77,7 @@ struct ScratchTypes {
   std::tuple<S...> items;
 };
 template <class... S>
-  requires(is_scratch_type_v<S> && ...)
-ScratchTypes<S...> scratch_types(S... s) {
+requires(is_scratch_type_v<S>&&...) ScratchTypes<S...> scratch_types(S... s) {
   return {{std::move(s)...}};
 }
 
@@ -125,7 +125,7 @@ struct CallSignature {
   static constexpr bool known = false;
 };
 template <class F>
-  requires requires { &F::operator(); }
+requires requires { &F::operator(); }
 struct CallSignature<F> : CallSignature<decltype(&F::operator())> {};
 template <class C, class R, class... P>
 struct CallSignature<R (C::*)(P...) const> {
@@ -196,18 +196,17 @@ class Kernel;
 template <class Body, class... Outs, class... Scrs>
 class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
  public:
-  Kernel(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch,
-         pltpu::TensorCoreMesh mesh, std::string name, pltpu::CompilerParams params,
-         std::source_location where)
+  Kernel(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch, pltpu::TensorCoreMesh mesh,
+         std::string name, pltpu::CompilerParams params, std::source_location where)
       : body_(std::move(body)), out_(std::move(out)), scratch_(std::move(scratch)) {
     spec_.name = std::move(name);
     spec_.axis_name = mesh.axis_name();
     spec_.num_cores = mesh.num_cores();
     spec_.vmem_limit_bytes = params.vmem_limit_bytes.value_or(0);
     spec_.where = where;
-    spec_.scratch = std::apply([](const auto&... s) {
-      return std::vector<detail::ScratchRequest>{s.request()...};
-    }, scratch_.items);
+    spec_.scratch = std::apply(
+        [](const auto&... s) { return std::vector<detail::ScratchRequest>{s.request()...}; },
+        scratch_.items);
     detail::prepare_launch(spec_);
   }
 
@@ -288,12 +287,13 @@ auto kernel(Opts&&... opts) {
   static_assert((detail::is_kernel_option_v<std::decay_t<Opts>> && ...),
                 "tessera: pl::kernel options are pl::out_type(...), a pltpu::TensorCoreMesh, "
                 "pl::scratch_types(...), pl::name(...) and pltpu::CompilerParams{...}");
-  constexpr int meshes = (0 + ... + (std::is_same_v<std::decay_t<Opts>, pltpu::TensorCoreMesh> ? 1 : 0));
+  constexpr int meshes =
+      (0 + ... + (std::is_same_v<std::decay_t<Opts>, pltpu::TensorCoreMesh> ? 1 : 0));
   static_assert(meshes == 1,
                 "tessera: pl::kernel needs exactly one mesh, e.g. pltpu::TensorCoreMesh(\"core\")");
   using Out = typename detail::FindType<detail::IsOutType, OutType<>, std::decay_t<Opts>...>::type;
-  using Scr =
-      typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>, std::decay_t<Opts>...>::type;
+  using Scr = typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>,
+                                        std::decay_t<Opts>...>::type;
   const pltpu::TensorCoreMesh* mesh = nullptr;
   (
       [&](const auto& o) {

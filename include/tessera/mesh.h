@@ -68,4 +68,16 @@ inline int axis_index(std::string_view name,
 }
 }  // namespace lax
 
+namespace pltpu {
+/// `pltpu.run_on_first_core(axis_name)`: runs `f` only on core 0 of the mesh axis, e.g. for a
+/// result every core computed identically. (Several cores writing the same HBM bytes is a
+/// write/write race, harmless on a TPU when the values agree but undefined behaviour in C++ and
+/// an error in the checked mode.)
+template <class F>
+void run_on_first_core(std::string_view axis_name, F&& f,
+                       std::source_location where = std::source_location::current()) {
+  if (detail::axis_index(axis_name, where) == 0) std::forward<F>(f)();
+}
+}  // namespace pltpu
+
 }  // namespace tessera

@@ -42,10 +42,10 @@ struct Indexer {
   pl::Slice slice{};  // for kIndex: start = the index
 
   template <class I>
-    requires std::is_integral_v<I>
-  Indexer(I i) noexcept : kind(Kind::kIndex), slice{static_cast<int64_t>(i), 1, 1} {}  // NOLINT
-  Indexer(pl::Slice s) noexcept : kind(Kind::kSlice), slice(s) {}                       // NOLINT
-  Indexer(pl::All) noexcept {}                                                          // NOLINT
+  requires std::is_integral_v<I> Indexer(I i)
+  noexcept : kind(Kind::kIndex), slice{static_cast<int64_t>(i), 1, 1} {}  // NOLINT
+  Indexer(pl::Slice s) noexcept : kind(Kind::kSlice), slice(s) {}         // NOLINT
+  Indexer(pl::All) noexcept {}                                            // NOLINT
 };
 
 /// The type-erased form of a Ref, as the runtime (DMA, checks, traces) sees it.
@@ -59,8 +59,8 @@ struct RawRef {
 
 /// Applies indexers to (data, shape, strides) in place; throws kOutOfBounds with `where`.
 /// Returns the new data pointer offset in elements.
-int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n,
-                       MemorySpace space, std::source_location where);
+int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n, MemorySpace space,
+                       std::source_location where);
 /// Throws kOutOfBounds for element access with a wrong index or index count.
 [[noreturn]] void throw_element_index_error(const Shape& shape, const int64_t* idx, int n,
                                             MemorySpace space, std::source_location where);
@@ -105,10 +105,11 @@ class Ref {
 
   /// Adds const, or widens HBM to ANY.
   template <class U, MemorySpace S2>
-    requires((std::is_same_v<U, T> || std::is_same_v<const U, T>) &&
-             (S2 == Space || (S2 == MemorySpace::HBM && Space == MemorySpace::ANY)) &&
-             !(std::is_same_v<U, T> && S2 == Space))
-  Ref(const Ref<U, S2>& o) noexcept  // NOLINT: implicit, like T* -> const T*
+  requires((std::is_same_v<U, T> ||
+            std::is_same_v<const U, T>)&&(S2 == Space ||
+                                          (S2 == MemorySpace::HBM && Space == MemorySpace::ANY)) &&
+           !(std::is_same_v<U, T> && S2 == Space)) Ref(const Ref<U, S2>& o)
+  noexcept  // NOLINT: implicit, like T* -> const T*
       : data_(o.data()), shape_(o.shape()), strides_(o.strides()) {}
 
   /// Writes the elements of `other` into this ref (shapes must match). VMEM/SMEM only.
@@ -166,43 +167,36 @@ class Ref {
   }
 
   /// Element access (VMEM/SMEM only), one index per axis, bounds-checked.
-  T& operator()(std::source_location w = std::source_location::current()) const
-    requires detail::kComputeCheck<T, Space>
-  {
+  T& operator()(std::source_location w = std::source_location::current())
+      const requires detail::kComputeCheck<T, Space> {
     return elem({}, 0, w);
   }
-  T& operator()(int64_t i, std::source_location w = std::source_location::current()) const
-    requires detail::kComputeCheck<T, Space>
-  {
+  T& operator()(int64_t i, std::source_location w = std::source_location::current())
+      const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i};
     return elem(idx, 1, w);
   }
-  T& operator()(int64_t i, int64_t j,
-                std::source_location w = std::source_location::current()) const
-    requires detail::kComputeCheck<T, Space>
-  {
+  T& operator()(int64_t i, int64_t j, std::source_location w = std::source_location::current())
+      const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i, j};
     return elem(idx, 2, w);
   }
   T& operator()(int64_t i, int64_t j, int64_t k,
-                std::source_location w = std::source_location::current()) const
-    requires detail::kComputeCheck<T, Space>
-  {
+                std::source_location w = std::source_location::current())
+      const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i, j, k};
     return elem(idx, 3, w);
   }
   T& operator()(int64_t i, int64_t j, int64_t k, int64_t l,
-                std::source_location w = std::source_location::current()) const
-    requires detail::kComputeCheck<T, Space>
-  {
+                std::source_location w = std::source_location::current())
+      const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i, j, k, l};
     return elem(idx, 4, w);
   }
 
   /// The type-erased view the runtime uses.
   detail::RawRef raw() const {
-    return detail::RawRef{const_cast<std::remove_cv_t<T>*>(data_), dtype, Space, shape_,
-                          strides_};
+    return detail::RawRef{const_cast<std::remove_cv_t<T>*>(data_), dtype, Space, shape_, strides_};
   }
 
  private:

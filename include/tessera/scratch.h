@@ -48,15 +48,15 @@ struct ScratchType {
 
 /// `pltpu.VMEM(shape, dtype)`: a per-core VMEM scratch buffer.
 template <class T>
-ScratchType<T, MemorySpace::VMEM> VMEM(Shape shape,
-                                       std::source_location where = std::source_location::current()) {
+ScratchType<T, MemorySpace::VMEM> VMEM(
+    Shape shape, std::source_location where = std::source_location::current()) {
   detail::check_scratch_shape(shape, MemorySpace::VMEM, where);
   return {std::move(shape), where};
 }
 /// `pltpu.SMEM(shape, dtype)`: a per-core SMEM scratch buffer (32-bit or narrower scalars).
 template <class T>
-ScratchType<T, MemorySpace::SMEM> SMEM(Shape shape,
-                                       std::source_location where = std::source_location::current()) {
+ScratchType<T, MemorySpace::SMEM> SMEM(
+    Shape shape, std::source_location where = std::source_location::current()) {
   detail::check_scratch_shape(shape, MemorySpace::SMEM, where);
   return {std::move(shape), where};
 }

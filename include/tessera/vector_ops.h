@@ -8,8 +8,8 @@
 //
 //   Pallas                                           Tessera
 //   o_vmem[...] = jnp.full_like(o_vmem, 42.0)        o_vmem = jnp::full_like(o_vmem, 42.0f);
-//   o_vmem[...] = jnp.arange(128, dtype=f32) + i*128 o_vmem = jnp::arange<float>(128) + float(i * 128);
-//   o_vmem[...] = x_vmem[...] * 2.0 - y_vmem[...]    o_vmem = x_vmem * 2.0f - y_vmem;
+//   o_vmem[...] = jnp.arange(128, dtype=f32) + i*128 o_vmem = jnp::arange<float>(128) + float(i *
+//   128); o_vmem[...] = x_vmem[...] * 2.0 - y_vmem[...]    o_vmem = x_vmem * 2.0f - y_vmem;
 //   z_vmem[...] = jnp.zeros_like(z_vmem)             z_vmem = jnp::zeros_like(z_vmem);
 //
 // Semantics follow jax.numpy:
@@ -53,10 +53,9 @@ using Promote = std::conditional_t<(type_rank<A>() >= type_rank<B>()), A, B>;
 
 /// The dtype of `array op weak_scalar` where the scalar has C++ type S.
 template <class A, class S>
-using PromoteWeak =
-    std::conditional_t<std::is_floating_point_v<S>,
-                       std::conditional_t<is_floating(dtype_of<A>), A, float>,
-                       std::conditional_t<std::is_same_v<A, bool>, int32_t, A>>;
+using PromoteWeak = std::conditional_t<std::is_floating_point_v<S>,
+                                       std::conditional_t<is_floating(dtype_of<A>), A, float>,
+                                       std::conditional_t<std::is_same_v<A, bool>, int32_t, A>>;
 
 // ---- expression nodes ---------------------------------------------------------------------
 struct ExprBase {};
@@ -168,8 +167,7 @@ int emit_as(const E& e, ExprProgram& p) {
   return p.last();
 }
 
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op,
-                       std::source_location where);
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where);
 
 template <OpCode Op, class T, class L, class R>
 struct BinaryExpr : ExprBase {
@@ -217,7 +215,7 @@ struct AsExpr<pl::Ref<T, S>> {
   static type make(const pl::Ref<T, S>& r) { return type{{}, r}; }
 };
 template <class E>
-  requires is_expr_v<E>
+requires is_expr_v<E>
 struct AsExpr<E> {
   using type = E;
   static const E& make(const E& e) { return e; }
@@ -298,27 +296,19 @@ void assign(const pl::Ref<T, S>& dst, const E& expr) {
 // ---- operators (found by ADL on refs and expressions) -----------------------------------------
 namespace pl {
 template <class A, class B>
-  requires detail::BinaryOperands<A, B>
-auto operator+(const A& a, const B& b) {
-  return detail::make_binary<detail::OpCode::kAdd>(a, b);
-}
+requires detail::BinaryOperands<A, B>
+auto operator+(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kAdd>(a, b); }
 template <class A, class B>
-  requires detail::BinaryOperands<A, B>
-auto operator-(const A& a, const B& b) {
-  return detail::make_binary<detail::OpCode::kSub>(a, b);
-}
+requires detail::BinaryOperands<A, B>
+auto operator-(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kSub>(a, b); }
 template <class A, class B>
-  requires detail::BinaryOperands<A, B>
-auto operator*(const A& a, const B& b) {
-  return detail::make_binary<detail::OpCode::kMul>(a, b);
-}
+requires detail::BinaryOperands<A, B>
+auto operator*(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kMul>(a, b); }
 template <class A, class B>
-  requires detail::BinaryOperands<A, B>
-auto operator/(const A& a, const B& b) {
-  return detail::make_divide(a, b);
-}
+requires detail::BinaryOperands<A, B>
+auto operator/(const A& a, const B& b) { return detail::make_divide(a, b); }
 template <class A>
-  requires detail::Operand<A>
+requires detail::Operand<A>
 auto operator-(const A& a) {
   using T = detail::ValueOf<A>;
   return detail::NegExpr<T, detail::ExprOf<A>>{{}, detail::AsExpr<A>::make(a)};
@@ -358,23 +348,23 @@ detail::FullExpr<T> full(Shape shape, T value,
 }
 /// `jnp.full_like(ref, value)`: the ref's shape and dtype, every element `value`.
 template <class R, class V>
-  requires(is_ref_v<R> || detail::is_expr_v<R>) && detail::is_scalar_v<V>
-auto full_like(const R& like, V value,
-               std::source_location where = std::source_location::current()) {
+requires(is_ref_v<R> || detail::is_expr_v<R>) &&
+    detail::is_scalar_v<V> auto full_like(
+        const R& like, V value, std::source_location where = std::source_location::current()) {
   using T = detail::ValueOf<R>;
   return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(value), where};
 }
 /// `jnp.zeros_like(ref)`.
 template <class R>
-  requires(is_ref_v<R> || detail::is_expr_v<R>)
-auto zeros_like(const R& like, std::source_location where = std::source_location::current()) {
+requires(is_ref_v<R> || detail::is_expr_v<R>) auto zeros_like(
+    const R& like, std::source_location where = std::source_location::current()) {
   using T = detail::ValueOf<R>;
   return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(0), where};
 }
 /// `jnp.ones_like(ref)`.
 template <class R>
-  requires(is_ref_v<R> || detail::is_expr_v<R>)
-auto ones_like(const R& like, std::source_location where = std::source_location::current()) {
+requires(is_ref_v<R> || detail::is_expr_v<R>) auto ones_like(
+    const R& like, std::source_location where = std::source_location::current()) {
   using T = detail::ValueOf<R>;
   return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(1), where};
 }
@@ -386,7 +376,8 @@ detail::FullExpr<T> zeros(Shape shape,
 }
 /// `jnp.arange(n, dtype=T)`: 0, 1, ..., n - 1 as a 1-D expression.
 template <class T>
-detail::IotaExpr<T> arange(int64_t n, std::source_location where = std::source_location::current()) {
+detail::IotaExpr<T> arange(int64_t n,
+                           std::source_location where = std::source_location::current()) {
   return {{}, Shape{n}, 0, where};
 }
 

@@ -55,16 +55,17 @@ void raise(ErrorKind kind, std::string_view op, std::source_location where,
            const std::string& detail) {
   const CoreContext* ctx = current_context();
   if (ctx == nullptr) {
-    throw UsageError(kind,
-                     fmt::format("tessera: {} at {} (host): {}", op, format_location(where), detail),
-                     where);
+    throw UsageError(
+        kind, fmt::format("tessera: {} at {} (host): {}", op, format_location(where), detail),
+        where);
   }
   if (where.line() == 0) {
     // C++ operators (a + b, dst = expr) carry no call site: point at the kernel instead.
     where = ctx->kernel_where;
   }
   std::string step;
-  if (!ctx->grid_step.empty()) step = fmt::format(", grid step ({})", fmt::join(ctx->grid_step, ", "));
+  if (!ctx->grid_step.empty())
+    step = fmt::format(", grid step ({})", fmt::join(ctx->grid_step, ", "));
   const std::string& name = ctx->kernel_name != nullptr ? *ctx->kernel_name : std::string();
   throw KernelError(kind,
                     fmt::format("tessera: {} at {} (kernel '{}', core {}{}): {}", op,

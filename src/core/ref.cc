@@ -1,18 +1,18 @@
 // Ref view arithmetic: `at(...)` indexers and element-access errors.
+#include "tessera/ref.h"
+
 #include <fmt/format.h>
 
 #include <string>
 
 #include "tessera/detail/runtime.h"
-#include "tessera/ref.h"
 
 namespace tessera::detail {
 
 namespace {
 // "a VMEM", "an HBM", "an ANY", "an SMEM".
 std::string a_space(MemorySpace s) {
-  const bool vowel_sound =
-      s == MemorySpace::HBM || s == MemorySpace::SMEM || s == MemorySpace::ANY;
+  const bool vowel_sound = s == MemorySpace::HBM || s == MemorySpace::SMEM || s == MemorySpace::ANY;
   return std::string(vowel_sound ? "an " : "a ") + to_string(s);
 }
 
@@ -41,16 +41,16 @@ std::string describe(const Indexer& ix) {
 }
 }  // namespace
 
-int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n,
-                       MemorySpace space, std::source_location where) {
+int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n, MemorySpace space,
+                       std::source_location where) {
   if (n > shape.rank()) {
     std::vector<std::string> parts;
     for (int i = 0; i < n; ++i) parts.push_back(describe(ix[i]));
-    raise(ErrorKind::kOutOfBounds, "Ref.at", where,
-          fmt::format("at({}) has {} indexers but the {} ref has rank {} (shape {}); give at most "
-                      "one indexer per axis",
-                      fmt::join(parts, ", "), n, to_string(space), shape.rank(),
-                      shape.to_string()));
+    raise(
+        ErrorKind::kOutOfBounds, "Ref.at", where,
+        fmt::format("at({}) has {} indexers but the {} ref has rank {} (shape {}); give at most "
+                    "one indexer per axis",
+                    fmt::join(parts, ", "), n, to_string(space), shape.rank(), shape.to_string()));
   }
   int64_t offset = 0;
   SmallVec new_shape;
@@ -65,7 +65,8 @@ int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n
     const pl::Slice s = ix[a].slice;
     if (ix[a].kind == Indexer::Kind::kIndex) {
       if (s.start < 0 || s.start >= extent) {
-        fail(ix, n, a, shape, space, where, fmt::format("index {} is outside 0..{}", s.start, extent - 1));
+        fail(ix, n, a, shape, space, where,
+             fmt::format("index {} is outside 0..{}", s.start, extent - 1));
       }
       offset += s.start * strides[a];
       continue;

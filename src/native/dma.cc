@@ -1,13 +1,14 @@
 // The native DMA engine: an n-d strided copy. Dimensions are coalesced first (a contiguous view
 // of any rank becomes one run), then each contiguous run is one memmove; non-contiguous innermost
 // axes fall back to an element loop of the right width.
+#include "tessera/dma.h"
+
 #include <fmt/format.h>
 
 #include <cstring>
 #include <vector>
 
 #include "tessera/detail/runtime.h"
-#include "tessera/dma.h"
 
 namespace tessera::detail {
 

@@ -16,10 +16,10 @@
 #include <cstring>
 #include <vector>
 
+#include "native/vector_plan.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/dma.h"
-#include "native/vector_plan.h"
 #include "tessera/ref.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -41,7 +41,8 @@ void load_f(DF df, DType dt, const std::byte* p, int64_t stride, int64_t len, fl
   int64_t j = 0;
   if (stride == 0) {
     float v = 0;
-    if (dt == DType::kFloat32) std::memcpy(&v, p, 4);
+    if (dt == DType::kFloat32)
+      std::memcpy(&v, p, 4);
     else {
       uint16_t h;
       std::memcpy(&h, p, 2);
@@ -214,7 +215,9 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
   const int64_t inner = p.extent[nd - 1];
   const size_t nn = p.nodes.size();
   auto fbuf = [&](size_t k) { return lanes + k * static_cast<size_t>(kTile); };
-  auto ibuf = [&](size_t k) { return reinterpret_cast<int32_t*>(lanes + k * static_cast<size_t>(kTile)); };
+  auto ibuf = [&](size_t k) {
+    return reinterpret_cast<int32_t*>(lanes + k * static_cast<size_t>(kTile));
+  };
 
   // Constants never change: fill their buffers once, as far as a tile reaches.
   const int64_t fill = (std::min(kTile, inner) + N - 1) / N * N;
@@ -247,8 +250,10 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
             for (int d = 0; d < nd - 1; ++d) off += idx[d] * n.stride[d];
             const std::byte* base = n.data + off * itemsize(n.dtype);
             const int64_t s = n.stride[nd - 1];
-            if (n.flt) load_f(df, n.dtype, base, s, len, fbuf(k));
-            else load_i(di, n.dtype, base, s, len, ibuf(k));
+            if (n.flt)
+              load_f(df, n.dtype, base, s, len, fbuf(k));
+            else
+              load_i(di, n.dtype, base, s, len, ibuf(k));
             break;
           }
           case OpCode::kIota: {
@@ -278,11 +283,14 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
               if (n.flt && src.flt) {
                 hn::Store(hn::Load(df, fbuf(static_cast<size_t>(n.a)) + j), df, fbuf(k) + j);
               } else if (n.flt) {
-                hn::Store(hn::ConvertTo(df, hn::Load(di, ibuf(static_cast<size_t>(n.a)) + j)), df, fbuf(k) + j);
+                hn::Store(hn::ConvertTo(df, hn::Load(di, ibuf(static_cast<size_t>(n.a)) + j)), df,
+                          fbuf(k) + j);
               } else if (src.flt) {
                 const auto v = hn::Load(df, fbuf(static_cast<size_t>(n.a)) + j);
                 if (n.dtype == DType::kBool) {
-                  hn::Store(hn::IfThenElseZero(hn::RebindMask(di, hn::Ne(v, hn::Zero(df))), hn::Set(di, 1)), di, ibuf(k) + j);
+                  hn::Store(hn::IfThenElseZero(hn::RebindMask(di, hn::Ne(v, hn::Zero(df))),
+                                               hn::Set(di, 1)),
+                            di, ibuf(k) + j);
                 } else {
                   hn::Store(hn::ConvertTo(di, v), di, ibuf(k) + j);
                 }
@@ -303,10 +311,14 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
                 const auto x = hn::Load(df, fbuf(a) + j);
                 const auto y = hn::Load(df, fbuf(b) + j);
                 auto r = x;
-                if (n.op == OpCode::kAdd) r = hn::Add(x, y);
-                else if (n.op == OpCode::kSub) r = hn::Sub(x, y);
-                else if (n.op == OpCode::kMul) r = hn::Mul(x, y);
-                else r = hn::Div(x, y);
+                if (n.op == OpCode::kAdd)
+                  r = hn::Add(x, y);
+                else if (n.op == OpCode::kSub)
+                  r = hn::Sub(x, y);
+                else if (n.op == OpCode::kMul)
+                  r = hn::Mul(x, y);
+                else
+                  r = hn::Div(x, y);
                 hn::Store(r, df, fbuf(k) + j);
               }
             } else {
@@ -314,9 +326,12 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
                 const auto x = hn::Load(di, ibuf(a) + j);
                 const auto y = hn::Load(di, ibuf(b) + j);
                 auto r = x;
-                if (n.op == OpCode::kAdd) r = hn::Add(x, y);
-                else if (n.op == OpCode::kSub) r = hn::Sub(x, y);
-                else r = hn::Mul(x, y);  // integer division never reaches here (true divide)
+                if (n.op == OpCode::kAdd)
+                  r = hn::Add(x, y);
+                else if (n.op == OpCode::kSub)
+                  r = hn::Sub(x, y);
+                else
+                  r = hn::Mul(x, y);  // integer division never reaches here (true divide)
                 hn::Store(r, di, ibuf(k) + j);
               }
             }
@@ -325,15 +340,19 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
           case OpCode::kNeg: {
             const size_t a = static_cast<size_t>(n.a);
             for (int64_t j = 0; j < padded; j += N) {
-              if (n.flt) hn::Store(hn::Neg(hn::Load(df, fbuf(a) + j)), df, fbuf(k) + j);
-              else hn::Store(hn::Neg(hn::Load(di, ibuf(a) + j)), di, ibuf(k) + j);
+              if (n.flt)
+                hn::Store(hn::Neg(hn::Load(df, fbuf(a) + j)), df, fbuf(k) + j);
+              else
+                hn::Store(hn::Neg(hn::Load(di, ibuf(a) + j)), di, ibuf(k) + j);
             }
             break;
           }
         }
         if (n.op != OpCode::kLoad && n.op != OpCode::kConst) {
-          if (n.dtype == DType::kBFloat16) round_bf16(df, fbuf(k), padded);
-          else if (!n.flt) round_int(di, n.dtype, ibuf(k), padded);
+          if (n.dtype == DType::kBFloat16)
+            round_bf16(df, fbuf(k), padded);
+          else if (!n.flt)
+            round_int(di, n.dtype, ibuf(k), padded);
         }
       }
       // Store the result row tile.
@@ -341,8 +360,10 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
       for (int d = 0; d < nd - 1; ++d) off += idx[d] * p.dst_stride[d];
       std::byte* dst = p.dst + off * itemsize(p.dst_dtype);
       const int64_t s = p.dst_stride[nd - 1];
-      if (is_floating(p.dst_dtype)) store_f(df, p.dst_dtype, fbuf(nn - 1), dst, s, len);
-      else store_i(di, p.dst_dtype, ibuf(nn - 1), dst, s, len);
+      if (is_floating(p.dst_dtype))
+        store_f(df, p.dst_dtype, fbuf(nn - 1), dst, s, len);
+      else
+        store_i(di, p.dst_dtype, ibuf(nn - 1), dst, s, len);
     }
     int d = nd - 2;
     for (; d >= 0; --d) {
@@ -400,8 +421,10 @@ std::pair<const std::byte*, int64_t> span_of(const void* data, const Shape& shap
   for (int d = 0; d < shape.rank(); ++d) {
     if (shape[d] == 0) return {static_cast<const std::byte*>(data), 0};
     const int64_t e = (shape[d] - 1) * strides[d];
-    if (e < 0) lo += e;
-    else hi += e;
+    if (e < 0)
+      lo += e;
+    else
+      hi += e;
   }
   return {static_cast<const std::byte*>(data) + lo * item, (hi - lo + 1) * item};
 }
@@ -543,8 +566,8 @@ void evaluate(const ExprProgram& prog, const RawRef& dst) {
     }
   };
   SmallVec ext;
-  int groups = 0;        // coalesced axes so far
-  int last_kept = -1;    // original axis of the innermost member of the last group
+  int groups = 0;      // coalesced axes so far
+  int last_kept = -1;  // original axis of the innermost member of the last group
   for (int d = 0; d < R; ++d) {
     if (D[d] == 1) continue;
     bool merge = groups > 0;

@@ -35,4 +35,3 @@ struct Plan {
 
 }  // namespace plan
 }  // namespace tessera::detail
-

@@ -27,8 +27,8 @@ int64_t smem_capacity_bytes() noexcept { return kSmemCapacity; }
 
 CoreArena::CoreArena() {
   bytes_ = static_cast<size_t>(kMaxVmemLimit + kSmemCapacity);
-  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   base_ = static_cast<std::byte*>(p);
   vmem_ = base_;

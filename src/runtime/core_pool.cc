@@ -59,7 +59,7 @@ void CorePool::ensure_cores(int n) {
   for (int r = ready_.load(); r < want; r = ready_.load()) ready_.wait(r);
   const unsigned hw = std::thread::hardware_concurrency();
   spin_.store(hw == 0 || static_cast<unsigned>(workers_.size() + 1) <= hw,
-               std::memory_order_relaxed);
+              std::memory_order_relaxed);
 }
 
 void CorePool::worker_main(int core, Slot* slot) {
@@ -70,7 +70,8 @@ void CorePool::worker_main(int core, Slot* slot) {
   ready_.fetch_add(1);
   ready_.notify_all();
   for (;;) {
-    if (!spin_.load(std::memory_order_relaxed) || !spin_until([&] { return slot->seq.load(std::memory_order_acquire) != seen; })) {
+    if (!spin_.load(std::memory_order_relaxed) ||
+        !spin_until([&] { return slot->seq.load(std::memory_order_acquire) != seen; })) {
       // Dekker-style handshake with run(): both sides use seq_cst, so either the launcher sees
       // sleeping == 1 and notifies, or this thread's load below sees the new seq.
       slot->sleeping.store(1);

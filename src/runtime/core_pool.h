@@ -48,7 +48,7 @@ class CorePool {
   void worker_main(int core, Slot* slot);
 
   std::mutex launch_mu_;
-  std::vector<std::thread> workers_;               // workers_[k] runs core k + 1
+  std::vector<std::thread> workers_;                // workers_[k] runs core k + 1
   std::vector<std::unique_ptr<CoreArena>> arenas_;  // arenas_[c]: core c
 
   std::unique_ptr<Slot[]> slots_;  // slots_[c] for core c >= 1 (index 0 unused)

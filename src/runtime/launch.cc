@@ -50,7 +50,8 @@ void check_capacity(const LaunchSpec& spec, MemorySpace space, int64_t used, int
   std::sort(idx.begin(), idx.end(),
             [&](size_t a, size_t b) { return spec.scratch[a].bytes > spec.scratch[b].bytes; });
   std::vector<std::string> top;
-  for (size_t k = 0; k < idx.size() && k < 3; ++k) top.push_back(describe_scratch(spec.scratch[idx[k]], idx[k]));
+  for (size_t k = 0; k < idx.size() && k < 3; ++k)
+    top.push_back(describe_scratch(spec.scratch[idx[k]], idx[k]));
   throw UsageError(
       ErrorKind::kCapacityExceeded,
       fmt::format("tessera: pl::kernel at {} (kernel '{}', before launch): scratch needs {} bytes "
@@ -99,8 +100,7 @@ void check_scratch_shape(const Shape& shape, MemorySpace space, std::source_loca
     if (shape[a] < 0) {
       raise(ErrorKind::kInvalidArgument,
             space == MemorySpace::HBM ? "out_type" : fmt::format("pltpu::{}", to_string(space)),
-            where,
-            fmt::format("shape {} has a negative extent on axis {}", shape.to_string(), a));
+            where, fmt::format("shape {} has a negative extent on axis {}", shape.to_string(), a));
     }
   }
 }
@@ -198,11 +198,11 @@ void check_compiler_params(const CompilerParams& params, std::source_location wh
   if (params.vmem_limit_bytes.has_value()) {
     const int64_t v = *params.vmem_limit_bytes;
     if (v < 1 || v > detail::max_vmem_limit_bytes()) {
-      detail::raise(ErrorKind::kInvalidArgument, "pltpu::CompilerParams", where,
-                    fmt::format("vmem_limit_bytes={} is outside 1..{} (the per-core VMEM arena); "
-                                "ask for at most {} MiB",
-                                v, detail::max_vmem_limit_bytes(),
-                                detail::max_vmem_limit_bytes() >> 20));
+      detail::raise(
+          ErrorKind::kInvalidArgument, "pltpu::CompilerParams", where,
+          fmt::format("vmem_limit_bytes={} is outside 1..{} (the per-core VMEM arena); "
+                      "ask for at most {} MiB",
+                      v, detail::max_vmem_limit_bytes(), detail::max_vmem_limit_bytes() >> 20));
     }
   }
 }

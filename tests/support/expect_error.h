@@ -32,17 +32,17 @@ std::optional<E> catch_error(F&& f) {
 }  // namespace tessera::testing
 
 /// EXPECT_TESSERA_ERROR(statement, ErrorType, ErrorKind::kX, "substring", line)
-#define EXPECT_TESSERA_ERROR(stmt_, Type_, kind_, substr_, line_)                                 \
-  do {                                                                                       \
-    auto tessera_err_ = ::tessera::testing::catch_error<Type_>([&] { stmt_; });                \
-    if (tessera_err_) {                                                                      \
-      EXPECT_EQ(tessera_err_->kind(), kind_) << tessera_err_->what();                         \
-      EXPECT_NE(std::string(tessera_err_->what()).find(substr_), std::string::npos)           \
-          << "message: " << tessera_err_->what() << "\nexpected to contain: " << (substr_);   \
-      EXPECT_EQ(static_cast<int>(tessera_err_->where().line()), static_cast<int>(line_))      \
-          << tessera_err_->what();                                                           \
-      EXPECT_NE(std::string(tessera_err_->where().file_name()).find("_test.cc"),             \
-                std::string::npos)                                                           \
+#define EXPECT_TESSERA_ERROR(stmt_, Type_, kind_, substr_, line_)                           \
+  do {                                                                                      \
+    auto tessera_err_ = ::tessera::testing::catch_error<Type_>([&] { stmt_; });             \
+    if (tessera_err_) {                                                                     \
+      EXPECT_EQ(tessera_err_->kind(), kind_) << tessera_err_->what();                       \
+      EXPECT_NE(std::string(tessera_err_->what()).find(substr_), std::string::npos)         \
+          << "message: " << tessera_err_->what() << "\nexpected to contain: " << (substr_); \
+      EXPECT_EQ(static_cast<int>(tessera_err_->where().line()), static_cast<int>(line_))    \
+          << tessera_err_->what();                                                          \
+      EXPECT_NE(std::string(tessera_err_->where().file_name()).find("_test.cc"),            \
+                std::string::npos)                                                          \
           << "location should be the test file, got " << tessera_err_->where().file_name(); \
-    }                                                                                        \
+    }                                                                                       \
   } while (0)

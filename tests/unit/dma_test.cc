@@ -22,7 +22,8 @@ TEST(SyncCopy, ContiguousAndStrided2D) {
   pltpu::sync_copy(s.at(pl::ds(8, 16), pl::ds(24, 8)), d.at(pl::ds(0, 16), pl::ds(0, 8)));
   for (int i = 0; i < 64; ++i)
     for (int j = 0; j < 64; ++j) {
-      const float want = (i < 16 && j < 8) ? src[static_cast<size_t>((i + 8) * 64 + j + 24)] : -1.0f;
+      const float want =
+          (i < 16 && j < 8) ? src[static_cast<size_t>((i + 8) * 64 + j + 24)] : -1.0f;
       ASSERT_EQ(dst[static_cast<size_t>(i * 64 + j)], want);
     }
 }
@@ -45,14 +46,16 @@ TEST(SyncCopy, NarrowDtypesAndRankZero) {
   for (int k = 0; k < 10; ++k) hb[static_cast<size_t>(k)] = bfloat16(static_cast<float>(k) * 0.5f);
   pltpu::sync_copy(pltpu::HbmRef<const bfloat16>(hb.data(), {10}),
                    pltpu::VmemRef<bfloat16>(vb.data(), {10}));
-  for (int k = 0; k < 10; ++k) EXPECT_EQ(vb[static_cast<size_t>(k)].bits, hb[static_cast<size_t>(k)].bits);
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(vb[static_cast<size_t>(k)].bits, hb[static_cast<size_t>(k)].bits);
   std::vector<int8_t> hi = {1, -2, 3, -4}, vi(2);
   pltpu::sync_copy(pltpu::HbmRef<const int8_t>(hi.data(), {4}).at(pl::ds(1, 2, 2)),
                    pltpu::SmemRef<int8_t>(vi.data(), {2}));
   EXPECT_EQ(vi[0], -2);
   EXPECT_EQ(vi[1], -4);
   bool flag_src = true, flag_dst = false;
-  pltpu::sync_copy(pltpu::HbmRef<const bool>(&flag_src, Shape{}), pltpu::SmemRef<bool>(&flag_dst, Shape{}));
+  pltpu::sync_copy(pltpu::HbmRef<const bool>(&flag_src, Shape{}),
+                   pltpu::SmemRef<bool>(&flag_dst, Shape{}));
   EXPECT_TRUE(flag_dst);
 }
 
@@ -60,21 +63,25 @@ TEST(SyncCopyErrors, ShapeMismatchOnTheHost) {
   std::vector<float> a(128), b(64);
   pltpu::VmemRef<float> va(a.data(), {128});
   pltpu::HbmRef<float> hb(b.data(), {64});
+  const int line_1 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(pltpu::sync_copy(va, hb), UsageError, ErrorKind::kShapeMismatch,
                        "source VMEM ref of shape (128,) and destination HBM ref of shape (64,)",
-                       __LINE__ - 2);
+                       line_1);
 }
 
 TEST(SyncCopyErrors, ShapeMismatchInAKernelNamesTheCore) {
+  int line = 0;  // written by core 1 only, read after the launch
   auto k = pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
                       pl::scratch_types(pltpu::VMEM<float>({128})))(
-      [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
+      [&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
         v = jnp::zeros_like(v);
-        const int i = lax::axis_index("core");
-        if (i == 1) pltpu::sync_copy(v, o.at(pl::ds(0, 100)));  // wrong length on core 1
-        else pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
+        if (lax::axis_index("core") == 1) {
+          line = __LINE__ + 1;
+          pltpu::sync_copy(v, o.at(pl::ds(0, 100)));  // wrong length, on core 1 only
+        } else {
+          pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
+        }
       });
-  const int line = __LINE__ - 3;
   auto err = tessera::testing::catch_error<KernelError>([&] { k(); });
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind(), ErrorKind::kShapeMismatch);
@@ -89,8 +96,9 @@ TEST(SyncCopyErrors, OutOfBoundsViewIsRejectedBeforeAnyCopy) {
   std::vector<float> hbm(256, 7.0f), vmem(128, 1.0f);
   pltpu::HbmRef<float> h(hbm.data(), {256});
   pltpu::VmemRef<float> v(vmem.data(), {128});
+  const int line_2 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(pltpu::sync_copy(v, h.at(pl::ds(200, 128))), UsageError,
-                       ErrorKind::kOutOfBounds, "elements 200..327", __LINE__ - 1);
+                       ErrorKind::kOutOfBounds, "elements 200..327", line_2);
   for (float x : hbm) ASSERT_EQ(x, 7.0f);  // nothing was written
 }
 

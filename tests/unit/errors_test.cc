@@ -18,8 +18,8 @@ TEST(Errors, KindsHaveNames) {
 
 TEST(Errors, HierarchyAndFields) {
   const auto here = std::source_location::current();
-  KernelError e(ErrorKind::kOutOfBounds, "tessera: op at x.cc:3 (kernel 'k', core 1): bad", here,
-                1, {2, 0}, "k");
+  KernelError e(ErrorKind::kOutOfBounds, "tessera: op at x.cc:3 (kernel 'k', core 1): bad", here, 1,
+                {2, 0}, "k");
   const Error& base = e;
   const std::runtime_error& std_base = e;
   EXPECT_EQ(base.kind(), ErrorKind::kOutOfBounds);

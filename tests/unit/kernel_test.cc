@@ -15,18 +15,18 @@ using namespace tessera;
 
 // out = x * 2 + 1, each core taking one contiguous share of 128-element blocks.
 auto make_affine(int cores) {
-  return pl::kernel(pl::out_type<float>({1024}), pltpu::TensorCoreMesh("core", cores),
-                    pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128})),
-                    pl::name("affine"))(
-      [cores](pltpu::HbmRef<const float> x, pltpu::HbmRef<float> o, pltpu::VmemRef<float> xv,
-              pltpu::VmemRef<float> ov) {
-        const int c = lax::axis_index("core");
-        for (int b = c; b < 1024 / 128; b += cores) {
-          pltpu::sync_copy(x.at(pl::ds(b * 128, 128)), xv);
-          ov = xv * 2.0f + 1.0f;
-          pltpu::sync_copy(ov, o.at(pl::ds(b * 128, 128)));
-        }
-      });
+  return pl::kernel(
+      pl::out_type<float>({1024}), pltpu::TensorCoreMesh("core", cores),
+      pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128})),
+      pl::name("affine"))([cores](pltpu::HbmRef<const float> x, pltpu::HbmRef<float> o,
+                                  pltpu::VmemRef<float> xv, pltpu::VmemRef<float> ov) {
+    const int c = lax::axis_index("core");
+    for (int b = c; b < 1024 / 128; b += cores) {
+      pltpu::sync_copy(x.at(pl::ds(b * 128, 128)), xv);
+      ov = xv * 2.0f + 1.0f;
+      pltpu::sync_copy(ov, o.at(pl::ds(b * 128, 128)));
+    }
+  });
 }
 
 TEST(Kernel, InputsOutputsAndScratch) {
@@ -60,10 +60,10 @@ TEST(Kernel, SeveralOutputsComeBackAsATuple) {
 }
 
 TEST(Kernel, OptionsInAnyOrderAndGenericBodies) {
-  auto k = pl::kernel(pl::scratch_types(pltpu::VMEM<int32_t>({4})), pl::name("gen"),
-                      pltpu::CompilerParams{.vmem_limit_bytes = 1 << 20},
-                      pltpu::TensorCoreMesh("core", 2), pl::out_type<int32_t>({8}))(
-      [](auto o, auto v) {
+  auto k =
+      pl::kernel(pl::scratch_types(pltpu::VMEM<int32_t>({4})), pl::name("gen"),
+                 pltpu::CompilerParams{.vmem_limit_bytes = 1 << 20},
+                 pltpu::TensorCoreMesh("core", 2), pl::out_type<int32_t>({8}))([](auto o, auto v) {
         const int c = lax::axis_index("core");
         v = jnp::arange<int32_t>(4) + 4 * c;
         pltpu::sync_copy(v, o.at(pl::ds(4 * c, 4)));
@@ -76,14 +76,17 @@ TEST(Kernel, OptionsInAnyOrderAndGenericBodies) {
 TEST(KernelErrors, ScratchOverCapacityFailsBeforeAnyCoreRuns) {
   std::atomic<int> ran{0};
   // Exactly the 16 MiB default budget: fits.
-  auto k = pl::kernel(pltpu::TensorCoreMesh("core", 2),
-                      pl::scratch_types(pltpu::VMEM<float>({2048, 1024}), pltpu::VMEM<float>({2048, 1024})))(
+  auto k = pl::kernel(
+      pltpu::TensorCoreMesh("core", 2),
+      pl::scratch_types(pltpu::VMEM<float>({2048, 1024}), pltpu::VMEM<float>({2048, 1024})))(
       [&](pltpu::VmemRef<float>, pltpu::VmemRef<float>) { ran.fetch_add(1); });
-  // 8 MiB + 64 bytes against an 8 MiB limit: over.
-  auto k2 = pl::kernel(pltpu::TensorCoreMesh("core", 2), pltpu::CompilerParams{.vmem_limit_bytes = 8 << 20},
-                       pl::scratch_types(pltpu::VMEM<float>({2048, 1024}), pltpu::VMEM<float>({16})))(
-      [&](pltpu::VmemRef<float>, pltpu::VmemRef<float>) { ran.fetch_add(1); });
-  const int line2 = __LINE__ - 2;
+  // 8 MiB + 64 bytes against an 8 MiB limit: over. The kernel's location is where its body is
+  // bound, so bind it on a line of its own.
+  auto b2 = pl::kernel(
+      pltpu::TensorCoreMesh("core", 2), pltpu::CompilerParams{.vmem_limit_bytes = 8 << 20},
+      pl::scratch_types(pltpu::VMEM<float>({2048, 1024}), pltpu::VMEM<float>({16})));
+  const int line2 = __LINE__ + 1;
+  auto k2 = b2([&](pltpu::VmemRef<float>, pltpu::VmemRef<float>) { ran.fetch_add(1); });
   EXPECT_NO_THROW(k());
   EXPECT_EQ(ran.load(), 2);
   ran = 0;
@@ -92,7 +95,8 @@ TEST(KernelErrors, ScratchOverCapacityFailsBeforeAnyCoreRuns) {
   EXPECT_EQ(err->kind(), ErrorKind::kCapacityExceeded);
   EXPECT_EQ(static_cast<int>(err->where().line()), line2);
   const std::string msg = err->what();
-  EXPECT_NE(msg.find("8388672 bytes of VMEM per core but the limit is 8388608"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("8388672 bytes of VMEM per core but the limit is 8388608"), std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("#0 VMEM<float32>(2048, 1024) = 8388608 bytes"), std::string::npos) << msg;
   EXPECT_NE(msg.find("vmem_limit_bytes"), std::string::npos) << msg;
   EXPECT_EQ(ran.load(), 0);
@@ -101,41 +105,47 @@ TEST(KernelErrors, ScratchOverCapacityFailsBeforeAnyCoreRuns) {
 TEST(KernelErrors, DefaultVmemLimitAndOverride) {
   std::atomic<int> ran{0};
   // 17 MiB of scratch: over the 16 MiB default, fine with a 32 MiB limit.
-  auto over = pl::kernel(pltpu::TensorCoreMesh("core", 1),
-                         pl::scratch_types(pltpu::VMEM<int8_t>({17 << 20})))(
-      [&](pltpu::VmemRef<int8_t> v) { v(0) = 1; ran++; });
-  const int line = __LINE__ - 2;
+  auto over_builder = pl::kernel(pltpu::TensorCoreMesh("core", 1),
+                                 pl::scratch_types(pltpu::VMEM<int8_t>({17 << 20})));
+  const int line = __LINE__ + 1;
+  auto over = over_builder([&](pltpu::VmemRef<int8_t> v) { v(0) = 1; });
   EXPECT_TESSERA_ERROR(over(), UsageError, ErrorKind::kCapacityExceeded,
                        "but the limit is 16777216 bytes", line);
-  auto ok = pl::kernel(pltpu::TensorCoreMesh("core", 1), pltpu::CompilerParams{.vmem_limit_bytes = 32 << 20},
-                       pl::scratch_types(pltpu::VMEM<int8_t>({17 << 20})))(
-      [&](pltpu::VmemRef<int8_t> v) { v((17 << 20) - 1) = 1; ran++; });
+  auto ok = pl::kernel(
+      pltpu::TensorCoreMesh("core", 1), pltpu::CompilerParams{.vmem_limit_bytes = 32 << 20},
+      pl::scratch_types(pltpu::VMEM<int8_t>({17 << 20})))([&](pltpu::VmemRef<int8_t> v) {
+    v((17 << 20) - 1) = 1;
+    ran++;
+  });
   EXPECT_NO_THROW(ok());
   EXPECT_EQ(ran.load(), 1);
-  auto smem = pl::kernel(pltpu::TensorCoreMesh("core", 1),
-                         pl::scratch_types(pltpu::SMEM<int32_t>({1 << 19})))(
-      [&](pltpu::SmemRef<int32_t>) {});
+  auto smem_builder = pl::kernel(pltpu::TensorCoreMesh("core", 1),
+                                 pl::scratch_types(pltpu::SMEM<int32_t>({1 << 19})));
+  const int smem_line = __LINE__ + 1;
+  auto smem = smem_builder([](pltpu::SmemRef<int32_t>) {});
   EXPECT_TESSERA_ERROR(smem(), UsageError, ErrorKind::kCapacityExceeded, "of SMEM per core",
-                       __LINE__ - 3);
+                       smem_line);
 }
 
 TEST(KernelErrors, BadCompilerParams) {
-  auto b = pl::kernel(pltpu::TensorCoreMesh("core", 1), pltpu::CompilerParams{.vmem_limit_bytes = 0});
+  auto b =
+      pl::kernel(pltpu::TensorCoreMesh("core", 1), pltpu::CompilerParams{.vmem_limit_bytes = 0});
+  const int line_2 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(b([] {}), UsageError, ErrorKind::kInvalidArgument, "vmem_limit_bytes=0",
-                       __LINE__ - 1);
+                       line_2);
   auto c = pl::kernel(pltpu::TensorCoreMesh("core", 1),
                       pltpu::CompilerParams{.vmem_limit_bytes = int64_t{1} << 40});
-  EXPECT_TESSERA_ERROR(c([] {}), UsageError, ErrorKind::kInvalidArgument, "is outside 1..",
-                       __LINE__ - 1);
+  const int line_3 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(c([] {}), UsageError, ErrorKind::kInvalidArgument, "is outside 1..", line_3);
 }
 
 TEST(KernelErrors, ExceptionInOneCoreIsRethrownAndThePoolSurvives) {
   std::atomic<int> finished{0};
-  auto k = pl::kernel(pl::out_type<float>({4}), pltpu::TensorCoreMesh("core", 3))(
-      [&](pltpu::HbmRef<float>) {
-        if (lax::axis_index("core") == 1) throw std::runtime_error("core one failed");
-        finished.fetch_add(1);
-      });
+  auto k = pl::kernel(pl::out_type<float>({4}),
+                      pltpu::TensorCoreMesh("core", 3))([&](pltpu::HbmRef<float>) {
+    if (lax::axis_index("core") == 1) throw std::runtime_error("core one failed");
+    finished.fetch_add(1);
+  });
   bool got_output = false;
   try {
     auto out = k();
@@ -153,18 +163,22 @@ TEST(KernelErrors, ExceptionInOneCoreIsRethrownAndThePoolSurvives) {
 }
 
 TEST(KernelErrors, KernelErrorCarriesCoreAndName) {
+  int line = 0;  // written by core 2 only, read after the launch
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 4), pl::name("picky"),
-                      pl::scratch_types(pltpu::VMEM<float>({8})))([](pltpu::VmemRef<float> v) {
-    if (lax::axis_index("core") == 2) v.at(pl::ds(4, 8));  // out of bounds on core 2 only
+                      pl::scratch_types(pltpu::VMEM<float>({8})))([&](pltpu::VmemRef<float> v) {
+    if (lax::axis_index("core") == 2) {
+      line = __LINE__ + 1;
+      v.at(pl::ds(4, 8));  // out of bounds, on core 2 only
+    }
   });
-  const int line = __LINE__ - 2;
   auto err = tessera::testing::catch_error<KernelError>([&] { k(); });
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind(), ErrorKind::kOutOfBounds);
   EXPECT_EQ(err->core(), 2);
   EXPECT_EQ(err->kernel_name(), "picky");
   EXPECT_EQ(static_cast<int>(err->where().line()), line);
-  EXPECT_NE(std::string(err->what()).find("kernel 'picky', core 2"), std::string::npos) << err->what();
+  EXPECT_NE(std::string(err->what()).find("kernel 'picky', core 2"), std::string::npos)
+      << err->what();
 }
 
 TEST(KernelErrors, NestedLaunchIsRejected) {
@@ -201,14 +215,15 @@ TEST(Kernel, ConcurrentLaunchesFromHostThreads) {
 
 TEST(Kernel, ScratchIsPerCore) {
   std::vector<std::atomic<uintptr_t>> addr(4);
-  auto k = pl::kernel(pltpu::TensorCoreMesh("core", 4), pl::scratch_types(pltpu::VMEM<float>({256})))(
-      [&](pltpu::VmemRef<float> v) {
-        addr[static_cast<size_t>(lax::axis_index("core"))] = reinterpret_cast<uintptr_t>(v.data());
-        EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u);
-      });
+  auto k = pl::kernel(pltpu::TensorCoreMesh("core", 4),
+                      pl::scratch_types(pltpu::VMEM<float>({256})))([&](pltpu::VmemRef<float> v) {
+    addr[static_cast<size_t>(lax::axis_index("core"))] = reinterpret_cast<uintptr_t>(v.data());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u);
+  });
   k();
   for (int a = 0; a < 4; ++a)
-    for (int b = a + 1; b < 4; ++b) EXPECT_NE(addr[static_cast<size_t>(a)].load(), addr[static_cast<size_t>(b)].load());
+    for (int b = a + 1; b < 4; ++b)
+      EXPECT_NE(addr[static_cast<size_t>(a)].load(), addr[static_cast<size_t>(b)].load());
 }
 
 }  // namespace

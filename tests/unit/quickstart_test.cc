@@ -1,9 +1,9 @@
 // The seed's kernels: fill_42() = 128 x 42.0 and iota() = 0 .. 128n - 1 for n = 1..4 cores.
+#include "quickstart.h"
+
 #include <gtest/gtest.h>
 
 #include <sstream>
-
-#include "quickstart.h"
 
 namespace {
 using namespace tessera;

@@ -84,28 +84,38 @@ TEST(RefErrors, SlicePastTheEnd) {
   const int line = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r.at(pl::ds(250, 10)), UsageError, ErrorKind::kOutOfBounds,
                        "pl::ds(250, 10)", line);
+  const int line_1 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(r.at(pl::ds(250, 10)), UsageError, ErrorKind::kOutOfBounds, "shape (256,)",
+                       line_1);
+  const int line_2 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r.at(pl::ds(250, 10)), UsageError, ErrorKind::kOutOfBounds,
-                       "shape (256,)", __LINE__ - 1);
-  EXPECT_TESSERA_ERROR(r.at(pl::ds(250, 10)), UsageError, ErrorKind::kOutOfBounds,
-                       "elements 250..259", __LINE__ - 1);
+                       "elements 250..259", line_2);
 }
 
 TEST(RefErrors, BadIndexersName) {
   std::vector<float> buf(64);
   pltpu::VmemRef<float> r(buf.data(), {8, 8});
+  const int line_3 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r.at(8), UsageError, ErrorKind::kOutOfBounds, "index 8 is outside 0..7",
-                       __LINE__ - 1);
-  EXPECT_TESSERA_ERROR(r.at(-1), UsageError, ErrorKind::kOutOfBounds, "index -1", __LINE__);
-  EXPECT_TESSERA_ERROR(r.at(0, 0, 0), UsageError, ErrorKind::kOutOfBounds, "rank 2", __LINE__);
+                       line_3);
+  const int line_4 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(r.at(-1), UsageError, ErrorKind::kOutOfBounds, "index -1", line_4);
+  const int line_5 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(r.at(0, 0, 0), UsageError, ErrorKind::kOutOfBounds, "rank 2", line_5);
+  const int line_6 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r.at(pl::ds(0, 4, 0)), UsageError, ErrorKind::kOutOfBounds,
-                       "stride 0 must be at least 1", __LINE__ - 1);
+                       "stride 0 must be at least 1", line_6);
+  const int line_7 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r.at(pl::ds(-2, 4)), UsageError, ErrorKind::kOutOfBounds,
-                       "start -2 is negative", __LINE__ - 1);
+                       "start -2 is negative", line_7);
+  const int line_8 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r.at(pl::all, pl::ds(0, 3, 4)), UsageError, ErrorKind::kOutOfBounds,
-                       "axis 1", __LINE__ - 1);
+                       "axis 1", line_8);
+  const int line_9 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r(8, 0), UsageError, ErrorKind::kOutOfBounds, "index 8 is outside 0..7",
-                       __LINE__ - 1);
-  EXPECT_TESSERA_ERROR(r(1), UsageError, ErrorKind::kOutOfBounds, "gives 1 indices", __LINE__);
+                       line_9);
+  const int line_10 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(r(1), UsageError, ErrorKind::kOutOfBounds, "gives 1 indices", line_10);
 }
 
 TEST(Ref, EmptySlicesAreAllowed) {

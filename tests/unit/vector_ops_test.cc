@@ -51,7 +51,8 @@ TEST(VectorOps, ArangePlusScalarMatchesTheSeed) {
 
 TEST(VectorOps, RefArithmeticMatchesReference) {
   for (int n : {1, 3, 17, 256, 999}) {
-    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n)), o(static_cast<size_t>(n));
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n)),
+        o(static_cast<size_t>(n));
     for (int k = 0; k < n; ++k) {
       x[static_cast<size_t>(k)] = 0.5f * static_cast<float>(k) - 3.0f;
       y[static_cast<size_t>(k)] = 1.0f + static_cast<float>(k % 7);
@@ -67,7 +68,8 @@ TEST(VectorOps, RefArithmeticMatchesReference) {
       ASSERT_NEAR(o[static_cast<size_t>(k)], want, 1e-6f * (1.0f + std::fabs(want))) << k;
     }
     orf = 1.0f - xr;  // scalar on the left
-    for (int k = 0; k < n; ++k) ASSERT_EQ(o[static_cast<size_t>(k)], 1.0f - x[static_cast<size_t>(k)]);
+    for (int k = 0; k < n; ++k)
+      ASSERT_EQ(o[static_cast<size_t>(k)], 1.0f - x[static_cast<size_t>(k)]);
   }
 }
 
@@ -81,8 +83,10 @@ TEST(VectorOps, BroadcastRowsAndColumns) {
   out = c + r;
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 128; ++j)
-      ASSERT_EQ(o[static_cast<size_t>(i * 128 + j)], static_cast<float>(i) * 1000.0f + static_cast<float>(j));
-  out = lax::broadcasted_iota<float>({8, 128}, 0) * 10.0f + lax::broadcasted_iota<float>({8, 128}, 1);
+      ASSERT_EQ(o[static_cast<size_t>(i * 128 + j)],
+                static_cast<float>(i) * 1000.0f + static_cast<float>(j));
+  out =
+      lax::broadcasted_iota<float>({8, 128}, 0) * 10.0f + lax::broadcasted_iota<float>({8, 128}, 1);
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 128; ++j)
       ASSERT_EQ(o[static_cast<size_t>(i * 128 + j)], static_cast<float>(i * 10 + j));
@@ -102,7 +106,8 @@ TEST(VectorOps, StridedViewsReadAndWrite) {
     }
   // A column written from a row: a (16,) strided destination.
   d.at(pl::all, 1) = s.at(3);
-  for (int i = 0; i < 16; ++i) ASSERT_EQ(dst[static_cast<size_t>(i * 16 + 1)], src[static_cast<size_t>(48 + i)]);
+  for (int i = 0; i < 16; ++i)
+    ASSERT_EQ(dst[static_cast<size_t>(i * 16 + 1)], src[static_cast<size_t>(48 + i)]);
 }
 
 TEST(VectorOps, OverlappingShiftIsLikeNumpy) {
@@ -118,7 +123,8 @@ TEST(VectorOps, OverlappingShiftIsLikeNumpy) {
 
 TEST(VectorOps, Bfloat16RoundsEveryNode) {
   std::vector<bfloat16> x(5), o(5);
-  for (int k = 0; k < 5; ++k) x[static_cast<size_t>(k)] = bfloat16(1.0f + 0.01f * static_cast<float>(k));
+  for (int k = 0; k < 5; ++k)
+    x[static_cast<size_t>(k)] = bfloat16(1.0f + 0.01f * static_cast<float>(k));
   auto xr = vref(x, {5});
   auto orf = vref(o, {5});
   orf = xr * 3.0f + 1.0f;  // weak float scalars keep bfloat16
@@ -174,18 +180,20 @@ TEST(VectorOpsErrors, NonBroadcastableShapes) {
   EXPECT_EQ(err->kind(), ErrorKind::kShapeMismatch);
   EXPECT_NE(std::string(err->what()).find("(8,) and (7,)"), std::string::npos) << err->what();
   // Functions with a call site report it.
-  EXPECT_TESSERA_ERROR(orf = jnp::full<float>({8, 2}, 1.0f), UsageError,
-                       ErrorKind::kShapeMismatch, "does not broadcast to the destination shape (8,)",
-                       __LINE__ - 2);
+  const int line_1 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(orf = jnp::full<float>({8, 2}, 1.0f), UsageError, ErrorKind::kShapeMismatch,
+                       "does not broadcast to the destination shape (8,)", line_1);
+  const int line_2 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(orf = lax::broadcasted_iota<float>({8}, 1), UsageError,
-                       ErrorKind::kInvalidArgument, "dimension 1 is outside 0..0", __LINE__ - 1);
+                       ErrorKind::kInvalidArgument, "dimension 1 is outside 0..0", line_2);
 }
 
 TEST(VectorOpsErrors, InsideAKernelTheKernelLineIsReported) {
-  // A kernel's location is the line where its body is bound: `pl::kernel(...)(` .
-  const int line = __LINE__ + 2;
-  auto k = pl::kernel(pl::out_type<float>({8}), pltpu::TensorCoreMesh("core", 2),
-                      pl::scratch_types(pltpu::VMEM<float>({8}), pltpu::VMEM<float>({7})))(
+  // A kernel's location is the line where its body is bound: `builder(body)`.
+  auto builder = pl::kernel(pl::out_type<float>({8}), pltpu::TensorCoreMesh("core", 2),
+                            pl::scratch_types(pltpu::VMEM<float>({8}), pltpu::VMEM<float>({7})));
+  const int line = __LINE__ + 1;
+  auto k = builder(
       [](pltpu::HbmRef<float>, pltpu::VmemRef<float> a, pltpu::VmemRef<float> b) { a = a + b; });
   auto err = tessera::testing::catch_error<KernelError>([&] { k(); });
   ASSERT_TRUE(err);

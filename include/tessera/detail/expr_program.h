@@ -37,8 +37,8 @@ struct ExprNode {
   // kLoad
   const void* data = nullptr;
   MemorySpace space = MemorySpace::VMEM;
-  Shape shape;        // kLoad: the ref's shape; kIota: the iota's own shape
-  SmallVec strides;   // kLoad: element strides
+  Shape shape;       // kLoad: the ref's shape; kIota: the iota's own shape
+  SmallVec strides;  // kLoad: element strides
   // kConst
   double fconst = 0.0;
   int64_t iconst = 0;

@@ -25,10 +25,9 @@ template <class R, class... A>
 class FunctionRef<R(A...)> {
  public:
   template <class F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>)
-  FunctionRef(F&& f) noexcept  // NOLINT: implicit by design
-      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
-        call_([](void* o, A... a) -> R {
+  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>) FunctionRef(F&& f)
+  noexcept  // NOLINT: implicit by design
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* o, A... a) -> R {
           return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
         }) {}
   R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }

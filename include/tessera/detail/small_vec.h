@@ -20,8 +20,7 @@ class SmallVec {
   explicit SmallVec(int n, int64_t fill = 0) { resize(n, fill); }
   SmallVec(std::initializer_list<int64_t> v) { assign(v.begin(), static_cast<int>(v.size())); }
   template <class It>
-    requires(!std::is_integral_v<It>)
-  SmallVec(It first, It last) {
+  requires(!std::is_integral_v<It>) SmallVec(It first, It last) {
     resize(static_cast<int>(std::distance(first, last)));
     std::copy(first, last, data());
   }
