@@ -237,10 +237,16 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
   template <size_t... O, size_t... S, class... Ins>
   void run(std::tuple<Array<Outs>...>& outs, std::index_sequence<O...>, std::index_sequence<S...>,
            const Array<Ins>&... ins) const {
+    // What the cores read: output pointers from one small array, shapes from this kernel (not
+    // from the freshly written `outs`), so a core starts with few cache-line transfers.
+    void* const out_data[sizeof...(Outs) + 1] = {static_cast<void*>(std::get<O>(outs).data())...,
+                                                 nullptr};
+    static_cast<void>(out_data);
     auto per_core = [&](int /*core*/, void* const* scratch_ptrs) {
       static_cast<void>(scratch_ptrs);
       body_(pltpu::HbmRef<const Ins>(ins.data(), ins.shape())...,
-            pltpu::HbmRef<Outs>(std::get<O>(outs).data(), std::get<O>(outs).shape())...,
+            pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]),
+                                std::get<ShapeDtypeStruct<Outs>>(out_.outs).shape)...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };
     detail::launch(spec_, per_core);

@@ -5,8 +5,9 @@
 //   * bytes >= 4 MiB: an anonymous private mmap (page aligned, hence 64-byte aligned), advised
 //     MADV_HUGEPAGE; the kernel hands it out zero-filled, so `zero` costs nothing. Freed with
 //     munmap.
-//   * bytes < 4 MiB: std::aligned_alloc(64, bytes rounded up to a multiple of 64), memset to
-//     zero when asked. Freed with std::free.
+//   * bytes < 4 MiB: malloc(bytes rounded up to 64, plus 64), aligned by hand with the raw
+//     pointer stored just below the block; memset to zero when asked. Freed with std::free of
+//     that raw pointer.
 //   * bytes == 0: a fresh 64-byte block, so that every Array, even an empty one, has a valid,
 //     unique, non-null, aligned data() pointer. hbm_free(p, 0) releases it.
 //   * Out of memory throws (via detail::raise) ErrorKind::kCapacityExceeded naming the byte
@@ -70,8 +71,14 @@ void* hbm_allocate(size_t bytes, bool zero) {
   }
   const size_t rounded =
       bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) raise_out_of_memory(bytes);
+  // malloc plus manual alignment, with the raw pointer kept just below the block: glibc's
+  // aligned_alloc splits and frees pieces on every call (and triggers consolidation), which
+  // costs more than a small kernel launch; plain malloc/free stay on the fast paths.
+  void* raw = std::malloc(rounded + kAlignment);
+  if (raw == nullptr) raise_out_of_memory(bytes);
+  const auto base = reinterpret_cast<uintptr_t>(raw) + sizeof(void*);
+  void* p = reinterpret_cast<void*>((base + kAlignment - 1) / kAlignment * kAlignment);
+  std::memcpy(static_cast<char*>(p) - sizeof(void*), &raw, sizeof raw);
   if (zero) std::memset(p, 0, rounded);
   return p;
 }
@@ -81,7 +88,9 @@ void hbm_free(void* p, size_t bytes) noexcept {
   if (bytes >= kMmapThreshold) {
     (void)::munmap(p, bytes);
   } else {
-    std::free(p);
+    void* raw;
+    std::memcpy(&raw, static_cast<char*>(p) - sizeof(void*), sizeof raw);
+    std::free(raw);
   }
 }
 

@@ -604,7 +604,13 @@ void evaluate(const ExprProgram& prog, const RawRef& dst) {
   if (t_lanes.size() < need) t_lanes.resize(need);
   float* lanes = t_lanes.data();
   lanes += ((64 - reinterpret_cast<uintptr_t>(lanes) % 64) % 64) / sizeof(float);
-  HWY_DYNAMIC_DISPATCH(EvaluatePlan)(p, lanes);
+  // Resolve the target once: HWY_DYNAMIC_DISPATCH looks the target up on every call, which costs
+  // about as much as evaluating a small tile.
+  static const auto evaluate_plan = [] {
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    return HWY_DYNAMIC_DISPATCH(EvaluatePlan);
+  }();
+  evaluate_plan(p, lanes);
 }
 
 }  // namespace tessera::detail

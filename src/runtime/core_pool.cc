@@ -79,7 +79,7 @@ void CorePool::worker_main(int core, Slot* slot) {
       slot->sleeping.store(0);
     }
     seen = slot->seq.load();
-    (*job_)(core);
+    slot->job(core);
     // seq_cst (hence also release): publishes this core's writes to the launcher, and pairs with
     // the launcher's seq_cst store of launcher_sleeping_ so that a sleeping launcher is woken.
     if (remaining_.fetch_sub(1) == 1) {
@@ -95,10 +95,10 @@ void CorePool::run(int n, FunctionRef<void(int)> job) {
     job(0);
     return;
   }
-  job_ = &job;
   remaining_.store(n - 1);
   for (int core = 1; core < n; ++core) {
     Slot& s = slots_[static_cast<size_t>(core)];
+    s.job = job;
     s.seq.fetch_add(1);
     if (s.sleeping.load() != 0) s.seq.notify_one();
   }
@@ -109,7 +109,6 @@ void CorePool::run(int n, FunctionRef<void(int)> job) {
     for (int r = remaining_.load(); r != 0; r = remaining_.load()) remaining_.wait(r);
     launcher_sleeping_.store(0);
   }
-  job_ = nullptr;
 }
 
 }  // namespace tessera::detail

@@ -34,15 +34,18 @@ class CorePool {
   CoreArena& arena(int core) { return *arenas_[static_cast<size_t>(core)]; }
 
  private:
-  // One slot per worker, each on its own cache line. The launcher writes job_, then bumps the
-  // `seq` of exactly the workers the launch needs (seq_cst RMW: releases job_); a worker that
-  // sees its seq change reads job_ (its seq_cst load acquires). Workers outside the launch are
-  // not woken and never read job_, and job_ is only rewritten after every participant has
-  // finished (remaining_ reached 0), so job_ needs no atomicity of its own.
+  // One slot per worker, each on its own cache line, holding everything a worker needs to start:
+  // the sequence number it waits on and a copy of the job. The launcher writes `job`, then bumps
+  // the `seq` of exactly the workers the launch needs (seq_cst RMW: releases `job`); a worker that
+  // sees its seq change reads `job` from the same line (its seq_cst load acquires), so starting
+  // costs one cache-line transfer, not a chain of them. Workers outside the launch are not woken
+  // and never read their slot's job.
   struct alignas(64) Slot {
     std::atomic<uint64_t> seq{0};
     std::atomic<int> sleeping{0};
+    FunctionRef<void(int)> job;
   };
+
   CorePool() = default;
   void ensure_cores(int n);
   void worker_main(int core, Slot* slot);
@@ -50,13 +53,11 @@ class CorePool {
   std::mutex launch_mu_;
   std::vector<std::thread> workers_;                // workers_[k] runs core k + 1
   std::vector<std::unique_ptr<CoreArena>> arenas_;  // arenas_[c]: core c
-
-  std::unique_ptr<Slot[]> slots_;  // slots_[c] for core c >= 1 (index 0 unused)
+  std::unique_ptr<Slot[]> slots_;                   // slots_[c] for core c >= 1 (index 0 unused)
   int slot_capacity_ = 0;
   std::atomic<int> remaining_{0};
   std::atomic<int> launcher_sleeping_{0};
   std::atomic<int> ready_{0};
-  const FunctionRef<void(int)>* job_ = nullptr;
   // False when the pool has more threads than the machine. Only a hint (relaxed): a stale value
   // changes how long a thread spins, never correctness.
   std::atomic<bool> spin_{true};

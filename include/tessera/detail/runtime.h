@@ -24,6 +24,8 @@ class FunctionRef;
 template <class R, class... A>
 class FunctionRef<R(A...)> {
  public:
+  /// An empty reference, for storage that is filled before use; calling it is undefined.
+  constexpr FunctionRef() noexcept = default;
   template <class F>
   requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>) FunctionRef(F&& f)
   noexcept  // NOLINT: implicit by design
@@ -33,8 +35,8 @@ class FunctionRef<R(A...)> {
   R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
 
  private:
-  void* obj_;
-  R (*call_)(void*, A...);
+  void* obj_ = nullptr;
+  R (*call_)(void*, A...) = nullptr;
 };
 
 /// One scratch buffer a launch needs on every core.

@@ -16,7 +16,7 @@ class SmallVec {
  public:
   static constexpr int kInline = 6;
 
-  SmallVec() = default;
+  SmallVec() noexcept {}  // user-provided: the inline storage stays uninitialised
   explicit SmallVec(int n, int64_t fill = 0) { resize(n, fill); }
   SmallVec(std::initializer_list<int64_t> v) { assign(v.begin(), static_cast<int>(v.size())); }
   template <class It>
@@ -101,7 +101,7 @@ class SmallVec {
 
   int size_ = 0;
   int cap_ = kInline;
-  int64_t inline_[kInline] = {};
+  int64_t inline_[kInline];  // only [0, size_) is ever read: no zeroing on construction
   std::unique_ptr<int64_t[]> heap_;
 };
 
