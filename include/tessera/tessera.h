@@ -16,6 +16,7 @@
 #pragma once
 
 #include "tessera/array.h"
+#include "tessera/block_spec.h"
 #include "tessera/compiler_params.h"
 #include "tessera/dma.h"
 #include "tessera/dtype.h"
