@@ -3,8 +3,9 @@
 // Allocation policy (hbm_allocate / hbm_free):
 //   * Every block is 64-byte aligned.
 //   * bytes >= 4 MiB: an anonymous private mmap (page aligned, hence 64-byte aligned), advised
-//     MADV_HUGEPAGE; the kernel hands it out zero-filled, so `zero` costs nothing. Freed with
-//     munmap.
+//     MADV_HUGEPAGE; the kernel hands it out zero-filled, so `zero` costs nothing. Freed blocks
+//     are kept (up to 1 GiB in all) and reused for the next allocation of the same size, which
+//     then needs a memset only when `zero` is asked; blocks beyond the cap are unmapped.
 //   * bytes < 4 MiB: malloc(bytes rounded up to 64, plus 64), aligned by hand with the raw
 //     pointer stored just below the block; memset to zero when asked. Freed with std::free of
 //     that raw pointer.
@@ -23,6 +24,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <source_location>
 #include <string>
 
@@ -60,8 +63,50 @@ const char* plural(int64_t n, const char* one, const char* many) { return n == 1
 
 }  // namespace
 
+namespace {
+// Freed large blocks are kept for reuse, keyed by their exact byte count. A kernel called in a
+// loop allocates same-sized outputs every call; a fresh mapping costs a page fault per 4 KiB
+// (or 2 MiB) page on first touch, which for a 256 MiB output is several times the cost of
+// streaming it once. The cache holds at most kMaxCachedBytes; beyond that blocks are unmapped.
+constexpr size_t kMaxCachedBytes = size_t{1} << 30;  // 1 GiB
+
+class LargeBlockCache {
+ public:
+  void* take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(bytes);
+    if (it == blocks_.end()) return nullptr;
+    void* p = it->second;
+    blocks_.erase(it);
+    cached_ -= bytes;
+    return p;
+  }
+  bool give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cached_ + bytes > kMaxCachedBytes) return false;
+    blocks_.emplace(bytes, p);
+    cached_ += bytes;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, void*> blocks_;
+  size_t cached_ = 0;
+};
+
+LargeBlockCache& large_blocks() {
+  static LargeBlockCache* cache = new LargeBlockCache();  // never destroyed: used until exit
+  return *cache;
+}
+}  // namespace
+
 void* hbm_allocate(size_t bytes, bool zero) {
   if (bytes >= kMmapThreshold) {
+    if (void* p = large_blocks().take(bytes); p != nullptr) {
+      if (zero) std::memset(p, 0, bytes);  // a reused block holds old data
+      return p;
+    }
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) raise_out_of_memory(bytes);
 #ifdef MADV_HUGEPAGE
@@ -86,7 +131,7 @@ void* hbm_allocate(size_t bytes, bool zero) {
 void hbm_free(void* p, size_t bytes) noexcept {
   if (p == nullptr) return;
   if (bytes >= kMmapThreshold) {
-    (void)::munmap(p, bytes);
+    if (!large_blocks().give(p, bytes)) (void)::munmap(p, bytes);
   } else {
     void* raw;
     std::memcpy(&raw, static_cast<char*>(p) - sizeof(void*), sizeof raw);

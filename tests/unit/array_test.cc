@@ -349,3 +349,21 @@ TEST(ArrayErrors, OutOfMemoryIsCapacityExceeded) {
 }
 
 }  // namespace
+
+namespace {
+// Large blocks are cached and reused after free: a zero-initialised Array must still be zeros
+// when it reuses a block that held data.
+TEST(ArrayStorage, ReusedLargeBlocksAreZeroedWhenAsked) {
+  const tessera::Shape big{3, 1 << 20};  // 12 MiB: the large-block path
+  const float* first = nullptr;
+  {
+    tessera::Array<float> a(big, 7.0f);
+    first = a.data();
+  }
+  tessera::Array<float> b(big);
+  for (int64_t i = 0; i < b.size(); i += 4099) ASSERT_EQ(b[i], 0.0f) << i;
+  EXPECT_EQ(b[b.size() - 1], 0.0f);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+  (void)first;
+}
+}  // namespace
