@@ -1,0 +1,75 @@
+#include "runtime/pipeline_schedule.h"
+
+#include <utility>
+
+namespace tessera::detail {
+
+PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
+                               std::vector<const pl::BlockSpec*> specs, int num_inputs)
+    : grid_(std::move(local_grid)),
+      offset_(std::move(offset)),
+      specs_(std::move(specs)),
+      num_inputs_(num_inputs) {
+  num_steps_ = grid_.size();
+  done_ = num_steps_ == 0;
+  if (done_) return;
+  local_ = SmallVec(grid_.rank(), 0);
+  global_ = offset_;
+  eval(local_, cur_);
+  prev_ = cur_;
+  next_local_ = local_;
+  has_next_ = next_grid_point(grid_, next_local_);
+  if (has_next_) eval(next_local_, next_);
+}
+
+void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) const {
+  SmallVec global = local;
+  for (int a = 0; a < global.size(); ++a) global[a] += offset_[a];
+  out.resize(specs_.size());
+  for (size_t k = 0; k < specs_.size(); ++k) {
+    out[k] = specs_[k]->block_indices(global.data(), global.size());
+  }
+}
+
+bool PipelineCursor::copy_in(int i) const {
+  return step_ == 0 || !(cur_[static_cast<size_t>(i)].v == prev_[static_cast<size_t>(i)].v);
+}
+
+bool PipelineCursor::write_back(int o) const {
+  const size_t k = static_cast<size_t>(num_inputs_ + o);
+  return !has_next_ || !(next_[k].v == cur_[k].v);
+}
+
+void PipelineCursor::advance() {
+  if (!has_next_) {
+    done_ = true;
+    return;
+  }
+  ++step_;
+  local_ = next_local_;
+  global_ = local_;
+  for (int a = 0; a < global_.size(); ++a) global_[a] += offset_[a];
+  prev_ = std::move(cur_);
+  cur_ = std::move(next_);
+  next_ = {};
+  has_next_ = next_grid_point(grid_, next_local_);
+  if (has_next_) eval(next_local_, next_);
+}
+
+size_t RevisitTracker::Hash::operator()(const SmallVec& v) const noexcept {
+  size_t h = 0xcbf29ce484222325ull;
+  for (int64_t x : v) h = (h ^ static_cast<size_t>(x)) * 0x100000001b3ull;
+  return h;
+}
+
+void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64_t step) {
+  done_.insert_or_assign(block.v, Visit{first, step});
+}
+
+std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Indices& block) const {
+  auto it = done_.find(block.v);
+  if (it == done_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace tessera::detail

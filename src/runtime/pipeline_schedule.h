@@ -1,0 +1,92 @@
+// Internal: the step schedule of a pipelined grid walk (emit_pipeline, pallas_call), as pure
+// logic shared by the engines.
+//
+// Pallas' rules, per operand, for grid steps s = 0 .. S-1 of one core (row-major order):
+//   input  copy-in  at step s  iff s == 0 or block(s) != block(s - 1)   (the copy is elided while
+//                                                                       the block stays the same)
+//   output write-back after s  iff s == S - 1 or block(s + 1) != block(s)
+// so consecutive steps that map an output to the same block accumulate into one VMEM buffer. An
+// output block visited again after it was written back (a non-consecutive revisit) would start
+// from garbage: the RevisitTracker reports it.
+//
+// The cursor evaluates each index map once per step (it keeps the next step's indices for the
+// write-back decision and for prefetching).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/block_spec.h"
+
+namespace tessera::detail {
+
+class PipelineCursor {
+ public:
+  /// `specs` are the inputs then the outputs; `local_grid` and `offset` come from the core's
+  /// share of the grid (partition_grid, or the whole grid with zero offsets).
+  PipelineCursor(Shape local_grid, SmallVec offset, std::vector<const pl::BlockSpec*> specs,
+                 int num_inputs);
+
+  /// True when every step has been visited (immediately for an empty grid).
+  bool done() const noexcept { return done_; }
+  int64_t step() const noexcept { return step_; }
+  int64_t num_steps() const noexcept { return num_steps_; }
+  /// The global grid point of this step (what pl::program_id reports).
+  const SmallVec& grid_point() const noexcept { return global_; }
+  /// The block indices of operand `k` (inputs first) at this step.
+  const pl::Indices& block(int k) const { return cur_[static_cast<size_t>(k)]; }
+  /// Whether input `i` needs its block copied in before this step's body.
+  bool copy_in(int i) const;
+  /// Whether output `o` (0-based among outputs) is written back after this step's body.
+  bool write_back(int o) const;
+  /// Whether there is a next step, and the block operand `k` maps to there (for prefetching).
+  bool has_next() const noexcept { return has_next_; }
+  const pl::Indices& next_block(int k) const { return next_[static_cast<size_t>(k)]; }
+  /// Moves to the next step.
+  void advance();
+
+ private:
+  void eval(const SmallVec& local, std::vector<pl::Indices>& out) const;
+
+  Shape grid_;
+  SmallVec offset_;
+  std::vector<const pl::BlockSpec*> specs_;
+  int num_inputs_;
+  int64_t num_steps_ = 0;
+  int64_t step_ = 0;
+  bool done_ = false;
+  bool has_next_ = false;
+  SmallVec local_;
+  SmallVec next_local_;
+  SmallVec global_;
+  std::vector<pl::Indices> prev_;
+  std::vector<pl::Indices> cur_;
+  std::vector<pl::Indices> next_;
+};
+
+/// Remembers which blocks of one output were written back, to detect non-consecutive revisits.
+class RevisitTracker {
+ public:
+  /// Records that `block` was written back after step `step` (first visit began at `first`).
+  void written_back(const pl::Indices& block, int64_t first, int64_t step);
+  /// If `block` was already written back, the steps of that earlier visit.
+  struct Visit {
+    int64_t first;
+    int64_t last;
+  };
+  std::optional<Visit> earlier_visit(const pl::Indices& block) const;
+
+ private:
+  struct Hash {
+    size_t operator()(const SmallVec& v) const noexcept;
+  };
+  struct Eq {
+    bool operator()(const SmallVec& a, const SmallVec& b) const noexcept { return a == b; }
+  };
+  std::unordered_map<SmallVec, Visit, Hash, Eq> done_;
+};
+
+}  // namespace tessera::detail

@@ -1,0 +1,123 @@
+// The pipeline step schedule (src/runtime/pipeline_schedule.h): copy-in elision, write-back on
+// block change, revisit detection, per-core shares, and Pallas' show_program_ids layouts
+// reproduced through the same index algebra.
+#include "runtime/pipeline_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tessera/block_spec.h"
+
+namespace {
+using namespace tessera;
+using detail::PipelineCursor;
+using pltpu::ARBITRARY;
+using pltpu::PARALLEL;
+
+TEST(PipelineSchedule, CopyInOnlyWhenTheBlockChangesAndWriteBackAtTheEndOfAVisit) {
+  const pl::BlockSpec moving({8, 128}, [](int i, int j) { return pl::idx(i, j); });
+  const pl::BlockSpec fixed({8, 128}, [](int, int) { return pl::idx(0, 0); });
+  const pl::BlockSpec acc({8, 128}, [](int i, int) { return pl::idx(i, 0); });  // reduction over j
+  PipelineCursor c(Shape{2, 3}, detail::SmallVec(2, 0), {&moving, &fixed, &acc}, 2);
+  EXPECT_EQ(c.num_steps(), 6);
+  std::vector<int> copy_moving, copy_fixed, write_acc;
+  for (; !c.done(); c.advance()) {
+    copy_moving.push_back(c.copy_in(0));
+    copy_fixed.push_back(c.copy_in(1));
+    write_acc.push_back(c.write_back(0));
+  }
+  EXPECT_EQ(copy_moving, (std::vector<int>{1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(copy_fixed, (std::vector<int>{1, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(write_acc, (std::vector<int>{0, 0, 1, 0, 0, 1}));
+}
+
+TEST(PipelineSchedule, NextBlockIsTheNextStepsBlock) {
+  const pl::BlockSpec s({128}, [](int i) { return pl::idx(i / 2); });
+  PipelineCursor c(Shape{5}, detail::SmallVec(1, 0), {&s}, 1);
+  std::vector<int64_t> blocks, nexts;
+  for (; !c.done(); c.advance()) {
+    blocks.push_back(c.block(0).v[0]);
+    nexts.push_back(c.has_next() ? c.next_block(0).v[0] : -1);
+  }
+  EXPECT_EQ(blocks, (std::vector<int64_t>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(nexts, (std::vector<int64_t>{0, 1, 1, 2, -1}));
+}
+
+TEST(PipelineSchedule, EmptyShareIsDoneAtOnce) {
+  // A (1, 1) PARALLEL grid over 2 cores: core 1 gets nothing.
+  const auto p = detail::partition_grid({1, 1}, {PARALLEL, ARBITRARY}, 2, 1, {});
+  const pl::BlockSpec s({8, 128}, [](int i, int j) { return pl::idx(i, j); });
+  PipelineCursor c(p.grid, p.offset, {&s}, 1);
+  EXPECT_TRUE(c.done());
+}
+
+TEST(PipelineSchedule, CoreSharesCoverTheGridOnce) {
+  // (2, 7) with (ARBITRARY, PARALLEL) on 2 cores: axis 1 is split 4 + 3.
+  const pl::BlockSpec s({1, 1}, [](int i, int j) { return pl::idx(i, j); });
+  std::vector<int> hits(14, 0);
+  std::vector<int64_t> steps;
+  for (int core = 0; core < 2; ++core) {
+    const auto p = detail::partition_grid({2, 7}, {ARBITRARY, PARALLEL}, 2, core, {});
+    PipelineCursor c(p.grid, p.offset, {&s}, 1);
+    steps.push_back(c.num_steps());
+    for (; !c.done(); c.advance())
+      hits[static_cast<size_t>(c.grid_point()[0] * 7 + c.grid_point()[1])]++;
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{8, 6}));
+  for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+TEST(PipelineSchedule, NonConsecutiveRevisitIsFoundAtIteration20) {
+  // Pallas' test_revisiting_is_an_error: grid (4, 4), output map (j // 2, i % 2).
+  const pl::BlockSpec out({8, 128}, [](int i, int j) { return pl::idx(j / 2, i % 2); });
+  PipelineCursor c(Shape{4, 4}, detail::SmallVec(2, 0), {&out}, 0);
+  detail::RevisitTracker seen;
+  int64_t visit_start = 0;
+  std::vector<int64_t> revisit_at;
+  bool starting = true;
+  for (; !c.done(); c.advance()) {
+    if (starting) {
+      if (seen.earlier_visit(c.block(0)) && revisit_at.empty()) {
+        revisit_at = {c.grid_point()[0], c.grid_point()[1]};
+      }
+      visit_start = c.step();
+    }
+    starting = c.write_back(0);
+    if (starting) seen.written_back(c.block(0), visit_start, c.step());
+  }
+  EXPECT_EQ(revisit_at, (std::vector<int64_t>{2, 0}));
+  const auto v = seen.earlier_visit(pl::idx(0, 0));
+  ASSERT_TRUE(v.has_value());
+}
+
+// Pallas' show_program_ids: every grid point writes 10*i + j into its block of the output;
+// what lands in the array (partial blocks clipped) follows from the cursor and block_window.
+std::vector<std::vector<int>> show_program_ids(Shape x, std::vector<pl::BlockDim> block,
+                                               Shape grid) {
+  std::vector<std::vector<int>> out(static_cast<size_t>(x[0]),
+                                    std::vector<int>(static_cast<size_t>(x[1]), 0));
+  const pl::BlockSpec s({block[0], block[1]}, [](int i, int j) { return pl::idx(i, j); });
+  PipelineCursor c(grid, detail::SmallVec(2, 0), {&s}, 0);
+  for (; !c.done(); c.advance()) {
+    const auto w = detail::block_window(x, block, c.block(0), {});
+    const int v = static_cast<int>(10 * c.grid_point()[0] + c.grid_point()[1]);
+    for (int64_t r = 0; r < w.valid[0]; ++r)
+      for (int64_t q = 0; q < w.valid[1]; ++q)
+        out[static_cast<size_t>(w.start[0] + r)][static_cast<size_t>(w.start[1] + q)] = v;
+  }
+  return out;
+}
+
+TEST(PipelineSchedule, ShowProgramIdsLayouts) {
+  const auto a = show_program_ids({8, 6}, {2, 3}, {4, 2});
+  EXPECT_EQ(a[0], (std::vector<int>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(a[3], (std::vector<int>{10, 10, 10, 11, 11, 11}));
+  EXPECT_EQ(a[7], (std::vector<int>{30, 30, 30, 31, 31, 31}));
+  const auto b = show_program_ids({7, 5}, {2, 3}, {4, 2});  // partial blocks are clipped
+  EXPECT_EQ(b[6], (std::vector<int>{30, 30, 30, 31, 31}));
+  const auto c = show_program_ids({1, 2}, {2, 3}, {1, 1});  // array smaller than a block
+  EXPECT_EQ(c[0], (std::vector<int>{0, 0}));
+}
+
+}  // namespace
