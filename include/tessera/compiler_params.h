@@ -9,6 +9,11 @@
 // buffers (and, later, pipeline buffers) must fit in. The default budget and
 // the largest accepted value are in docs/design.md ("Arenas and the VMEM budget") and
 // `tessera info` (vmem_capacity_bytes).
+//
+// `wait_timeout_ms` bounds every blocking wait of the kernel (`pl::semaphore_wait`,
+// a DMA `.wait()`, `pltpu::core_barrier`): a wait still unsatisfied after that
+// long throws KernelError (kTimeout) instead of hanging. The default is the
+// TESSERA_WAIT_TIMEOUT_MS environment variable, else 10000 ms.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +22,14 @@
 
 namespace tessera::pltpu {
 
-/// Compiler parameters of a kernel. Unset fields take Tessera's defaults.
+/// Compiler parameters of a kernel. Unset fields take Tessera's defaults. (Each field has a
+/// default member initialiser, so that g++'s -Wmissing-field-initializers stays quiet when a
+/// designated initialiser names only some of them.)
 struct CompilerParams {
   /// Per-core VMEM budget in bytes (1 .. the arena capacity).
-  std::optional<int64_t> vmem_limit_bytes;
+  std::optional<int64_t> vmem_limit_bytes = std::nullopt;
+  /// Milliseconds a blocking wait may take before it fails with kTimeout (>= 1).
+  std::optional<int64_t> wait_timeout_ms = std::nullopt;
 };
 
 /// Throws UsageError (kInvalidArgument) naming a bad field.

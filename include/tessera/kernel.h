@@ -203,6 +203,7 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     spec_.axis_name = mesh.axis_name();
     spec_.num_cores = mesh.num_cores();
     spec_.vmem_limit_bytes = params.vmem_limit_bytes.value_or(0);
+    spec_.wait_timeout_ms = params.wait_timeout_ms.value_or(0);
     spec_.where = where;
     spec_.scratch = std::apply(
         [](const auto&... s) { return std::vector<detail::ScratchRequest>{s.request()...}; },

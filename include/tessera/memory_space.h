@@ -12,7 +12,12 @@
 //
 //   pl::Ref<float, pltpu::HBM> o_ref;                      // same as pltpu::HbmRef<float>
 //   pl::Ref<float, pltpu::MemorySpace::VMEM> o_vmem;       // same as pltpu::VmemRef<float>
+//
+// SEMAPHORE memory holds counters, one kind per buffer (`pltpu::SemaphoreKind`,
+// Pallas' `pltpu.SemaphoreType`); see semaphore.h.
 #pragma once
+
+#include <cstdint>
 
 namespace tessera {
 
@@ -36,6 +41,24 @@ constexpr const char* to_string(MemorySpace s) noexcept {
   return "?";
 }
 
+/// What a semaphore counts (Pallas' `pltpu.SemaphoreType`). REGULAR and BARRIER semaphores count
+/// signals (`pl::semaphore_signal` / `pl::semaphore_wait`); DMA semaphores count the bytes of
+/// async copies (`pltpu::make_async_copy(...).start()` / `.wait()`).
+enum class SemaphoreKind : uint8_t { REGULAR, DMA, BARRIER };
+
+/// "REGULAR", "DMA", "BARRIER", as Pallas spells the enumerators.
+constexpr const char* to_string(SemaphoreKind k) noexcept {
+  switch (k) {
+    case SemaphoreKind::REGULAR:
+      return "REGULAR";
+    case SemaphoreKind::DMA:
+      return "DMA";
+    case SemaphoreKind::BARRIER:
+      return "BARRIER";
+  }
+  return "?";
+}
+
 /// True where kernels may read and write elements and compute: VMEM and SMEM.
 constexpr bool is_compute_space(MemorySpace s) noexcept {
   return s == MemorySpace::VMEM || s == MemorySpace::SMEM;
@@ -43,6 +66,7 @@ constexpr bool is_compute_space(MemorySpace s) noexcept {
 
 namespace pltpu {
 using tessera::MemorySpace;
+using tessera::SemaphoreKind;
 /// `pltpu.HBM`: the chip's main memory.
 inline constexpr MemorySpace HBM = MemorySpace::HBM;
 /// `pltpu.SEMAPHORE`: semaphore memory.

@@ -1,13 +1,20 @@
 // The native DMA engine: an n-d strided copy. Dimensions are coalesced first (a contiguous view
 // of any rank becomes one run), then each contiguous run is one memmove; non-contiguous innermost
 // axes fall back to an element loop of the right width.
+//
+// Async copies complete inside start(): the copy runs on the calling core, then the source's
+// byte count is added to the DMA semaphore (the add releases the copied bytes to the waiter).
+// wait() takes the descriptor's byte count back, blocking if it is not there yet.
 #include "tessera/dma.h"
 
 #include <fmt/format.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "core/messages.h"
+#include "runtime/context.h"
 #include "tessera/detail/runtime.h"
 
 namespace tessera::detail {
@@ -119,3 +126,37 @@ void dma_copy(const RawRef& src, const RawRef& dst, const char* op, std::source_
 }
 
 }  // namespace tessera::detail
+
+namespace tessera::pltpu {
+
+AsyncCopyDescriptor::AsyncCopyDescriptor(detail::RawRef src, detail::RawRef dst,
+                                         detail::SemaphoreCell* sem, std::source_location made)
+    : src_(std::move(src)), dst_(std::move(dst)), sem_(sem), made_(made) {}
+
+int64_t AsyncCopyDescriptor::nbytes() const noexcept {
+  return src_.shape.size() * itemsize(src_.dtype);
+}
+
+void AsyncCopyDescriptor::start(std::source_location where) {
+  constexpr const char* op = "async_copy.start";
+  detail::check_dma_semaphore(sem_, op, where);
+  if (in_flight_) {
+    detail::raise(
+        ErrorKind::kInvalidArgument, op, where,
+        fmt::format("this descriptor (made at {}) was started at {} and has not been "
+                    "waited since; each .start() needs a .wait() before the next one "
+                    "(for a second copy in flight, make a second descriptor)",
+                    detail::format_location(made_), detail::format_location(started_at_)));
+  }
+  detail::dma_copy(src_, dst_, op, where);
+  detail::dma_semaphore_add(sem_, nbytes());
+  in_flight_ = true;
+  started_at_ = where;
+}
+
+void AsyncCopyDescriptor::wait(std::source_location where) {
+  detail::dma_semaphore_wait(sem_, nbytes(), src_, "async_copy.wait", where);
+  in_flight_ = false;
+}
+
+}  // namespace tessera::pltpu

@@ -24,6 +24,7 @@ constexpr int64_t kSmemCapacity = int64_t{1} << 20;
 int64_t default_vmem_limit_bytes() noexcept { return kDefaultVmemLimit; }
 int64_t max_vmem_limit_bytes() noexcept { return kMaxVmemLimit; }
 int64_t smem_capacity_bytes() noexcept { return kSmemCapacity; }
+int64_t semaphore_capacity() noexcept { return kSemaphoresPerCore; }
 
 CoreArena::CoreArena() {
   bytes_ = static_cast<size_t>(kMaxVmemLimit + kSmemCapacity);
@@ -36,6 +37,8 @@ CoreArena::CoreArena() {
   // First touch by the constructing (owning) thread; the rest materialises on use.
   std::memset(vmem_, 0, static_cast<size_t>(kPretouchBytes));
   std::memset(smem_, 0, static_cast<size_t>(kSmemCapacity));
+  // Value-initialised: every counter starts at zero (and is first touched by this thread).
+  semaphores_ = std::make_unique<SemaphoreCell[]>(static_cast<size_t>(kSemaphoresPerCore));
 }
 
 CoreArena::~CoreArena() {

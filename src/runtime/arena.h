@@ -1,16 +1,49 @@
-// Internal: per-core VMEM and SMEM arenas.
+// Internal: per-core VMEM, SMEM and semaphore arenas.
 //
 // Each mesh core owns one arena: a virtual reservation of the largest VMEM a kernel may ask for
 // plus the SMEM capacity. Pages materialise on first write, and the first writer is the core's
 // own thread (workers create and pre-touch their arena when they start), so on a multi-socket
 // machine the memory lands near the core that uses it. Scratch buffers are laid out at fixed
 // offsets computed once per launch; nothing is allocated per launch.
+//
+// The semaphore region is an array of 64-bit atomic counters. It is zero when a launch starts:
+// zeroed when the arena is made, and re-zeroed by the launcher after every launch (never at the
+// start of one, where another core could already have signalled a counter).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 
 namespace tessera::detail {
+
+/// One semaphore: a counter that other cores may signal.
+using SemaphoreCell = std::atomic<int64_t>;
+
+/// Semaphores per core (scratch and run_scoped together): 128 KiB of counters.
+inline constexpr int64_t kSemaphoresPerCore = 16384;
+
+/// Where a core sleeps while it waits on one of its semaphores. A waiter raises `sleepers`
+/// (seq_cst) before its last look at the counter; a signaller changes the counter (seq_cst) and
+/// then reads `sleepers`, and only when it is non-zero takes `mu` and notifies. Because the
+/// waiter holds `mu` from that last look until the condition variable releases it, either the
+/// waiter sees the new value or the signaller's notify reaches it: no wake-up is lost.
+struct alignas(64) SemaphoreWaitQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<int> sleepers{0};
+
+  /// Wakes the core if it sleeps in a wait (after a signal, a DMA or a cancellation).
+  void wake() {
+    if (sleepers.load() != 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      cv.notify_all();
+    }
+  }
+};
 
 class CoreArena {
  public:
@@ -21,12 +54,17 @@ class CoreArena {
 
   std::byte* vmem() const noexcept { return vmem_; }
   std::byte* smem() const noexcept { return smem_; }
+  /// kSemaphoresPerCore counters, zero between launches.
+  SemaphoreCell* semaphores() const noexcept { return semaphores_.get(); }
+  SemaphoreWaitQueue& wait_queue() noexcept { return wait_queue_; }
 
  private:
   std::byte* base_ = nullptr;
   size_t bytes_ = 0;
   std::byte* vmem_ = nullptr;
   std::byte* smem_ = nullptr;
+  std::unique_ptr<SemaphoreCell[]> semaphores_;
+  SemaphoreWaitQueue wait_queue_;
 };
 
 /// Bytes of VMEM pre-touched by the owning core when its arena is made.

@@ -1,15 +1,45 @@
-// Internal: the per-core state of a running kernel, reachable from the core's thread.
+// Internal: the per-core state of a running kernel, reachable from the core's thread, and the
+// state one launch shares between its cores.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <source_location>
 #include <string>
 #include <vector>
 
+#include "runtime/arena.h"
+#include "tessera/detail/runtime.h"
+#include "tessera/ref.h"
+
 namespace tessera::detail {
 
-struct LaunchState;
+/// What the cores of one launch share. Lives on the launcher's stack for the launch.
+struct LaunchState {
+  const LaunchSpec* spec = nullptr;
+  int64_t wait_timeout_ms = 0;  // resolved: the kernel's, else the default
+  /// Set (seq_cst) once a core has failed; blocking waits then throw kCancelled. Pairs with the
+  /// waiters' SemaphoreWaitQueue::sleepers as described there.
+  std::atomic<bool> cancelled{false};
+  /// Bytes of the semaphore region that any core of the launch has used (scratch, then
+  /// run_scoped scopes raise it). The launcher checks and clears [0, semaphore_high) on every
+  /// core after the launch.
+  std::atomic<int64_t> semaphore_high{0};
+  std::mutex mu;
+  std::exception_ptr first_error;
+};
+
+/// A semaphore buffer of a live `pl::run_scoped` scope, for naming it in errors.
+struct ScopedSemaphore {
+  int64_t offset = 0;  // bytes within the core's semaphore region
+  Shape shape;
+  SemaphoreKind kind = SemaphoreKind::REGULAR;
+  int position = 0;  // among the scope's types
+  std::source_location where;
+};
 
 /// What the running core knows about itself. Set by the runtime around each core's body.
 struct CoreContext {
@@ -20,10 +50,48 @@ struct CoreContext {
   std::vector<int64_t> grid_step;  // filled by grid walkers (pipelines)
   LaunchState* launch = nullptr;
   std::source_location kernel_where;  // the kernel's definition, for errors with no call site
+  CoreArena* arena = nullptr;         // this core's VMEM, SMEM and semaphores
+  int64_t vmem_limit = 0;             // the kernel's VMEM budget per core
+  // The first free byte of each region: the kernel's scratch, then live run_scoped scopes.
+  int64_t vmem_top = 0;
+  int64_t smem_top = 0;
+  int64_t semaphore_top = 0;
+  std::vector<ScopedSemaphore> scoped_semaphores;  // innermost scope last
 };
 
 /// The calling thread's context, or null outside a kernel body.
 CoreContext* current_context() noexcept;
 void set_current_context(CoreContext* ctx) noexcept;
+
+/// The arena of `core` in the running launch.
+CoreArena& core_arena(int core);
+
+/// "#2 VMEM<float32>(8, 128) = 4096 bytes", "#0 SemaphoreType.DMA((2,)) = 16 bytes".
+std::string describe_scratch(const ScratchRequest& r, size_t index);
+/// "SemaphoreType.DMA", "SemaphoreType.REGULAR((4, 3))": the Pallas spelling of a semaphore type.
+std::string semaphore_type_name(SemaphoreKind kind, const Shape& shape);
+
+/// "(1, 2)": the row-major multi-index of element `flat` of `shape` (rank >= 1).
+std::string unravel_index(int64_t flat, const Shape& shape);
+
+/// Wakes every core of the launch that sleeps in a semaphore wait (after `cancelled` was set).
+void wake_semaphore_waiters(int num_cores);
+
+/// After every core of a launch has finished: unless the launch already failed, checks that each
+/// semaphore of every core is zero and records a kSemaphoreLeak KernelError in
+/// state.first_error otherwise; then zeroes the semaphores the launch used, on every core.
+void finish_semaphores(const LaunchSpec& spec, LaunchState& state) noexcept;
+
+/// The DMA side of async copies (used by src/native/dma.cc). check_dma_semaphore raises
+/// kOutsideKernel outside a kernel and kInvalidArgument for a semaphore of another core;
+/// dma_semaphore_add adds the bytes of a completed copy; dma_semaphore_wait blocks until the
+/// semaphore holds `bytes`, then takes them (kTimeout / kCancelled as semaphore_wait).
+void check_dma_semaphore(const SemaphoreCell* cell, const char* op, std::source_location where);
+void dma_semaphore_add(SemaphoreCell* cell, int64_t bytes);
+void dma_semaphore_wait(SemaphoreCell* cell, int64_t bytes, const RawRef& src, const char* op,
+                        std::source_location where);
+
+/// Raises `state.semaphore_high` to at least `bytes`.
+void raise_semaphore_high(LaunchState& state, int64_t bytes) noexcept;
 
 }  // namespace tessera::detail

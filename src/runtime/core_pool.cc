@@ -90,6 +90,16 @@ void CorePool::worker_main(int core, Slot* slot) {
 
 void CorePool::run(int n, FunctionRef<void(int)> job) {
   std::lock_guard<std::mutex> lock(launch_mu_);
+  run_locked(n, job);
+}
+
+void CorePool::run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after) {
+  std::lock_guard<std::mutex> lock(launch_mu_);
+  run_locked(n, job);
+  after();
+}
+
+void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
   ensure_cores(n);
   if (n == 1) {
     job(0);

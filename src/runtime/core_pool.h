@@ -29,6 +29,14 @@ class CorePool {
   /// Runs job(core) for every core in [0, n) and returns when all have returned. `job` must not
   /// throw. Serialised with other calls.
   void run(int n, FunctionRef<void(int)> job);
+  /// The same, then `after()` on the calling thread once every core has returned, still inside
+  /// the serialised section (so no other launch can touch the arenas meanwhile). `after` must
+  /// not throw.
+  void run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after);
+
+  /// True when idle or waiting threads should spin before they sleep (the pool has no more
+  /// threads than the machine has hardware threads). Only a hint.
+  bool spinning() const noexcept { return spin_.load(std::memory_order_relaxed); }
 
   /// The arena of `core`; valid during run() for cores < n.
   CoreArena& arena(int core) { return *arenas_[static_cast<size_t>(core)]; }
@@ -49,6 +57,7 @@ class CorePool {
   CorePool() = default;
   void ensure_cores(int n);
   void worker_main(int core, Slot* slot);
+  void run_locked(int n, FunctionRef<void(int)> job);
 
   std::mutex launch_mu_;
   std::vector<std::thread> workers_;                // workers_[k] runs core k + 1

@@ -21,23 +21,12 @@
 
 namespace tessera::detail {
 
-struct LaunchState {
-  std::atomic<bool> cancelled{false};
-  std::mutex mu;
-  std::exception_ptr first_error;
-};
-
 namespace {
 thread_local CoreContext* t_context = nullptr;
 
 constexpr int64_t kScratchAlign = 64;
 
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
-std::string describe_scratch(const ScratchRequest& r, size_t index) {
-  return fmt::format("#{} {}<{}>{} = {} bytes", index, to_string(r.space), dtype_name(r.dtype),
-                     r.shape.to_string(), r.bytes);
-}
 
 // Fails when the scratch of one space does not fit its budget, naming the largest buffers.
 void check_capacity(const LaunchSpec& spec, MemorySpace space, int64_t used, int64_t limit,
@@ -63,7 +52,22 @@ void check_capacity(const LaunchSpec& spec, MemorySpace space, int64_t used, int
 }
 }  // namespace
 
+std::string semaphore_type_name(SemaphoreKind kind, const Shape& shape) {
+  if (shape.rank() == 0) return fmt::format("SemaphoreType.{}", to_string(kind));
+  return fmt::format("SemaphoreType.{}({})", to_string(kind), shape.to_string());
+}
+
+std::string describe_scratch(const ScratchRequest& r, size_t index) {
+  if (r.space == MemorySpace::SEMAPHORE) {
+    return fmt::format("#{} {} = {} bytes", index, semaphore_type_name(r.semaphore_kind, r.shape),
+                       r.bytes);
+  }
+  return fmt::format("#{} {}<{}>{} = {} bytes", index, to_string(r.space), dtype_name(r.dtype),
+                     r.shape.to_string(), r.bytes);
+}
+
 CoreContext* current_context() noexcept { return t_context; }
+CoreArena& core_arena(int core) { return CorePool::instance().arena(core); }
 void set_current_context(CoreContext* ctx) noexcept { t_context = ctx; }
 bool in_kernel() noexcept { return t_context != nullptr; }
 
@@ -130,9 +134,14 @@ void prepare_launch(LaunchSpec& spec) {
   spec.offsets.assign(spec.scratch.size(), 0);
   spec.vmem_used = 0;
   spec.smem_used = 0;
+  spec.semaphore_used = 0;
   for (size_t i = 0; i < spec.scratch.size(); ++i) {
-    int64_t& used = spec.scratch[i].space == MemorySpace::SMEM ? spec.smem_used : spec.vmem_used;
+    const MemorySpace space = spec.scratch[i].space;
+    int64_t& used = space == MemorySpace::SMEM        ? spec.smem_used
+                    : space == MemorySpace::SEMAPHORE ? spec.semaphore_used
+                                                      : spec.vmem_used;
     spec.offsets[i] = used;
+    // Semaphore buffers too start on their own cache line: other cores signal them.
     used = align_up(used + spec.scratch[i].bytes, kScratchAlign);
   }
 }
@@ -153,8 +162,20 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
                  "raise pltpu::CompilerParams{.vmem_limit_bytes = ...}");
   check_capacity(spec, MemorySpace::SMEM, smem_used, smem_capacity_bytes(),
                  "move large buffers to VMEM (SMEM holds scalars)");
+  const int64_t semaphore_bytes = semaphore_capacity() * int64_t{sizeof(SemaphoreCell)};
+  if (spec.semaphore_used > semaphore_bytes) {  // the hint is formatted only when it is needed
+    check_capacity(spec, MemorySpace::SEMAPHORE, spec.semaphore_used, semaphore_bytes,
+                   fmt::format("use fewer semaphores (each takes {} bytes and each buffer starts "
+                               "on a {}-byte line; a core has {} semaphores)",
+                               sizeof(SemaphoreCell), kScratchAlign, semaphore_capacity())
+                       .c_str());
+  }
 
   LaunchState state;
+  state.spec = &spec;
+  state.wait_timeout_ms =
+      spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms();
+  state.semaphore_high.store(spec.semaphore_used, std::memory_order_relaxed);
   CorePool& pool = CorePool::instance();
   auto run_core = [&](int core) {
     CoreContext ctx;
@@ -165,6 +186,11 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
     ctx.launch = &state;
     ctx.kernel_where = spec.where;
     CoreArena& arena = pool.arena(core);
+    ctx.arena = &arena;
+    ctx.vmem_limit = vmem_limit;
+    ctx.vmem_top = vmem_used;
+    ctx.smem_top = smem_used;
+    ctx.semaphore_top = spec.semaphore_used;
     constexpr size_t kInline = 16;
     void* inline_ptrs[kInline];
     std::vector<void*> heap_ptrs;
@@ -174,20 +200,31 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
       ptrs = heap_ptrs.data();
     }
     for (size_t i = 0; i < spec.scratch.size(); ++i) {
-      std::byte* base = spec.scratch[i].space == MemorySpace::SMEM ? arena.smem() : arena.vmem();
+      const MemorySpace space = spec.scratch[i].space;
+      std::byte* base = space == MemorySpace::SMEM ? arena.smem()
+                        : space == MemorySpace::SEMAPHORE
+                            ? reinterpret_cast<std::byte*>(arena.semaphores())
+                            : arena.vmem();
       ptrs[i] = base + offsets[i];
     }
     set_current_context(&ctx);
     try {
       body(core, ptrs);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(state.mu);
-      if (!state.first_error) state.first_error = std::current_exception();
-      state.cancelled.store(true);
+      {
+        std::lock_guard<std::mutex> lock(state.mu);
+        if (!state.first_error) state.first_error = std::current_exception();
+        state.cancelled.store(true);
+      }
+      // Cores blocked in a semaphore wait would otherwise sleep until their timeout.
+      wake_semaphore_waiters(spec.num_cores);
     }
     set_current_context(nullptr);
   };
-  pool.run(spec.num_cores, run_core);
+  // The semaphore exit check and clearing run under the pool's launch lock: a launch from
+  // another host thread must not start on these arenas before they are clear again.
+  auto after = [&] { finish_semaphores(spec, state); };
+  pool.run(spec.num_cores, run_core, after);
   if (state.first_error) std::rethrow_exception(state.first_error);
 }
 
@@ -195,6 +232,12 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
 
 namespace tessera::pltpu {
 void check_compiler_params(const CompilerParams& params, std::source_location where) {
+  if (params.wait_timeout_ms.has_value() && *params.wait_timeout_ms < 1) {
+    detail::raise(ErrorKind::kInvalidArgument, "pltpu::CompilerParams", where,
+                  fmt::format("wait_timeout_ms={} must be at least 1 (milliseconds a semaphore or "
+                              "DMA wait may block before it fails)",
+                              *params.wait_timeout_ms));
+  }
   if (params.vmem_limit_bytes.has_value()) {
     const int64_t v = *params.vmem_limit_bytes;
     if (v < 1 || v > detail::max_vmem_limit_bytes()) {

@@ -31,3 +31,31 @@ void control_kernel() {
   Array<float> result = fill_42();
   static_cast<void>(result);
 }
+
+// cf_semaphore_signal_dma, cf_semaphore_wait_dma, cf_async_copy_regular_semaphore,
+// cf_core_barrier_dma: REGULAR semaphores are signalled and waited, DMA semaphores count async
+// copies, a barrier uses a REGULAR (or BARRIER) semaphore.
+void control_semaphores() {
+  auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 2),
+                      pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::REGULAR,
+                                        pltpu::SemaphoreType::DMA({2})))(
+      [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::SemaphoreRef sem,
+         pltpu::DmaSemaphoreRef dma) {
+        v = jnp::zeros_like(v);
+        pl::semaphore_signal(sem);
+        pl::semaphore_wait(sem);
+        pltpu::core_barrier(sem, "core");
+        pltpu::run_on_first_core("core", [&] {
+          auto copy = pltpu::make_async_copy(v, o, dma.at(0));
+          copy.start();
+          copy.wait();
+        });
+        const int32_t left = pl::semaphore_read(dma.at(1));
+        static_cast<void>(left);
+        pl::run_scoped([&](pltpu::VmemRef<float> tmp,
+                           pltpu::DmaSemaphoreRef s) { pltpu::async_copy(v, tmp, s).wait(); },
+                       pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA);
+      });
+  Array<float> result = k();
+  static_cast<void>(result);
+}

@@ -39,12 +39,13 @@ class FunctionRef<R(A...)> {
   R (*call_)(void*, A...) = nullptr;
 };
 
-/// One scratch buffer a launch needs on every core.
+/// One scratch buffer a launch (or a `pl::run_scoped` scope) needs on every core.
 struct ScratchRequest {
   MemorySpace space = MemorySpace::VMEM;
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  // unused for SEMAPHORE buffers
   Shape shape;
   int64_t bytes = 0;
+  SemaphoreKind semaphore_kind = SemaphoreKind::REGULAR;  // SEMAPHORE buffers only
 };
 
 /// Everything the runtime needs to know about a launch. Built once per kernel (by
@@ -55,11 +56,13 @@ struct LaunchSpec {
   int num_cores = 1;
   std::vector<ScratchRequest> scratch;
   int64_t vmem_limit_bytes = 0;  // 0: the default
+  int64_t wait_timeout_ms = 0;   // 0: the default (TESSERA_WAIT_TIMEOUT_MS, else 10 s)
   std::source_location where;    // the kernel's definition
   // Filled by prepare_launch: the scratch layout, identical on every core.
-  std::vector<int64_t> offsets;  // per scratch buffer, within its space's arena
+  std::vector<int64_t> offsets;  // per scratch buffer, in bytes within its space's region
   int64_t vmem_used = 0;
   int64_t smem_used = 0;
+  int64_t semaphore_used = 0;  // bytes of the core's semaphore region (8 per semaphore)
 };
 
 /// Lays out the scratch of `spec` (64-byte aligned offsets per memory space). Does not throw for
@@ -91,5 +94,10 @@ int64_t default_vmem_limit_bytes() noexcept;
 int64_t max_vmem_limit_bytes() noexcept;
 /// Per-core SMEM capacity.
 int64_t smem_capacity_bytes() noexcept;
+/// Semaphores per core (scratch and run_scoped together), and the bytes they take.
+int64_t semaphore_capacity() noexcept;
+/// The wait timeout of kernels that do not set one: TESSERA_WAIT_TIMEOUT_MS, else 10000 ms.
+/// Throws UsageError for an environment value that is not a positive integer.
+int64_t default_wait_timeout_ms();
 
 }  // namespace tessera::detail

@@ -1,0 +1,364 @@
+// Semaphores in the native engine: signal, wait (spin briefly, then sleep with a deadline; woken
+// by signals, DMA completions and cancellation), read, core_barrier, the byte counts of async
+// copies, and the check at kernel exit.
+//
+// Every counter operation is seq_cst. Signals must release the signaller's writes and waits
+// must acquire them (acq_rel would do for that), but the sleep protocol of SemaphoreWaitQueue
+// also needs the counter update and the `sleepers` check to be ordered in one total order with
+// the waiter's `sleepers` increment and counter check (a Dekker pattern), which only seq_cst
+// gives. The cost is the same on x86 (every RMW is a full barrier there).
+#include "tessera/semaphore.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/messages.h"
+#include "runtime/context.h"
+#include "runtime/core_pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TESSERA_PAUSE() _mm_pause()
+#else
+#define TESSERA_PAUSE() std::this_thread::yield()
+#endif
+
+namespace tessera::detail {
+
+namespace {
+
+constexpr int64_t kDefaultWaitTimeoutMs = 10000;
+// Deadlines beyond this are treated as this (about 34 years): steady_clock + the timeout must
+// not overflow.
+constexpr int64_t kMaxWaitTimeoutMs = int64_t{1} << 40;
+// How long a blocked wait spins before it sleeps: enough for a signal from a core that is a
+// few hundred instructions behind, short enough not to steal the CPU from the core it waits
+// for when both share one hardware thread (then the pool does not spin at all).
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+constexpr int64_t kCell = sizeof(SemaphoreCell);
+
+CoreContext& context_for(const char* op, std::source_location where) {
+  CoreContext* ctx = current_context();
+  if (ctx == nullptr) {
+    raise(ErrorKind::kOutsideKernel, op, where,
+          fmt::format("{} was called outside a kernel body; semaphores belong to the cores of a "
+                      "running kernel, so call it inside the body passed to pl::kernel",
+                      op));
+  }
+  return *ctx;
+}
+
+// The index of `cell` in the calling core's semaphore region. A view from another core (one
+// captured by reference and shared) would make waits sleep on the wrong queue, so it is refused.
+int64_t own_slot(const CoreContext& ctx, const SemaphoreCell* cell, const char* op,
+                 std::source_location where) {
+  const auto base = reinterpret_cast<uintptr_t>(ctx.arena->semaphores());
+  const auto p = reinterpret_cast<uintptr_t>(cell);
+  if (p < base || p >= base + static_cast<uintptr_t>(kSemaphoresPerCore * kCell)) {
+    raise(ErrorKind::kInvalidArgument, op, where,
+          fmt::format("this semaphore view does not belong to core {}; semaphores are per core: "
+                      "use the semaphore ref this core's body received (to signal another "
+                      "core's copy of it, pass pl::core_index(k))",
+                      ctx.core));
+  }
+  return static_cast<int64_t>((p - base) / static_cast<uintptr_t>(kCell));
+}
+
+std::string element_of(std::string base, int64_t element, const Shape& shape) {
+  if (shape.rank() == 0) return base;
+  return fmt::format("{} element {}", base, unravel_index(element, shape));
+}
+
+// Names the semaphore at `slot` of a core's region: "scratch #1 SemaphoreType.REGULAR((4,))
+// element (2,)" or "run_scoped #0 SemaphoreType.DMA (scope at k.cc:40)". `ctx` (the core's own
+// context, or null for the launcher) knows the live run_scoped scopes. `kind` is set when known.
+std::string name_semaphore(const LaunchSpec& spec, const CoreContext* ctx, int64_t slot,
+                           SemaphoreKind* kind = nullptr) {
+  const int64_t byte = slot * kCell;
+  for (size_t i = 0; i < spec.scratch.size(); ++i) {
+    const ScratchRequest& r = spec.scratch[i];
+    if (r.space != MemorySpace::SEMAPHORE) continue;
+    if (byte >= spec.offsets[i] && byte < spec.offsets[i] + r.bytes) {
+      if (kind != nullptr) *kind = r.semaphore_kind;
+      return element_of(
+          fmt::format("scratch #{} {}", i, semaphore_type_name(r.semaphore_kind, r.shape)),
+          (byte - spec.offsets[i]) / kCell, r.shape);
+    }
+  }
+  if (ctx != nullptr) {
+    for (auto it = ctx->scoped_semaphores.rbegin(); it != ctx->scoped_semaphores.rend(); ++it) {
+      const int64_t bytes = it->shape.size() * kCell;
+      if (byte >= it->offset && byte < it->offset + bytes) {
+        if (kind != nullptr) *kind = it->kind;
+        return element_of(
+            fmt::format("run_scoped #{} {} (scope at {})", it->position,
+                        semaphore_type_name(it->kind, it->shape), format_location(it->where)),
+            (byte - it->offset) / kCell, it->shape);
+      }
+    }
+  }
+  return fmt::format("a run_scoped semaphore (slot {})", slot);
+}
+
+bool try_take(SemaphoreCell& cell, int64_t amount) {
+  int64_t v = cell.load();
+  while (v >= amount) {
+    if (cell.compare_exchange_weak(v, v - amount)) return true;
+  }
+  return false;
+}
+
+struct WaitSite {
+  const char* op;
+  std::source_location where;
+  const char* unit;  // "" or " bytes"
+  const char* hint;
+};
+
+[[noreturn]] void throw_cancelled(const CoreContext& ctx, int64_t slot, const WaitSite& site) {
+  raise(ErrorKind::kCancelled, site.op, site.where,
+        fmt::format("cancelled while waiting on {}: another core of this launch failed, and its "
+                    "error is the one the launch reports",
+                    name_semaphore(*ctx.launch->spec, &ctx, slot)));
+}
+
+// Blocks until `cell` (slot `slot` of the calling core) holds at least `amount`, then takes it.
+void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                 const WaitSite& site) {
+  if (try_take(cell, amount)) return;
+  LaunchState& state = *ctx.launch;
+  const auto start = std::chrono::steady_clock::now();
+  if (CorePool::instance().spinning()) {
+    const auto spin_end = start + kSpinFor;
+    do {
+      for (int i = 0; i < 64; ++i) {
+        if (try_take(cell, amount)) return;
+        // Relaxed: only a hint here; the sleeping phase below re-reads it with seq_cst.
+        if (state.cancelled.load(std::memory_order_relaxed)) throw_cancelled(ctx, slot, site);
+        TESSERA_PAUSE();
+      }
+    } while (std::chrono::steady_clock::now() < spin_end);
+  }
+  const int64_t timeout_ms = std::min(state.wait_timeout_ms, kMaxWaitTimeoutMs);
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  SemaphoreWaitQueue& queue = ctx.arena->wait_queue();
+  std::unique_lock<std::mutex> lock(queue.mu);
+  queue.sleepers.fetch_add(1);
+  struct Leave {
+    SemaphoreWaitQueue& q;
+    ~Leave() { q.sleepers.fetch_sub(1); }
+  } leave{queue};
+  for (;;) {
+    if (try_take(cell, amount)) return;
+    if (state.cancelled.load()) throw_cancelled(ctx, slot, site);
+    if (queue.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (try_take(cell, amount)) return;
+      if (state.cancelled.load()) throw_cancelled(ctx, slot, site);
+      raise(ErrorKind::kTimeout, site.op, site.where,
+            fmt::format("{} holds {}{} after {} ms, short of the {}{} this wait needs "
+                        "(wait_timeout_ms={}); {}",
+                        name_semaphore(*state.spec, &ctx, slot), cell.load(), site.unit, timeout_ms,
+                        amount, site.unit, timeout_ms, site.hint));
+    }
+  }
+}
+
+void check_amount(int64_t v, const char* what, const char* op, std::source_location where) {
+  if (v < 0) {
+    raise(ErrorKind::kInvalidArgument, op, where,
+          fmt::format("{}={} is negative; signals add and waits subtract counts >= 0", what, v));
+  }
+}
+
+int64_t parse_timeout_env() {
+  const char* env = std::getenv("TESSERA_WAIT_TIMEOUT_MS");
+  if (env == nullptr || *env == '\0') return kDefaultWaitTimeoutMs;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (end == nullptr || *end != '\0' || v < 1) {
+    throw UsageError(
+        ErrorKind::kInvalidArgument,
+        fmt::format("tessera: TESSERA_WAIT_TIMEOUT_MS='{}' is not a timeout; set it to "
+                    "a number of milliseconds >= 1 or unset it (default {})",
+                    env, kDefaultWaitTimeoutMs),
+        std::source_location::current());
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+std::string unravel_index(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
+  for (int a = shape.rank() - 1; a >= 0; --a) {
+    const int64_t extent = std::max<int64_t>(shape[a], 1);
+    idx[static_cast<size_t>(a)] = flat % extent;
+    flat /= extent;
+  }
+  if (idx.size() == 1) return fmt::format("({},)", idx[0]);
+  return fmt::format("({})", fmt::join(idx, ", "));
+}
+
+int64_t default_wait_timeout_ms() {
+  static const int64_t ms = parse_timeout_env();
+  return ms;
+}
+
+void check_single_semaphore(const Shape& shape, SemaphoreKind kind, const char* op,
+                            std::source_location where) {
+  if (shape.rank() != 0) {
+    raise(ErrorKind::kShapeMismatch, op, where,
+          fmt::format("needs a single semaphore (shape ()), but this {} semaphore view has shape "
+                      "{}; pick one with .at(...)",
+                      to_string(kind), shape.to_string()));
+  }
+}
+
+void semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind, int64_t inc,
+                      std::optional<int> core_index, std::source_location where) {
+  constexpr const char* op = "pl::semaphore_signal";
+  CoreContext& ctx = context_for(op, where);
+  check_single_semaphore(shape, kind, op, where);
+  check_amount(inc, "inc", op, where);
+  const int64_t slot = own_slot(ctx, cell, op, where);
+  const int target = core_index.value_or(ctx.core);
+  if (target < 0 || target >= ctx.num_cores) {
+    raise(ErrorKind::kOutOfBounds, op, where,
+          fmt::format("core_index={} is outside 0..{}: the mesh axis \"{}\" has {} core{}; signal "
+                      "a core of this kernel's mesh",
+                      target, ctx.num_cores - 1, ctx.axis_name != nullptr ? *ctx.axis_name : "",
+                      ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
+  }
+  CoreArena& arena = target == ctx.core ? *ctx.arena : core_arena(target);
+  arena.semaphores()[slot].fetch_add(inc);
+  arena.wait_queue().wake();
+}
+
+void semaphore_wait(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind, int64_t value,
+                    std::source_location where) {
+  constexpr const char* op = "pl::semaphore_wait";
+  CoreContext& ctx = context_for(op, where);
+  check_single_semaphore(shape, kind, op, where);
+  check_amount(value, "value", op, where);
+  const int64_t slot = own_slot(ctx, cell, op, where);
+  block_until(ctx, *cell, slot, value,
+              WaitSite{op, where, "",
+                       "a signal that never came: every pl::semaphore_wait needs matching "
+                       "pl::semaphore_signal calls on this core's semaphore (from this core, or "
+                       "from another with pl::core_index)"});
+}
+
+int32_t semaphore_read(const SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
+                       std::source_location where) {
+  constexpr const char* op = "pl::semaphore_read";
+  const CoreContext& ctx = context_for(op, where);
+  check_single_semaphore(shape, kind, op, where);
+  own_slot(ctx, cell, op, where);
+  const int64_t v = cell->load();
+  return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
+                                                  std::numeric_limits<int32_t>::max()));
+}
+
+void core_barrier(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
+                  std::string_view axis_name, std::source_location where) {
+  constexpr const char* op = "pltpu::core_barrier";
+  CoreContext& ctx = context_for(op, where);
+  if (ctx.axis_name == nullptr || axis_name != *ctx.axis_name) {
+    raise(ErrorKind::kUnknownAxis, op, where,
+          fmt::format("the mesh has no axis \"{}\"; its only axis is \"{}\" (the name given to "
+                      "pltpu::TensorCoreMesh)",
+                      axis_name, ctx.axis_name == nullptr ? "" : *ctx.axis_name));
+  }
+  check_single_semaphore(shape, kind, op, where);
+  const int64_t slot = own_slot(ctx, cell, op, where);
+  const int n = ctx.num_cores;
+  if (n == 1) return;
+  for (int k = 0; k < n; ++k) {
+    if (k == ctx.core) continue;
+    CoreArena& arena = core_arena(k);
+    arena.semaphores()[slot].fetch_add(1);
+    arena.wait_queue().wake();
+  }
+  block_until(ctx, *cell, slot, n - 1,
+              WaitSite{op, where, "",
+                       "a core that never reached the barrier: every core of the mesh must call "
+                       "pltpu::core_barrier with this semaphore as often as this one"});
+}
+
+void check_dma_semaphore(const SemaphoreCell* cell, const char* op, std::source_location where) {
+  own_slot(context_for(op, where), cell, op, where);
+}
+
+void dma_semaphore_add(SemaphoreCell* cell, int64_t bytes) {
+  cell->fetch_add(bytes);  // releases the copy's writes to the core that waits for them
+  current_context()->arena->wait_queue().wake();
+}
+
+void dma_semaphore_wait(SemaphoreCell* cell, int64_t bytes, const RawRef& src, const char* op,
+                        std::source_location where) {
+  CoreContext& ctx = context_for(op, where);
+  const int64_t slot = own_slot(ctx, cell, op, where);
+  const std::string hint = fmt::format(
+      "a DMA that never came: this descriptor's source is {} {} ({} bytes), and each .wait() "
+      "needs started copies (.start() or pltpu::async_copy) of as many bytes on this semaphore",
+      dtype_name(src.dtype), src.shape.to_string(), bytes);
+  block_until(ctx, *cell, slot, bytes, WaitSite{op, where, " bytes", hint.c_str()});
+}
+
+void raise_semaphore_high(LaunchState& state, int64_t bytes) noexcept {
+  int64_t cur = state.semaphore_high.load();
+  while (cur < bytes && !state.semaphore_high.compare_exchange_weak(cur, bytes)) {
+  }
+}
+
+void wake_semaphore_waiters(int num_cores) {
+  for (int c = 0; c < num_cores; ++c) core_arena(c).wait_queue().wake();
+}
+
+void finish_semaphores(const LaunchSpec& spec, LaunchState& state) noexcept {
+  const int64_t slots = state.semaphore_high.load() / kCell;
+  if (slots == 0) return;
+  // Every core has returned (the pool's completion count acquired their writes, including
+  // signals they sent to other cores), so relaxed loads and stores see and leave final values.
+  if (!state.first_error) {
+    try {
+      for (int c = 0; c < spec.num_cores && !state.first_error; ++c) {
+        const SemaphoreCell* cells = core_arena(c).semaphores();
+        for (int64_t s = 0; s < slots; ++s) {
+          const int64_t v = cells[s].load(std::memory_order_relaxed);
+          if (v == 0) continue;
+          SemaphoreKind kind = SemaphoreKind::REGULAR;
+          const std::string name = name_semaphore(spec, nullptr, s, &kind);
+          state.first_error = std::make_exception_ptr(KernelError(
+              ErrorKind::kSemaphoreLeak,
+              fmt::format("tessera: pl::kernel at {} (kernel '{}', core {}): {} holds {}{} at "
+                          "kernel exit; every semaphore must be 0 when the kernel ends: each "
+                          "pl::semaphore_signal needs a matching pl::semaphore_wait and each "
+                          "started async copy a .wait() (check loop bounds and which core "
+                          "waits)",
+                          format_location(spec.where), spec.name, c, name, v,
+                          kind == SemaphoreKind::DMA ? " bytes" : ""),
+              spec.where, c, {}, spec.name));
+          break;
+        }
+      }
+    } catch (...) {
+      if (!state.first_error) state.first_error = std::current_exception();
+    }
+  }
+  for (int c = 0; c < spec.num_cores; ++c) {
+    SemaphoreCell* cells = core_arena(c).semaphores();
+    for (int64_t s = 0; s < slots; ++s) cells[s].store(0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace tessera::detail
