@@ -217,8 +217,7 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     static_assert(detail::check_body<Body, pltpu::HbmRef<const Ins>..., pltpu::HbmRef<Outs>...,
                                      typename Scrs::ref_type...>(),
                   "tessera: kernel body signature mismatch");
-    std::tuple<Array<Outs>...> outs{
-        Array<Outs>(detail::Uninitialized{}, std::get<ShapeDtypeStruct<Outs>>(out_.outs).shape)...};
+    std::tuple<Array<Outs>...> outs = make_outputs(std::index_sequence_for<Outs...>{});
     run(outs, std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{}, ins...);
     if constexpr (sizeof...(Outs) == 0) {
       return;
@@ -235,6 +234,13 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
   int num_cores() const noexcept { return spec_.num_cores; }
 
  private:
+  // Outputs are indexed by position: several may share a dtype.
+  template <size_t... O>
+  std::tuple<Array<Outs>...> make_outputs(std::index_sequence<O...>) const {
+    return std::tuple<Array<Outs>...>{
+        Array<Outs>(detail::Uninitialized{}, std::get<O>(out_.outs).shape)...};
+  }
+
   template <size_t... O, size_t... S, class... Ins>
   void run(std::tuple<Array<Outs>...>& outs, std::index_sequence<O...>, std::index_sequence<S...>,
            const Array<Ins>&... ins) const {
@@ -246,8 +252,7 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     auto per_core = [&](int /*core*/, void* const* scratch_ptrs) {
       static_cast<void>(scratch_ptrs);
       body_(pltpu::HbmRef<const Ins>(ins.data(), ins.shape())...,
-            pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]),
-                                std::get<ShapeDtypeStruct<Outs>>(out_.outs).shape)...,
+            pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]), std::get<O>(out_.outs).shape)...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };
     detail::launch(spec_, per_core);

@@ -47,7 +47,8 @@ struct CoreContext {
   int num_cores = 0;
   const std::string* axis_name = nullptr;
   const std::string* kernel_name = nullptr;
-  std::vector<int64_t> grid_step;  // filled by grid walkers (pipelines)
+  std::vector<int64_t> grid_step;    // the innermost grid's current point (pipelines)
+  std::vector<int64_t> grid_extent;  // the innermost grid's extents; empty outside a grid
   LaunchState* launch = nullptr;
   std::source_location kernel_where;  // the kernel's definition, for errors with no call site
   CoreArena* arena = nullptr;         // this core's VMEM, SMEM and semaphores

@@ -227,3 +227,24 @@ TEST(Kernel, ScratchIsPerCore) {
 }
 
 }  // namespace
+
+namespace {
+TEST(Kernel, SeveralOutputsOfTheSameDtype) {
+  using namespace tessera;
+  auto k = pl::kernel(pl::out_type(ShapeDtypeStruct<float>{{4}}, ShapeDtypeStruct<float>{{2, 3}}),
+                      pltpu::TensorCoreMesh("core", 1),
+                      pl::scratch_types(pltpu::VMEM<float>({4}), pltpu::VMEM<float>({2, 3})))(
+      [](pltpu::HbmRef<float> a, pltpu::HbmRef<float> b, pltpu::VmemRef<float> av,
+         pltpu::VmemRef<float> bv) {
+        av = jnp::full_like(av, 1.0f);
+        bv = jnp::full_like(bv, 2.0f);
+        pltpu::sync_copy(av, a);
+        pltpu::sync_copy(bv, b);
+      });
+  auto [a, b] = k();
+  EXPECT_EQ(a.shape(), Shape({4}));
+  EXPECT_EQ(b.shape(), Shape({2, 3}));
+  EXPECT_EQ(a[3], 1.0f);
+  EXPECT_EQ(b(1, 2), 2.0f);
+}
+}  // namespace
