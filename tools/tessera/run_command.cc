@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelined_add.h"
 #include "quickstart.h"
 #include "tessera/error.h"
 
@@ -22,6 +23,8 @@ const std::vector<Example>& examples() {
   static const std::vector<Example> list = {
       {"quickstart", "the Pallas TPU quickstart: fill_42 and iota (examples/01_quickstart*.cc)",
        [](std::ostream& out) { return examples::run_quickstart(out); }},
+      {"add", "the seed's pipelined add with emit_pipeline (examples/02_pipelined_add*.cc)",
+       [](std::ostream& out) { return examples::run_add(out); }},
   };
   return list;
 }
