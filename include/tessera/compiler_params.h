@@ -19,6 +19,9 @@
 #include <cstdint>
 #include <optional>
 #include <source_location>
+#include <vector>
+
+#include "tessera/block_spec.h"
 
 namespace tessera::pltpu {
 
@@ -26,6 +29,9 @@ namespace tessera::pltpu {
 /// default member initialiser, so that g++'s -Wmissing-field-initializers stays quiet when a
 /// designated initialiser names only some of them.)
 struct CompilerParams {
+  /// `pallas_call`: one entry per grid axis (default all ARBITRARY). PARALLEL axes, a prefix of
+  /// the grid, are split over the cores in contiguous chunks; ARBITRARY ones run in order.
+  std::vector<GridDimensionSemantics> dimension_semantics = {};
   /// Per-core VMEM budget in bytes (1 .. the arena capacity).
   std::optional<int64_t> vmem_limit_bytes = std::nullopt;
   /// Milliseconds a blocking wait may take before it fails with kTimeout (>= 1).

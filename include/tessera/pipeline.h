@@ -102,6 +102,12 @@ requires(std::is_same_v<S, GridDimensionSemantics>&&...) DimensionSemantics
 }
 }  // namespace pltpu
 
+namespace pl {
+// pallas_call spells its grid `grid=` in Pallas' generic namespace.
+using pltpu::grid;
+using pltpu::Grid;
+}  // namespace pl
+
 namespace detail {
 
 /// One operand of a pipeline as the runtime sees it.
@@ -116,6 +122,12 @@ struct PipelineConfig {
   std::string core_axis;  // empty: no split
   std::vector<pltpu::GridDimensionSemantics> semantics;
   std::source_location where;
+  // pallas_call: only the linear steps [range_begin, range_end) of the grid run on this core
+  // (range_end < 0: all of them).
+  int64_t range_begin = 0;
+  int64_t range_end = -1;
+  // pallas_call: the op name in errors.
+  const char* op = "emit_pipeline";
 };
 
 /// Runs the pipeline on the calling core: `body(windows)` gets one VMEM pointer per operand,

@@ -24,6 +24,7 @@
 #include "tessera/kernel.h"
 #include "tessera/memory_space.h"
 #include "tessera/mesh.h"
+#include "tessera/pallas_call.h"
 #include "tessera/pipeline.h"
 #include "tessera/ref.h"
 #include "tessera/run_scoped.h"

@@ -82,14 +82,14 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
                   FunctionRef<void(void* const*)> body) {
   CoreContext* ctx = current_context();
   if (ctx == nullptr) {
-    raise(ErrorKind::kOutsideKernel, "emit_pipeline", config.where,
+    raise(ErrorKind::kOutsideKernel, config.op, config.where,
           "emit_pipeline runs inside a kernel body (pl::kernel); outside one there are no cores "
           "or VMEM to pipeline through");
   }
   const Shape& grid = config.grid;
   for (int a = 0; a < grid.rank(); ++a) {
     if (grid[a] < 1) {
-      raise(ErrorKind::kInvalidArgument, "emit_pipeline", config.where,
+      raise(ErrorKind::kInvalidArgument, config.op, config.where,
             fmt::format("grid {} has extent {} on axis {}; every grid extent must be at least 1",
                         grid.to_string(), grid[a], a));
     }
@@ -97,7 +97,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
   std::vector<pltpu::GridDimensionSemantics> semantics = config.semantics;
   if (semantics.empty()) semantics.assign(static_cast<size_t>(grid.rank()), pltpu::ARBITRARY);
   if (static_cast<int>(semantics.size()) != grid.rank()) {
-    raise(ErrorKind::kInvalidArgument, "emit_pipeline", config.where,
+    raise(ErrorKind::kInvalidArgument, config.op, config.where,
           fmt::format("dimension_semantics has {} entries but the grid {} has rank {}; give one "
                       "per grid axis",
                       semantics.size(), grid.to_string(), grid.rank()));
@@ -110,13 +110,13 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
     const pl::BlockSpec& s = *op.spec;
     if (!s.is_whole_array()) {
       if (static_cast<int>(s.block_shape().size()) != op.hbm.shape.rank()) {
-        raise(ErrorKind::kShapeMismatch, "emit_pipeline", s.where(),
+        raise(ErrorKind::kShapeMismatch, config.op, s.where(),
               fmt::format("a BlockSpec with {} block axes is used for an operand of shape {}; "
                           "give one block axis per array axis",
                           s.block_shape().size(), op.hbm.shape.to_string()));
       }
       if (s.index_map_arity() != grid.rank()) {
-        raise(ErrorKind::kInvalidArgument, "emit_pipeline", s.where(),
+        raise(ErrorKind::kInvalidArgument, config.op, s.where(),
               fmt::format("a BlockSpec index map takes {} grid indices but the grid {} has rank "
                           "{}; give it one int parameter per grid axis",
                           s.index_map_arity(), grid.to_string(), grid.rank()));
@@ -132,7 +132,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
   }
 
   // One VMEM window per operand, for the life of the pipeline.
-  ScopedVmem vmem(*ctx, "emit_pipeline", config.where);
+  ScopedVmem vmem(*ctx, config.op, config.where);
   std::vector<void*> windows(operands.size());
   for (size_t k = 0; k < operands.size(); ++k) {
     const Shape ws = window_shape(*operands[k].spec, operands[k].hbm.shape);
@@ -153,7 +153,8 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
     }
   } restore{ctx, outer_step, outer_extent};
 
-  PipelineCursor cursor(part.grid, part.offset, specs, num_inputs);
+  PipelineCursor cursor(part.grid, part.offset, specs, num_inputs, config.range_begin,
+                        config.range_end);
   const size_t num_outputs = operands.size() - static_cast<size_t>(num_inputs);
   std::vector<RevisitTracker> revisits(num_outputs);
   std::vector<int64_t> visit_start(num_outputs, 0);
@@ -175,7 +176,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         // HBM), so a block that was already written back would lose its first visit's data.
         const pl::Indices& b = cursor.block(static_cast<int>(k));
         if (const auto earlier = revisits[o].earlier_visit(b)) {
-          raise(ErrorKind::kRevisit, "emit_pipeline", config.where,
+          raise(ErrorKind::kRevisit, config.op, config.where,
                 fmt::format("output {} revisits block {} at grid step {}; it was already written "
                             "back after steps {}..{} of this core, and output windows are never "
                             "read back from HBM; visit each output block in consecutive steps "

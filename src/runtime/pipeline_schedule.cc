@@ -1,24 +1,30 @@
 #include "runtime/pipeline_schedule.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tessera::detail {
 
 PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
-                               std::vector<const pl::BlockSpec*> specs, int num_inputs)
+                               std::vector<const pl::BlockSpec*> specs, int num_inputs,
+                               int64_t begin, int64_t end)
     : grid_(std::move(local_grid)),
       offset_(std::move(offset)),
       specs_(std::move(specs)),
       num_inputs_(num_inputs) {
-  num_steps_ = grid_.size();
+  const int64_t total = grid_.size();
+  if (end < 0 || end > total) end = total;
+  begin = std::min(std::max<int64_t>(begin, 0), end);
+  num_steps_ = end - begin;
   done_ = num_steps_ == 0;
   if (done_) return;
-  local_ = SmallVec(grid_.rank(), 0);
-  global_ = offset_;
+  local_ = detail::grid_point(grid_, begin);
+  global_ = local_;
+  for (int a = 0; a < global_.size(); ++a) global_[a] += offset_[a];
   eval(local_, cur_);
   prev_ = cur_;
   next_local_ = local_;
-  has_next_ = next_grid_point(grid_, next_local_);
+  has_next_ = num_steps_ > 1 && next_grid_point(grid_, next_local_);
   if (has_next_) eval(next_local_, next_);
 }
 
@@ -52,7 +58,7 @@ void PipelineCursor::advance() {
   prev_ = std::move(cur_);
   cur_ = std::move(next_);
   next_ = {};
-  has_next_ = next_grid_point(grid_, next_local_);
+  has_next_ = step_ + 1 < num_steps_ && next_grid_point(grid_, next_local_);
   if (has_next_) eval(next_local_, next_);
 }
 

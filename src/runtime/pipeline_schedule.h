@@ -27,8 +27,10 @@ class PipelineCursor {
  public:
   /// `specs` are the inputs then the outputs; `local_grid` and `offset` come from the core's
   /// share of the grid (partition_grid, or the whole grid with zero offsets).
+  /// With `begin`/`end`, only the linear steps [begin, end) of `local_grid` are walked
+  /// (pallas_call gives each core a contiguous range; end < 0 means the whole grid).
   PipelineCursor(Shape local_grid, SmallVec offset, std::vector<const pl::BlockSpec*> specs,
-                 int num_inputs);
+                 int num_inputs, int64_t begin = 0, int64_t end = -1);
 
   /// True when every step has been visited (immediately for an empty grid).
   bool done() const noexcept { return done_; }
@@ -45,7 +47,7 @@ class PipelineCursor {
   /// Whether there is a next step, and the block operand `k` maps to there (for prefetching).
   bool has_next() const noexcept { return has_next_; }
   const pl::Indices& next_block(int k) const { return next_[static_cast<size_t>(k)]; }
-  /// Moves to the next step.
+  /// Moves to the next step (steps are numbered from 0 within the range).
   void advance();
 
  private:
