@@ -3,12 +3,7 @@
 #include <chrono>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TESSERA_PAUSE() _mm_pause()
-#else
-#define TESSERA_PAUSE() std::this_thread::yield()
-#endif
+#include "runtime/spin.h"
 
 namespace tessera::detail {
 
@@ -25,7 +20,7 @@ bool spin_until(Pred pred) {
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (pred()) return true;
-      TESSERA_PAUSE();
+      cpu_relax();
     }
     if (std::chrono::steady_clock::now() > deadline) return pred();
   }

@@ -24,13 +24,7 @@
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TESSERA_PAUSE() _mm_pause()
-#else
-#define TESSERA_PAUSE() std::this_thread::yield()
-#endif
+#include "runtime/spin.h"
 
 namespace tessera::detail {
 
@@ -144,7 +138,7 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
         if (try_take(cell, amount)) return;
         // Relaxed: only a hint here; the sleeping phase below re-reads it with seq_cst.
         if (state.cancelled.load(std::memory_order_relaxed)) throw_cancelled(ctx, slot, site);
-        TESSERA_PAUSE();
+        cpu_relax();
       }
     } while (std::chrono::steady_clock::now() < spin_end);
   }
