@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "grid_examples.h"
 #include "pipelined_add.h"
 #include "quickstart.h"
 #include "tessera/error.h"
@@ -25,6 +26,10 @@ const std::vector<Example>& examples() {
        [](std::ostream& out) { return examples::run_quickstart(out); }},
       {"add", "the seed's pipelined add with emit_pipeline (examples/02_pipelined_add*.cc)",
        [](std::ostream& out) { return examples::run_add(out); }},
+      {"correct_sum", "a reduction over the last ARBITRARY axis with pallas_call (examples/03_*)",
+       [](std::ostream& out) { return examples::run_correct_sum(out); }},
+      {"megacore_add", "pallas_call with PARALLEL axes split over the cores (examples/04_*)",
+       [](std::ostream& out) { return examples::run_megacore_add(out); }},
   };
   return list;
 }
