@@ -64,6 +64,8 @@ std::string format_array(DType dtype, const void* data, const Shape& shape,
                          const PrintOptions& options);
 [[noreturn]] void throw_array_size_mismatch(const Shape& shape, size_t values,
                                             std::source_location where);
+[[noreturn]] void throw_ragged_rows(int64_t row, int64_t length, int64_t expected,
+                                    std::source_location where);
 [[noreturn]] void throw_array_index_error(const Shape& shape, int axis, int64_t index,
                                           int nindices);
 void check_shape_valid(const Shape& shape, std::source_location where);
@@ -208,10 +210,12 @@ Array<T> array(std::initializer_list<std::initializer_list<T>> rows,
   const int64_t c = r == 0 ? 0 : static_cast<int64_t>(rows.begin()->size());
   std::vector<T> flat;
   flat.reserve(static_cast<size_t>(r * c));
+  int64_t index = 0;
   for (const auto& row : rows) {
     if (static_cast<int64_t>(row.size()) != c) {
-      detail::throw_array_size_mismatch(Shape{r, c}, static_cast<size_t>(row.size()), where);
+      detail::throw_ragged_rows(index, static_cast<int64_t>(row.size()), c, where);
     }
+    ++index;
     flat.insert(flat.end(), row.begin(), row.end());
   }
   return Array<T>(Shape{r, c}, flat, where);

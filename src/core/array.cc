@@ -149,6 +149,13 @@ void throw_array_size_mismatch(const Shape& shape, size_t values, std::source_lo
                     plural(size, "element", "elements"), size, plural(size, "value", "values")));
 }
 
+void throw_ragged_rows(int64_t row, int64_t length, int64_t expected, std::source_location where) {
+  raise(ErrorKind::kShapeMismatch, "array", where,
+        fmt::format("row {} has {} {} but row 0 has {}; every row of a nested list must have the "
+                    "same length",
+                    row, length, plural(length, "value", "values"), expected));
+}
+
 void throw_array_index_error(const Shape& shape, int axis, int64_t index, int nindices) {
   if (axis < 0 || axis >= shape.rank()) {
     raise(ErrorKind::kOutOfBounds, "Array element access", std::source_location::current(),

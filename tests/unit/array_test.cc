@@ -275,7 +275,7 @@ TEST(ArrayErrors, WrongValueCountFieldsAndMessage) {
 TEST(ArrayErrors, RaggedNestedListsAreAShapeMismatch) {
   const int line = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(tessera::array<float>({{1, 2}, {3}}), UsageError, ErrorKind::kShapeMismatch,
-                       "given for shape (2, 2)", line);
+                       "row 1 has 1 value but row 0 has 2", line);
 }
 
 TEST(ArrayErrors, NegativeExtentIsAnInvalidArgument) {
