@@ -205,34 +205,31 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
 
 }  // namespace detail
 
-int64_t pl::program_id(int axis, std::source_location where) {
+namespace {
+// The innermost grid's context, after checking that there is a grid and that it has `axis`.
+const detail::CoreContext& innermost_grid(const char* op, int axis, std::source_location where) {
   const detail::CoreContext* ctx = detail::current_context();
   if (ctx == nullptr || ctx->grid_extent.empty()) {
-    detail::raise(ErrorKind::kOutsideKernel, "pl::program_id", where,
-                  "program_id is called outside a grid; it numbers the steps of an "
-                  "emit_pipeline or pallas_call grid, so call it from their body or index maps");
+    detail::raise(ErrorKind::kOutsideKernel, op, where,
+                  fmt::format("{} is called outside a grid; it refers to the steps of an "
+                              "emit_pipeline or pallas_call grid, so call it from their body",
+                              op));
   }
   if (axis < 0 || axis >= static_cast<int>(ctx->grid_extent.size())) {
     detail::raise(
-        ErrorKind::kInvalidArgument, "pl::program_id", where,
+        ErrorKind::kInvalidArgument, op, where,
         fmt::format("axis {} is outside the grid's axes 0..{}", axis, ctx->grid_extent.size() - 1));
   }
-  return ctx->grid_step[static_cast<size_t>(axis)];
+  return *ctx;
+}
+}  // namespace
+
+int64_t pl::program_id(int axis, std::source_location where) {
+  return innermost_grid("pl::program_id", axis, where).grid_step[static_cast<size_t>(axis)];
 }
 
 int64_t pl::num_programs(int axis, std::source_location where) {
-  const detail::CoreContext* ctx = detail::current_context();
-  if (ctx == nullptr || ctx->grid_extent.empty()) {
-    detail::raise(ErrorKind::kOutsideKernel, "pl::num_programs", where,
-                  "num_programs is called outside a grid; call it from the body of an "
-                  "emit_pipeline or pallas_call");
-  }
-  if (axis < 0 || axis >= static_cast<int>(ctx->grid_extent.size())) {
-    detail::raise(
-        ErrorKind::kInvalidArgument, "pl::num_programs", where,
-        fmt::format("axis {} is outside the grid's axes 0..{}", axis, ctx->grid_extent.size() - 1));
-  }
-  return ctx->grid_extent[static_cast<size_t>(axis)];
+  return innermost_grid("pl::num_programs", axis, where).grid_extent[static_cast<size_t>(axis)];
 }
 
 }  // namespace tessera
