@@ -17,6 +17,7 @@
 //                                                    //  [4. 5. 6.]]
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -66,8 +67,8 @@ std::string format_array(DType dtype, const void* data, const Shape& shape,
                                             std::source_location where);
 [[noreturn]] void throw_ragged_rows(int64_t row, int64_t length, int64_t expected,
                                     std::source_location where);
-[[noreturn]] void throw_array_index_error(const Shape& shape, int axis, int64_t index,
-                                          int nindices);
+[[noreturn]] void throw_array_index_error(const Shape& shape, int axis, int64_t index, int nindices,
+                                          std::source_location where);
 void check_shape_valid(const Shape& shape, std::source_location where);
 struct Uninitialized {};
 }  // namespace detail
@@ -143,13 +144,91 @@ class Array {
 
   /// Element at a full multi-index, bounds-checked: throws UsageError for a wrong count of
   /// indices or an index outside its axis.
-  template <class... I>
-  requires(std::is_integral_v<I>&&...) T& operator()(I... idx) {
-    return data()[offset_of({static_cast<int64_t>(idx)...})];
+  // One overload per rank (0 to 6), so that each can take the caller's location as a default
+  // argument; indices may be of any integral type.
+  T& operator()(std::source_location w = std::source_location::current()) {
+    return data()[offset_of({}, w)];
   }
-  template <class... I>
-  requires(std::is_integral_v<I>&&...) const T& operator()(I... idx) const {
-    return data()[offset_of({static_cast<int64_t>(idx)...})];
+  const T& operator()(std::source_location w = std::source_location::current()) const {
+    return data()[offset_of({}, w)];
+  }
+  template <std::integral I0>
+  T& operator()(I0 i0, std::source_location w = std::source_location::current()) {
+    return data()[offset_of({static_cast<int64_t>(i0)}, w)];
+  }
+  template <std::integral I0>
+  const T& operator()(I0 i0, std::source_location w = std::source_location::current()) const {
+    return data()[offset_of({static_cast<int64_t>(i0)}, w)];
+  }
+  template <std::integral I0, std::integral I1>
+  T& operator()(I0 i0, I1 i1, std::source_location w = std::source_location::current()) {
+    return data()[offset_of({static_cast<int64_t>(i0), static_cast<int64_t>(i1)}, w)];
+  }
+  template <std::integral I0, std::integral I1>
+  const T& operator()(I0 i0, I1 i1,
+                      std::source_location w = std::source_location::current()) const {
+    return data()[offset_of({static_cast<int64_t>(i0), static_cast<int64_t>(i1)}, w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2>
+  T& operator()(I0 i0, I1 i1, I2 i2, std::source_location w = std::source_location::current()) {
+    return data()[offset_of(
+        {static_cast<int64_t>(i0), static_cast<int64_t>(i1), static_cast<int64_t>(i2)}, w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2>
+  const T& operator()(I0 i0, I1 i1, I2 i2,
+                      std::source_location w = std::source_location::current()) const {
+    return data()[offset_of(
+        {static_cast<int64_t>(i0), static_cast<int64_t>(i1), static_cast<int64_t>(i2)}, w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2, std::integral I3>
+  T& operator()(I0 i0, I1 i1, I2 i2, I3 i3,
+                std::source_location w = std::source_location::current()) {
+    return data()[offset_of({static_cast<int64_t>(i0), static_cast<int64_t>(i1),
+                             static_cast<int64_t>(i2), static_cast<int64_t>(i3)},
+                            w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2, std::integral I3>
+  const T& operator()(I0 i0, I1 i1, I2 i2, I3 i3,
+                      std::source_location w = std::source_location::current()) const {
+    return data()[offset_of({static_cast<int64_t>(i0), static_cast<int64_t>(i1),
+                             static_cast<int64_t>(i2), static_cast<int64_t>(i3)},
+                            w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2, std::integral I3,
+            std::integral I4>
+  T& operator()(I0 i0, I1 i1, I2 i2, I3 i3, I4 i4,
+                std::source_location w = std::source_location::current()) {
+    return data()[offset_of(
+        {static_cast<int64_t>(i0), static_cast<int64_t>(i1), static_cast<int64_t>(i2),
+         static_cast<int64_t>(i3), static_cast<int64_t>(i4)},
+        w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2, std::integral I3,
+            std::integral I4>
+  const T& operator()(I0 i0, I1 i1, I2 i2, I3 i3, I4 i4,
+                      std::source_location w = std::source_location::current()) const {
+    return data()[offset_of(
+        {static_cast<int64_t>(i0), static_cast<int64_t>(i1), static_cast<int64_t>(i2),
+         static_cast<int64_t>(i3), static_cast<int64_t>(i4)},
+        w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2, std::integral I3,
+            std::integral I4, std::integral I5>
+  T& operator()(I0 i0, I1 i1, I2 i2, I3 i3, I4 i4, I5 i5,
+                std::source_location w = std::source_location::current()) {
+    return data()[offset_of(
+        {static_cast<int64_t>(i0), static_cast<int64_t>(i1), static_cast<int64_t>(i2),
+         static_cast<int64_t>(i3), static_cast<int64_t>(i4), static_cast<int64_t>(i5)},
+        w)];
+  }
+  template <std::integral I0, std::integral I1, std::integral I2, std::integral I3,
+            std::integral I4, std::integral I5>
+  const T& operator()(I0 i0, I1 i1, I2 i2, I3 i3, I4 i4, I5 i5,
+                      std::source_location w = std::source_location::current()) const {
+    return data()[offset_of(
+        {static_cast<int64_t>(i0), static_cast<int64_t>(i1), static_cast<int64_t>(i2),
+         static_cast<int64_t>(i3), static_cast<int64_t>(i4), static_cast<int64_t>(i5)},
+        w)];
   }
 
   /// The values as a std::vector, in row-major order.
@@ -175,13 +254,13 @@ class Array {
     allocate(false);
     for (size_t i = 0; i < count; ++i, ++values) data()[i] = *values;
   }
-  int64_t offset_of(std::initializer_list<int64_t> idx) const {
+  int64_t offset_of(std::initializer_list<int64_t> idx, std::source_location where) const {
     const int n = static_cast<int>(idx.size());
-    if (n != rank()) detail::throw_array_index_error(shape_, -1, 0, n);
+    if (n != rank()) detail::throw_array_index_error(shape_, -1, 0, n, where);
     int64_t off = 0;
     int axis = 0;
     for (int64_t i : idx) {
-      if (i < 0 || i >= shape_[axis]) detail::throw_array_index_error(shape_, axis, i, n);
+      if (i < 0 || i >= shape_[axis]) detail::throw_array_index_error(shape_, axis, i, n, where);
       off = off * shape_[axis] + i;
       ++axis;
     }

@@ -156,9 +156,10 @@ void throw_ragged_rows(int64_t row, int64_t length, int64_t expected, std::sourc
                     row, length, plural(length, "value", "values"), expected));
 }
 
-void throw_array_index_error(const Shape& shape, int axis, int64_t index, int nindices) {
+void throw_array_index_error(const Shape& shape, int axis, int64_t index, int nindices,
+                             std::source_location where) {
   if (axis < 0 || axis >= shape.rank()) {
-    raise(ErrorKind::kOutOfBounds, "Array element access", std::source_location::current(),
+    raise(ErrorKind::kOutOfBounds, "Array element access", where,
           fmt::format("{} {} given for an array of rank {}, shape {}; element access needs "
                       "exactly one index per axis ({} {})",
                       nindices, plural(nindices, "index was", "indices were"), shape.rank(),
@@ -172,7 +173,7 @@ void throw_array_index_error(const Shape& shape, int axis, int64_t index, int ni
     rule = fmt::format("indices along it must be in [0, {})", extent);
     if (index < 0) rule += "; negative indices are not supported";
   }
-  raise(ErrorKind::kOutOfBounds, "Array element access", std::source_location::current(),
+  raise(ErrorKind::kOutOfBounds, "Array element access", where,
         fmt::format("index {} is out of bounds for axis {} with size {} (shape {}); {}", index,
                     axis, extent, shape.to_string(), rule));
 }

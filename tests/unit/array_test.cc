@@ -367,3 +367,17 @@ TEST(ArrayStorage, ReusedLargeBlocksAreZeroedWhenAsked) {
   (void)first;
 }
 }  // namespace
+
+namespace {
+// Host element access reports the caller's line, like every other Tessera call.
+TEST(ArrayErrors, ElementAccessErrorsCarryTheCallersLine) {
+  using namespace tessera;
+  Array<float> a(Shape{2, 3});
+  const int line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR((void)a(1, 3), UsageError, ErrorKind::kOutOfBounds, "axis 1", line);
+  const Array<int32_t> c(Shape{4}, 1);
+  const int line2 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR((void)c(0, 0), UsageError, ErrorKind::kOutOfBounds, "2 indices", line2);
+  EXPECT_EQ(c(3), 1);
+}
+}  // namespace
