@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "bench_command.h"
 #include "commands.h"
 #include "run_command.h"
 #include "tessera/error.h"
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   register_info_command(app);
   tessera::cli::register_run_command(app);
+  tessera::cli::register_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,130 @@
+// `tessera bench add --size N --cores C --repeats R [--json]`: the seed's pipelined add on N x N
+// float32 against a plain multi-threaded loop computing the same sum, alternating the two so
+// that both see the same machine state. Prints architecture.md §6's JSON object with --json.
+#include "bench_command.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pipelined_add.h"
+#include "tessera/tessera.h"
+
+namespace tessera::cli {
+
+namespace {
+struct Stats {
+  double min, median, max;
+};
+Stats stats_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v.front(), v[v.size() / 2], v.back()};
+}
+
+template <class F>
+double seconds(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_add(int64_t n, int cores, int repeats, bool json) {
+  Array<float> x({n, n});
+  Array<float> y({n, n});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (float& v : x) v = d(rng);
+  for (float& v : y) v = d(rng);
+  const double bytes = 3.0 * 4.0 * static_cast<double>(n) * static_cast<double>(n);
+
+  auto plain = [&] {
+    Array<float> o(detail::Uninitialized{}, x.shape());
+    const float* xp = x.data();
+    const float* yp = y.data();
+    float* op = o.data();
+    const int64_t total = o.size();
+#pragma omp parallel for num_threads(cores) schedule(static)
+    for (int64_t i = 0; i < total; ++i) op[i] = xp[i] + yp[i];
+    return o;
+  };
+  // Warm up both (pages, pools, caches of freed blocks), then alternate.
+  double max_error = 0;
+  {
+    const Array<float> o = examples::pipelined_add(x, y, cores);
+    for (int64_t i = 0; i < o.size(); ++i) {
+      max_error = std::max(max_error, static_cast<double>(std::fabs(o[i] - (x[i] + y[i]))));
+    }
+    (void)plain();
+  }
+  std::vector<double> t_pipe, t_plain;
+  for (int r = 0; r < repeats; ++r) {
+    t_pipe.push_back(seconds([&] { (void)examples::pipelined_add(x, y, cores); }));
+    t_plain.push_back(seconds([&] { (void)plain(); }));
+    if (!json)
+      std::cerr << "\rtessera bench add: repeat " << (r + 1) << "/" << repeats << std::flush;
+  }
+  if (!json) std::cerr << "\n";
+  const Stats sp = stats_of(t_pipe);
+  const Stats sr = stats_of(t_plain);
+  nlohmann::json j;
+  j["kernel"] = "add";
+  j["dtype"] = "f32";
+  j["shape"] = {n, n};
+  j["cores"] = cores;
+  j["block"] = {128, 128};
+  j["seconds"] = {{"min", sp.min}, {"median", sp.median}, {"max", sp.max}};
+  j["gbps"] = bytes / sp.median / 1e9;
+  j["max_error"] = max_error;
+  j["reference"] = {{"name", "plain loop (OpenMP)"},
+                    {"seconds", {{"min", sr.min}, {"median", sr.median}, {"max", sr.max}}},
+                    {"gbps", bytes / sr.median / 1e9}};
+  j["ratio_gbps"] = sr.median / sp.median;
+  if (json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "add " << n << "x" << n << " f32 on " << cores << " cores, " << repeats
+              << " repeats (medians): pipeline " << sp.median * 1e3 << " ms ("
+              << bytes / sp.median / 1e9 << " GB/s), plain loop " << sr.median * 1e3 << " ms ("
+              << bytes / sr.median / 1e9 << " GB/s), ratio " << sr.median / sp.median
+              << ", max error " << max_error << "\n";
+  }
+  return max_error == 0 ? 0 : 1;
+}
+}  // namespace
+
+void register_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand(
+      "bench",
+      "Time a kernel against a reference computed in the same process.\nKernels:\n  "
+      "add  the seed's pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop");
+  static std::string kernel;
+  static int64_t size = 8192;
+  static int cores = 0;
+  static int repeats = 5;
+  static bool json = false;
+  bench->add_option("kernel", kernel, "The kernel to time")
+      ->required()
+      ->check(CLI::IsMember({"add"}));
+  bench->add_option("--size", size, "N for N x N inputs (default 8192)")
+      ->check(CLI::Range(1, 65536));
+  bench->add_option("--cores", cores, "Mesh cores (default: this machine's)")
+      ->check(CLI::Range(1, 256));
+  bench->add_option("--repeats", repeats, "Timed repetitions (default 5)")
+      ->check(CLI::Range(1, 1000));
+  bench->add_flag("--json", json, "Print one JSON object (architecture.md section 6)");
+  bench->callback([] {
+    const int c = cores > 0 ? cores : pltpu::get_tpu_info().num_cores;
+    const int rc = run_add(size, c, repeats, json);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace tessera::cli
