@@ -1,8 +1,8 @@
 // File: tessera/block_spec.h
 //
-// Grids and BlockSpecs: how `emit_pipeline` and `pallas_call` (issue #3) walk an array block by
-// block. A grid is a nest of loops, last axis fastest; at each grid point a BlockSpec's index map
-// says which block of the array the body sees.
+// Grids and BlockSpecs: how `emit_pipeline` and `pallas_call` walk an array block by block. A grid
+// is a nest of loops, last axis fastest; at each grid point a BlockSpec's index map says which
+// block of the array the body sees.
 //
 //   Pallas                                           Tessera
 //   pl.BlockSpec((bm, bk), lambda i, j, k: (i, k))   pl::BlockSpec({bm, bk}, [](int i, int j, int
@@ -20,7 +20,7 @@
 // index. A last block that runs past the array is partial: only its in-bounds part is valid.
 //
 // This header holds the index algebra as pure functions (tested on their own, with no cores);
-// the pipelines that use it are issue #3's remaining work.
+// pipeline.h and pallas_call.h run grids with it.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,8 @@
 #include <vector>
 
 #include "tessera/detail/small_vec.h"
+#include "tessera/memory_space.h"
+#include "tessera/ref.h"
 #include "tessera/shape.h"
 
 namespace tessera {
@@ -51,19 +53,46 @@ const char* to_string(GridDimensionSemantics s) noexcept;
 
 }  // namespace pltpu
 
+namespace detail {
+/// A scalar-prefetch ref parameter of an index map, built from the runtime's view.
+template <class R>
+R ref_from_raw(const RawRef& r);
+}  // namespace detail
+
 namespace pl {
 
 /// A squeezed block axis (`None` / `pl.Squeezed()` in Pallas): size 1, dropped from the ref.
 struct Squeezed {};
 inline constexpr Squeezed squeezed{};
 
-/// One axis of a block shape: a size, or squeezed.
+/// `pl.Element(block_size, padding=(lo, hi))`: a block axis whose index-map value is an element
+/// offset rather than a block number. With padding, the array reads as if it had `lo` extra
+/// elements before its start and `hi` after its end: the index map's value is an offset into
+/// that padded array, and the window's elements that fall into the padding are unspecified on
+/// input and dropped on output.
+struct Element {
+  int64_t block_size = 1;
+  int64_t pad_lo = 0;
+  int64_t pad_hi = 0;
+  explicit Element(int64_t size) : block_size(size) {}
+  Element(int64_t size, std::pair<int64_t, int64_t> padding)
+      : block_size(size), pad_lo(padding.first), pad_hi(padding.second) {}
+};
+
+/// One axis of a block shape: a size (blocked), squeezed, or an element window.
 struct BlockDim {
+  enum class Kind : uint8_t { kBlocked, kSqueezed, kElement };
   int64_t size = 1;
   bool is_squeezed = false;
+  Kind kind = Kind::kBlocked;
+  int64_t pad_lo = 0;  // kElement: virtual padding before and after the array
+  int64_t pad_hi = 0;
   BlockDim(int64_t s) : size(s) {}  // NOLINT: implicit, so {8, 128} reads as a shape
   BlockDim(int s) : size(s) {}      // NOLINT
-  BlockDim(Squeezed) : size(1), is_squeezed(true) {}  // NOLINT
+  BlockDim(Squeezed) : size(1), is_squeezed(true), kind(Kind::kSqueezed) {}  // NOLINT
+  BlockDim(Element e)                                                        // NOLINT
+      : size(e.block_size), kind(Kind::kElement), pad_lo(e.pad_lo), pad_hi(e.pad_hi) {}
+  bool is_element() const noexcept { return kind == Kind::kElement; }
 };
 
 /// Block indices returned by an index map: one per array axis.
@@ -84,10 +113,21 @@ struct Buffered {
 };
 
 /// `pl.BlockSpec(block_shape, index_map, pipeline_mode=...)`.
+///
+/// The index map takes one `int` per grid axis and, in a pallas_call with
+/// `pltpu::PrefetchScalarGridSpec<n>`, then the n scalar-prefetch refs (`pltpu::SmemRef<T>`):
+///   pl::BlockSpec({8, 128}, [](int i, pltpu::SmemRef<int32_t> s) { return pl::idx(s(i), 0); })
+/// `pl::BlockSpec(pl::ANY)` (Pallas' `pl.BlockSpec(memory_space=pl.ANY)`) leaves the whole operand
+/// in HBM, unpipelined: the body gets an HBM ref and moves data itself with DMAs.
+/// `pl::BlockSpec(MemorySpace::SMEM)` stages the whole operand in SMEM instead of VMEM.
 class BlockSpec {
  public:
   /// The whole array as one block (Pallas' default when a spec is omitted).
   BlockSpec() = default;
+  /// The whole array as one block in `memory_space` (VMEM, SMEM, or ANY/HBM: no staging).
+  explicit BlockSpec(MemorySpace memory_space,
+                     std::source_location where = std::source_location::current())
+      : space_(memory_space), where_(where) {}
   /// A block shape and an index map taking one int per grid axis and returning pl::idx(...).
   template <class F>
   BlockSpec(std::initializer_list<BlockDim> block_shape, F index_map, Buffered mode = {},
@@ -99,26 +139,36 @@ class BlockSpec {
   bool is_whole_array() const noexcept { return whole_; }
   const std::vector<BlockDim>& block_shape() const noexcept { return block_; }
   const Buffered& pipeline_mode() const noexcept { return mode_; }
+  /// Where the body sees the operand: VMEM (the default), SMEM, or ANY/HBM (not staged).
+  MemorySpace memory_space() const noexcept { return space_; }
   const std::source_location& where() const noexcept { return where_; }
   /// The number of grid indices the index map takes (-1 for the whole-array default).
   int index_map_arity() const noexcept { return arity_; }
+  /// The number of scalar-prefetch refs the index map takes after the grid indices.
+  int index_map_prefetch() const noexcept { return prefetch_; }
 
-  /// Evaluates the index map at a grid point (its size must equal index_map_arity()).
-  Indices block_indices(const int64_t* grid_point, int n) const;
+  /// Evaluates the index map at a grid point (its size must equal index_map_arity()), passing
+  /// `prefetch` (index_map_prefetch() of them) after the grid indices.
+  Indices block_indices(const int64_t* grid_point, int n, const detail::RawRef* prefetch = nullptr,
+                        int num_prefetch = 0) const;
 
  private:
-  template <size_t... K, class F>
-  static Indices call(const F& f, const int64_t* g, std::index_sequence<K...>) {
-    return f(static_cast<int>(g[K])...);
+  template <class F, class Params, size_t... K, size_t... P>
+  static Indices call(const F& f, const int64_t* g, const detail::RawRef* r,
+                      std::index_sequence<K...>, std::index_sequence<P...>) {
+    return f(static_cast<int>(g[K])...,
+             detail::ref_from_raw<std::tuple_element_t<sizeof...(K) + P, Params>>(r[P])...);
   }
   template <class F>
   void set_index_map(F f);
 
   bool whole_ = true;
   std::vector<BlockDim> block_;
-  std::function<Indices(const int64_t*)> map_;
+  std::function<Indices(const int64_t*, const detail::RawRef*)> map_;
   int arity_ = -1;
+  int prefetch_ = 0;
   Buffered mode_{};
+  MemorySpace space_ = MemorySpace::VMEM;
   std::source_location where_;
 };
 
@@ -127,20 +177,41 @@ class BlockSpec {
 namespace detail {
 
 template <class F>
-struct IndexMapArity {
-  static constexpr int value = -1;
+struct IndexMapParams {
+  static constexpr bool known = false;
+  using type = std::tuple<>;
 };
 template <class F>
 requires requires { &F::operator(); }
-struct IndexMapArity<F> : IndexMapArity<decltype(&F::operator())> {};
+struct IndexMapParams<F> : IndexMapParams<decltype(&F::operator())> {};
 template <class C, class R, class... P>
-struct IndexMapArity<R (C::*)(P...) const> {
-  static constexpr int value = sizeof...(P);
+struct IndexMapParams<R (C::*)(P...) const> {
+  static constexpr bool known = true;
+  using type = std::tuple<std::remove_cvref_t<P>...>;
 };
 template <class R, class... P>
-struct IndexMapArity<R (*)(P...)> {
-  static constexpr int value = sizeof...(P);
+struct IndexMapParams<R (*)(P...)> {
+  static constexpr bool known = true;
+  using type = std::tuple<std::remove_cvref_t<P>...>;
 };
+
+/// The number of leading integer parameters of an index map (the grid indices).
+template <class Tuple, size_t... I>
+constexpr int leading_ints(std::index_sequence<I...>) {
+  int n = 0;
+  bool ints = true;
+  ((ints = ints && std::is_integral_v<std::tuple_element_t<I, Tuple>>, n += ints ? 1 : 0), ...);
+  return n;
+}
+
+template <class R>
+R ref_from_raw(const RawRef& r) {
+  static_assert(is_ref_v<R> && R::space == MemorySpace::SMEM,
+                "tessera: after its grid indices, an index map takes the scalar-prefetch refs, "
+                "as pltpu::SmemRef<T> (pltpu::PrefetchScalarGridSpec)");
+  using T = typename R::element_type;
+  return R(static_cast<T*>(r.data), r.shape, r.strides);
+}
 
 /// The grid a core runs after `emit_pipeline`'s megacore split (Pallas' `_partition_grid`):
 /// its extents and the offset of its first index along each axis.
@@ -175,11 +246,14 @@ int64_t linear_grid_index(const Shape& grid, const SmallVec& idx);
 SmallVec grid_point(const Shape& grid, int64_t linear);
 
 /// The elements a block covers: per array axis its start, its block size and its valid size
-/// (smaller than the block size for a partial last block). Squeezed axes have size 1.
+/// (smaller than the block size for a partial last block). Squeezed axes have size 1. An
+/// Element axis with padding may start before the array: `skip` elements of the window then
+/// precede the array's first one, and `start` is where the valid part begins in the array.
 struct BlockWindow {
   SmallVec start;
   SmallVec block;
   SmallVec valid;
+  SmallVec skip;
 };
 /// Throws UsageError (kOutOfBounds) when a block index puts the whole block outside the array,
 /// and kShapeMismatch when the block rank differs from the array rank.
@@ -190,13 +264,18 @@ BlockWindow block_window(const Shape& array, const std::vector<pl::BlockDim>& bl
 
 template <class F>
 void pl::BlockSpec::set_index_map(F f) {
-  constexpr int n = detail::IndexMapArity<F>::value;
-  static_assert(n >= 0,
+  using P = detail::IndexMapParams<F>;
+  static_assert(P::known,
                 "tessera: a BlockSpec index map must be a non-generic lambda or function taking "
                 "one int per grid axis, e.g. [](int i, int j) { return pl::idx(i, j); }");
+  using Params = typename P::type;
+  constexpr size_t total = std::tuple_size_v<Params>;
+  constexpr int n = detail::leading_ints<Params>(std::make_index_sequence<total>{});
   arity_ = n;
-  map_ = [f = std::move(f)](const int64_t* g) {
-    return call(f, g, std::make_index_sequence<static_cast<size_t>(n)>{});
+  prefetch_ = static_cast<int>(total) - n;
+  map_ = [f = std::move(f)](const int64_t* g, const detail::RawRef* r) {
+    return call<F, Params>(f, g, r, std::make_index_sequence<static_cast<size_t>(n)>{},
+                           std::make_index_sequence<total - static_cast<size_t>(n)>{});
   };
 }
 

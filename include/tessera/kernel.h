@@ -57,18 +57,19 @@ namespace pl {
 template <class... Ts>
 struct OutType {
   std::tuple<ShapeDtypeStruct<Ts>...> outs;
+  std::source_location where = {};  // where it was made (one-output form)
 };
 /// One output of dtype T and `shape`.
 template <class T>
 OutType<T> out_type(Shape shape, std::source_location where = std::source_location::current()) {
   detail::check_scratch_shape(shape, MemorySpace::HBM, where);
-  return {{ShapeDtypeStruct<T>{std::move(shape)}}};
+  return {{ShapeDtypeStruct<T>{std::move(shape)}}, where};
 }
 /// Several outputs, in order.
 template <class T0, class... Ts>
 OutType<T0, Ts...> out_type(const ShapeDtypeStruct<T0>& first,
                             const ShapeDtypeStruct<Ts>&... rest) {
-  return {{first, rest...}};
+  return {{first, rest...}, {}};
 }
 
 /// The per-core scratch buffers (`scratch_types=` in Pallas), passed to the body in order.
@@ -228,6 +229,13 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     }
   }
 
+  /// Runs the kernel into outputs the caller made, reading each input from `ins` (anything with
+  /// `value_type`, `data()` and `shape()`, such as an Array). For pallas_call's aliasing.
+  template <class... In>
+  void run_into(std::tuple<Array<Outs>...>& outs, const In&... ins) const {
+    run(outs, std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{}, ins...);
+  }
+
   /// The kernel's name (`pl::name`, or "kernel@file:line").
   const std::string& name() const noexcept { return spec_.name; }
   /// The number of cores it runs on.
@@ -243,7 +251,7 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
 
   template <size_t... O, size_t... S, class... Ins>
   void run(std::tuple<Array<Outs>...>& outs, std::index_sequence<O...>, std::index_sequence<S...>,
-           const Array<Ins>&... ins) const {
+           const Ins&... ins) const {
     // What the cores read: output pointers from one small array, shapes from this kernel (not
     // from the freshly written `outs`), so a core starts with few cache-line transfers.
     void* const out_data[sizeof...(Outs) + 1] = {static_cast<void*>(std::get<O>(outs).data())...,
@@ -251,7 +259,7 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     static_cast<void>(out_data);
     auto per_core = [&](int /*core*/, void* const* scratch_ptrs) {
       static_cast<void>(scratch_ptrs);
-      body_(pltpu::HbmRef<const Ins>(ins.data(), ins.shape())...,
+      body_(pltpu::HbmRef<const typename Ins::value_type>(ins.data(), ins.shape())...,
             pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]), std::get<O>(out_.outs).shape)...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };

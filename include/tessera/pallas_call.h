@@ -30,6 +30,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <source_location>
@@ -41,6 +42,7 @@
 
 #include "tessera/array.h"
 #include "tessera/compiler_params.h"
+#include "tessera/dma.h"
 #include "tessera/kernel.h"
 #include "tessera/pipeline.h"
 #include "tessera/scratch.h"
@@ -69,38 +71,90 @@ requires(is_scratch_type_v<S>&&...) ScratchTypes<S...> scratch_shapes(S... s) {
 
 namespace detail {
 
-/// What pallas_call validates before launching, per operand.
+/// What pallas_call validates before launch, per operand.
 struct PallasOperandInfo {
   DType dtype;
   Shape shape;
   const pl::BlockSpec* spec;
   bool is_output;
+  MemorySpace declared = MemorySpace::VMEM;  // the space of the body's parameter
 };
 /// Throws UsageError before launch: the grid, semantics length or order, block ranks and index
-/// map arities, the VMEM budget (naming the largest consumers).
+/// map arities, memory spaces, buffering, aliases, and the VMEM budget (naming the largest
+/// consumers). `aliases` are (input, output) pairs; input indices count the scalar-prefetch
+/// operands first, `num_prefetch` of them.
 void check_pallas_call(const std::vector<PallasOperandInfo>& operands, const Shape& grid,
                        const std::vector<pltpu::GridDimensionSemantics>& semantics,
                        const std::vector<ScratchRequest>& scratch, int64_t vmem_limit,
-                       const std::string& name, std::source_location where);
+                       const std::vector<std::pair<int, int>>& aliases, int num_prefetch,
+                       const std::vector<DType>& prefetch_dtypes,
+                       const std::vector<Shape>& prefetch_shapes, const std::string& name,
+                       std::source_location where);
 
 /// In place of in_specs / out_specs that were not given: whole-array blocks.
 struct NoSpecs {};
+
+/// The memory space a body declares for parameter `K`: ANY for a Ref in HBM or ANY, SMEM or
+/// VMEM for those; VMEM when the body is generic or the parameter is not a Ref.
+template <class Body, size_t K>
+constexpr MemorySpace declared_space() {
+  using Sig = CallSignature<Body>;
+  if constexpr (Sig::known) {
+    using Params = typename Sig::params;
+    if constexpr (K < std::tuple_size_v<Params>) {
+      using P = std::remove_cvref_t<std::tuple_element_t<K, Params>>;
+      if constexpr (is_ref_v<P>) {
+        return P::space == MemorySpace::HBM ? MemorySpace::ANY : P::space;
+      }
+    }
+  }
+  return MemorySpace::VMEM;
+}
+
+/// A read-only view of HBM data with the shape of an Array (pallas_call passes an aliased
+/// input's output buffer this way).
+template <class T>
+struct HbmView {
+  using value_type = T;
+  const T* ptr;
+  Shape shp;
+  const T* data() const noexcept { return ptr; }
+  const Shape& shape() const noexcept { return shp; }
+};
 
 }  // namespace detail
 
 namespace pl {
 
+/// `input_output_aliases={in: out, ...}`: output `out` starts with input `in`'s contents, and
+/// inside the kernel both are one buffer (blocks written back are seen by later reads of the
+/// input). Input indices count the scalar-prefetch operands first; shapes and dtypes must match.
+struct InputOutputAliases {
+  std::vector<std::pair<int, int>> pairs;
+};
+inline InputOutputAliases input_output_aliases(std::initializer_list<std::pair<int, int>> pairs) {
+  return InputOutputAliases{std::vector<std::pair<int, int>>(pairs)};
+}
+
+/// `pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=NP, grid=..., in_specs=..., out_specs=...,
+/// scratch_shapes=...)`: the grid options bundled, plus NP scalar-prefetch operands (see
+/// pltpu::PrefetchScalarGridSpec).
+template <int NP, class... Opts>
+struct GridSpec {
+  std::tuple<Opts...> options;
+};
+
 /// A pallas_call ready to run: `pl::pallas_call(body, options...)(inputs...)`.
-template <class Body, class Out, class Scr, class In, class OutS>
+template <class Body, int NP, class Out, class Scr, class In, class OutS>
 class PallasCall;
 
-template <class Body, class... Outs, class... Scrs, class In, class OutS>
-class PallasCall<Body, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
+template <class Body, int NP, class... Outs, class... Scrs, class In, class OutS>
+class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
  public:
   PallasCall(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch, In in_specs,
              OutS out_specs, Shape grid, pltpu::CompilerParams params,
-             std::optional<pltpu::TensorCoreMesh> mesh, std::string name,
-             std::source_location where)
+             std::optional<pltpu::TensorCoreMesh> mesh, InputOutputAliases aliases,
+             std::string name, std::source_location where)
       : body_(std::move(body)),
         out_(std::move(out)),
         scratch_(std::move(scratch)),
@@ -109,22 +163,60 @@ class PallasCall<Body, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         grid_(std::move(grid)),
         params_(std::move(params)),
         mesh_(std::move(mesh)),
+        aliases_(std::move(aliases)),
         name_(std::move(name)),
         where_(where) {}
 
-  /// Runs the grid over `ins` and returns the output(s), as pl::kernel does.
-  template <class... Ins>
-  auto operator()(const Array<Ins>&... ins) const {
+  /// Runs the grid over `args` (the NP scalar-prefetch operands, then the inputs) and returns
+  /// the output(s), as pl::kernel does.
+  template <class... Args>
+  auto operator()(const Array<Args>&... args) const {
+    static_assert(sizeof...(Args) >= static_cast<size_t>(NP),
+                  "tessera: a pallas_call with PrefetchScalarGridSpec<n> takes the n "
+                  "scalar-prefetch arrays first, then its inputs");
+    return call(std::make_index_sequence<static_cast<size_t>(NP)>{},
+                std::make_index_sequence<sizeof...(Args) - static_cast<size_t>(NP)>{},
+                std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{},
+                std::index_sequence_for<Args...>{}, args...);
+  }
+
+ private:
+  static constexpr size_t NO = sizeof...(Outs);
+
+  // The ref the body gets for an operand whose body parameter is declared in `Space`: the HBM
+  // ref itself (ANY: not pipelined), or its window in VMEM or SMEM.
+  template <MemorySpace Space, class T, class HbmR>
+  static auto operand_ref(const HbmR& hbm, const detail::WindowRef* windows, int w,
+                          const Shape& shape) {
+    if constexpr (Space == MemorySpace::ANY) {
+      (void)windows;
+      (void)w;
+      (void)shape;
+      return hbm;
+    } else {
+      return pl::Ref<T, Space>(static_cast<T*>(windows[w].data), shape, *windows[w].strides);
+    }
+  }
+
+  // P: prefetch positions, I: input positions (after the prefetch args), O: outputs, S: user
+  // scratch, A: all args.
+  template <size_t... P, size_t... I, size_t... O, size_t... S, size_t... A, class... Args>
+  auto call(std::index_sequence<P...>, std::index_sequence<I...>, std::index_sequence<O...>,
+            std::index_sequence<S...>, std::index_sequence<A...>,
+            const Array<Args>&... args) const {
+    using ArgT = std::tuple<Args...>;
+    constexpr size_t NI = sizeof...(I);
+    constexpr size_t NPs = sizeof...(P);
     if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
-      static_assert(std::tuple_size_v<decltype(In::specs)> == sizeof...(Ins),
+      static_assert(std::tuple_size_v<decltype(In::specs)> == NI,
                     "tessera: pallas_call has a different number of in_specs than inputs");
     }
     if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
-      static_assert(std::tuple_size_v<decltype(OutS::specs)> == sizeof...(Outs),
+      static_assert(std::tuple_size_v<decltype(OutS::specs)> == NO,
                     "tessera: pallas_call has a different number of out_specs than outputs");
     }
-    constexpr size_t NI = sizeof...(Ins);
-    constexpr size_t NO = sizeof...(Outs);
+    const auto argv = std::forward_as_tuple(args...);
+    static_cast<void>(argv);  // unused when there are no inputs
     std::array<BlockSpec, NI + NO> specs;
     if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
       for (size_t k = 0; k < NI; ++k) specs[k] = in_specs_.specs[k];
@@ -138,71 +230,101 @@ class PallasCall<Body, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         [](const auto&... s) { return std::vector<detail::ScratchRequest>{s.request()...}; },
         scratch_.items);
     const int64_t limit = params_.vmem_limit_bytes.value_or(detail::default_vmem_limit_bytes());
-    const std::vector<detail::PallasOperandInfo> info = operand_info(
-        specs, std::index_sequence_for<Ins...>{}, std::index_sequence_for<Outs...>{}, ins...);
-    detail::check_pallas_call(info, grid_, semantics, scratch, limit, name_, where_);
+    // The body's parameters: NP SMEM refs, the inputs, the outputs, the scratch.
+    static constexpr std::array<MemorySpace, NI + NO + 1> declared{
+        detail::declared_space<Body, NPs + I>()..., detail::declared_space<Body, NPs + NI + O>()...,
+        MemorySpace::VMEM};
+    const std::vector<detail::PallasOperandInfo> info{
+        detail::PallasOperandInfo{dtype_of<std::tuple_element_t<NPs + I, ArgT>>,
+                                  std::get<NPs + I>(argv).shape(), &specs[I], false,
+                                  declared[I]}...,
+        detail::PallasOperandInfo{dtype_of<Outs>, std::get<O>(out_.outs).shape, &specs[NI + O],
+                                  true, declared[NI + O]}...};
+    detail::check_pallas_call(info, grid_, semantics, scratch, limit, aliases_.pairs,
+                              static_cast<int>(NPs), {dtype_of<std::tuple_element_t<P, ArgT>>...},
+                              {std::get<P>(argv).shape()...}, name_, where_);
+
+    // Outputs, with aliased ones starting as a copy of their input; an aliased input is then
+    // read from the output's buffer, so the kernel sees one buffer for both.
+    std::tuple<Array<Outs>...> outs{
+        Array<Outs>(detail::Uninitialized{}, std::get<O>(out_.outs).shape)...};
+    const void* arg_data[sizeof...(Args) + 1] = {static_cast<const void*>(args.data())..., nullptr};
+    void* const out_data[NO + 1] = {static_cast<void*>(std::get<O>(outs).data())..., nullptr};
+    const size_t out_bytes[NO + 1] = {std::get<O>(outs).bytes()..., 0};
+    for (const auto& [in, out] : aliases_.pairs) {
+      const auto o = static_cast<size_t>(out);
+      if (out_bytes[o] != 0) std::memcpy(out_data[o], arg_data[in], out_bytes[o]);
+      arg_data[in] = out_data[o];
+    }
 
     const pltpu::TensorCoreMesh mesh = mesh_ ? *mesh_ : pltpu::TensorCoreMesh("core", where_);
     const std::string axis = mesh.axis_name();
-    const Shape grid = grid_;
     const int cores = mesh.num_cores();
-    auto k =
-        make_kernel(mesh, specs, semantics, axis, grid, cores, std::index_sequence_for<Ins...>{},
-                    std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{},
-                    static_cast<const Array<Ins>*>(nullptr)...);
-    return k(ins...);
-  }
-
- private:
-  template <size_t... I, size_t... O, class... Ins>
-  std::vector<detail::PallasOperandInfo> operand_info(
-      const std::array<BlockSpec, sizeof...(Ins) + sizeof...(Outs)>& specs,
-      std::index_sequence<I...>, std::index_sequence<O...>, const Array<Ins>&... ins) const {
-    return {detail::PallasOperandInfo{dtype_of<Ins>, ins.shape(), &specs[I], false}...,
-            detail::PallasOperandInfo{dtype_of<Outs>, std::get<O>(out_.outs).shape,
-                                      &specs[sizeof...(Ins) + O], true}...};
-  }
-
-  template <size_t... I, size_t... O, size_t... S, class... Ins>
-  auto make_kernel(const pltpu::TensorCoreMesh& mesh,
-                   const std::array<BlockSpec, sizeof...(Ins) + sizeof...(Outs)>& specs,
-                   const std::vector<pltpu::GridDimensionSemantics>& semantics,
-                   const std::string& axis, const Shape& grid, int cores, std::index_sequence<I...>,
-                   std::index_sequence<O...>, std::index_sequence<S...>,
-                   const Array<Ins>*...) const {
     pltpu::CompilerParams kp;
     kp.vmem_limit_bytes = params_.vmem_limit_bytes;
     kp.wait_timeout_ms = params_.wait_timeout_ms;
+    const std::array<Shape, NI + NO + 1> shapes{
+        detail::window_shape(specs[I], std::get<NPs + I>(argv).shape())...,
+        detail::window_shape(specs[NI + O], std::get<O>(out_.outs).shape)..., Shape{}};
+    // The kernel's scratch: the user's, then one SMEM buffer per scalar-prefetch operand.
+    const auto all_scratch = pl::scratch_types(
+        std::get<S>(scratch_.items)...,
+        pltpu::SMEM<std::tuple_element_t<P, ArgT>>(std::get<P>(argv).shape(), where_)...);
     const auto* self = this;
-    auto per_core = [self, &specs, &semantics, &axis, &grid, cores](
-                        pltpu::HbmRef<const Ins>... in_refs, pltpu::HbmRef<Outs>... out_refs,
-                        typename Scrs::ref_type... scratch_refs) {
+    auto per_core = [self, &specs, &semantics, &axis, cores, &shapes](const auto&... refs) {
+      const auto r = std::forward_as_tuple(refs...);
+      // refs: the NP prefetch HBM refs, the NI inputs, the NO outputs, the user's scratch,
+      // then the NP SMEM copies of the prefetch operands.
+      constexpr size_t kScratch = NPs + NI + NO;
+      constexpr size_t kSmem = kScratch + sizeof...(S);
+      (pltpu::sync_copy(std::get<P>(r), std::get<kSmem + P>(r)), ...);
       detail::PipelineConfig cfg;
-      cfg.grid = grid;
+      cfg.grid = self->grid_;
       cfg.semantics = semantics;
       cfg.where = self->where_;
       cfg.op = "pallas_call";
+      cfg.scalar_prefetch = {std::get<kSmem + P>(r).raw()...};
       const int core = lax::axis_index(axis);
-      const detail::IterationRange r =
-          detail::pallas_call_core_range(grid, semantics, cores, core, self->where_);
-      cfg.range_begin = r.begin;
-      cfg.range_end = r.end;
-      constexpr size_t NI = sizeof...(Ins);
-      std::vector<detail::PipelineOperand> ops{
-          detail::PipelineOperand{in_refs.raw(), &specs[I], false}...,
-          detail::PipelineOperand{out_refs.raw(), &specs[NI + O], true}...};
-      const std::array<Shape, NI> in_shapes{detail::window_shape(specs[I], in_refs.shape())...};
-      const std::array<Shape, sizeof...(Outs)> out_shapes{
-          detail::window_shape(specs[NI + O], out_refs.shape())...};
-      auto step = [&](void* const* windows) {
-        self->body_(pltpu::VmemRef<Ins>(static_cast<Ins*>(windows[I]), in_shapes[I])...,
-                    pltpu::VmemRef<Outs>(static_cast<Outs*>(windows[NI + O]), out_shapes[O])...,
-                    scratch_refs...);
+      const detail::IterationRange range =
+          detail::pallas_call_core_range(self->grid_, semantics, cores, core, self->where_);
+      cfg.range_begin = range.begin;
+      cfg.range_end = range.end;
+      // Operands the body takes as HBM refs are not pipelined; the others get a window.
+      std::vector<detail::PipelineOperand> ops;
+      std::array<int, NI + NO + 1> window{};
+      auto add = [&](size_t k, const detail::RawRef& raw, bool is_output, bool read_only) {
+        window[k] = -1;
+        if (declared[k] == MemorySpace::ANY) return;
+        window[k] = static_cast<int>(ops.size());
+        ops.push_back(detail::PipelineOperand{raw, &specs[k], is_output, read_only});
+      };
+      (add(I, std::get<NPs + I>(r).raw(), false, detail::param_is_const_ref<Body, NPs + I>()), ...);
+      (add(NI + O, std::get<NPs + NI + O>(r).raw(), true, false), ...);
+      auto step = [&](const detail::WindowRef* windows) {
+        self->body_(std::get<kSmem + P>(r)...,
+                    operand_ref<detail::declared_space<Body, NPs + I>(),
+                                std::tuple_element_t<NPs + I, ArgT>>(std::get<NPs + I>(r), windows,
+                                                                     window[I], shapes[I])...,
+                    operand_ref<detail::declared_space<Body, NPs + NI + O>(), Outs>(
+                        std::get<NPs + NI + O>(r), windows, window[NI + O], shapes[NI + O])...,
+                    std::get<kScratch + S>(r)...);
       };
       detail::run_pipeline(cfg, ops, step);
     };
-    auto builder = pl::kernel(out_, scratch_, mesh, pl::name(name_), kp);
-    return builder(per_core, where_);
+    auto kernel = pl::kernel(out_, all_scratch, mesh, pl::name(name_), kp)(per_core, where_);
+    kernel.run_into(outs,
+                    detail::HbmView<Args>{static_cast<const Args*>(arg_data[A]), args.shape()}...);
+    return finish(std::move(outs));
+  }
+
+  static auto finish(std::tuple<Array<Outs>...>&& outs) {
+    if constexpr (NO == 0) {
+      return;
+    } else if constexpr (NO == 1) {
+      return std::move(std::get<0>(outs));
+    } else {
+      return std::move(outs);
+    }
   }
 
   Body body_;
@@ -213,6 +335,7 @@ class PallasCall<Body, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
   Shape grid_;
   pltpu::CompilerParams params_;
   std::optional<pltpu::TensorCoreMesh> mesh_;
+  InputOutputAliases aliases_;
   std::string name_;
   std::source_location where_;
 };
@@ -226,20 +349,32 @@ template <class T>
 struct IsOut : std::false_type {};
 template <size_t N>
 struct IsOut<OutSpecs<N>> : std::true_type {};
-}  // namespace detail_pallas
+template <class T>
+struct IsGridSpec : std::false_type {};
+template <int NP, class... O>
+struct IsGridSpec<GridSpec<NP, O...>> : std::true_type {};
+template <class T>
+inline constexpr int num_prefetch_of = 0;
+template <int NP, class... O>
+inline constexpr int num_prefetch_of<GridSpec<NP, O...>> = NP;
 
-/// `pl.pallas_call(body, out_shape=..., grid=..., in_specs=..., out_specs=...,
-/// scratch_shapes=..., compiler_params=..., name=...)`, options in any order (see the file
-/// comment). The result is called with the input Arrays.
-template <class Body, class... Opts>
-auto pallas_call(Body&& body, Opts&&... opts) {
+// The options of a pallas_call, with a GridSpec bundle unpacked in its place.
+template <class O>
+auto flatten(O&& o) {
+  if constexpr (IsGridSpec<std::decay_t<O>>::value) {
+    return o.options;
+  } else {
+    return std::tuple<std::decay_t<O>>(std::forward<O>(o));
+  }
+}
+
+template <int NP, class Body, class... Opts>
+auto make_pallas_call(Body&& body, Opts&&... opts) {
   using Out = typename detail::FindType<detail::IsOutType, OutType<>, std::decay_t<Opts>...>::type;
   using Scr = typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>,
                                         std::decay_t<Opts>...>::type;
-  using In =
-      typename detail::FindType<detail_pallas::IsIn, detail::NoSpecs, std::decay_t<Opts>...>::type;
-  using OutS =
-      typename detail::FindType<detail_pallas::IsOut, detail::NoSpecs, std::decay_t<Opts>...>::type;
+  using In = typename detail::FindType<IsIn, detail::NoSpecs, std::decay_t<Opts>...>::type;
+  using OutS = typename detail::FindType<IsOut, detail::NoSpecs, std::decay_t<Opts>...>::type;
   static_assert(!std::is_same_v<Out, OutType<>>,
                 "tessera: pallas_call needs its outputs: pl::out_shape<T>({...})");
   Out out{};
@@ -250,6 +385,7 @@ auto pallas_call(Body&& body, Opts&&... opts) {
   std::source_location where{};
   pltpu::CompilerParams params{};
   std::optional<pltpu::TensorCoreMesh> mesh;
+  InputOutputAliases aliases;
   std::string name;
   (
       [&](auto&& o) {
@@ -269,20 +405,69 @@ auto pallas_call(Body&& body, Opts&&... opts) {
           params = o;
         else if constexpr (std::is_same_v<O, pltpu::TensorCoreMesh>)
           mesh = o;
+        else if constexpr (std::is_same_v<O, InputOutputAliases>)
+          aliases = o;
         else if constexpr (std::is_same_v<O, Name>)
           name = o.value;
         else
           static_assert(sizeof(O) == 0,
                         "tessera: pallas_call options are pl::out_shape, pl::grid, "
                         "pl::in_specs, pl::out_specs, pl::scratch_shapes, "
+                        "pl::input_output_aliases, pltpu::PrefetchScalarGridSpec, "
                         "pltpu::CompilerParams, pltpu::TensorCoreMesh and pl::name");
       }(std::forward<Opts>(opts)),
       ...);
+  if (where.line() == 0) where = out.where;  // no grid: errors point at pl::out_shape
   if (name.empty()) name = detail::default_kernel_name(where);
-  return PallasCall<std::decay_t<Body>, Out, Scr, In, OutS>(
+  return PallasCall<std::decay_t<Body>, NP, Out, Scr, In, OutS>(
       std::forward<Body>(body), std::move(out), std::move(scratch), std::move(in), std::move(outs),
-      std::move(grid), std::move(params), std::move(mesh), std::move(name), where);
+      std::move(grid), std::move(params), std::move(mesh), std::move(aliases), std::move(name),
+      where);
+}
+}  // namespace detail_pallas
+
+/// `pl.pallas_call(body, out_shape=..., grid=..., in_specs=..., out_specs=...,
+/// scratch_shapes=..., input_output_aliases=..., compiler_params=..., name=...)`, options in any
+/// order (see the file comment); `pltpu::PrefetchScalarGridSpec<n>(...)` may stand for the grid
+/// options. The result is called with the input Arrays (the scalar-prefetch ones first).
+template <class Body, class... Opts>
+auto pallas_call(Body&& body, Opts&&... opts) {
+  constexpr int kGridSpecs =
+      (0 + ... + (detail_pallas::IsGridSpec<std::decay_t<Opts>>::value ? 1 : 0));
+  static_assert(kGridSpecs <= 1, "tessera: pallas_call takes at most one grid spec");
+  constexpr int NP = (0 + ... + detail_pallas::num_prefetch_of<std::decay_t<Opts>>);
+  return std::apply(
+      [&](auto&&... o) {
+        return detail_pallas::make_pallas_call<NP>(std::forward<Body>(body),
+                                                   std::forward<decltype(o)>(o)...);
+      },
+      std::tuple_cat(detail_pallas::flatten(std::forward<Opts>(opts))...));
 }
 
 }  // namespace pl
+
+namespace pltpu {
+/// `pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=NP, grid=..., in_specs=..., out_specs=...,
+/// scratch_shapes=...)`: the first NP arguments of the call are copied into SMEM on every core
+/// before the grid runs; their SMEM refs are passed to every index map after the grid indices
+/// and to the body before the input refs.
+///
+///   auto f = pl::pallas_call(
+///       [](pltpu::SmemRef<int32_t> s, pltpu::VmemRef<const float> x, pltpu::VmemRef<float> o) {
+///         o = x;
+///       },
+///       pl::out_shape<float>({64, 128}),
+///       pltpu::PrefetchScalarGridSpec<1>(
+///           pl::grid({8}),
+///           pl::in_specs(pl::BlockSpec({8, 128}, [](int i, pltpu::SmemRef<int32_t> s) {
+///             return pl::idx(s(i), 0); })),
+///           pl::out_specs(pl::BlockSpec({8, 128}, [](int i, pltpu::SmemRef<int32_t>) {
+///             return pl::idx(i, 0); }))));
+///   Array<float> o = f(s, x);   // s: Array<int32_t>({8})
+template <int NP, class... Opts>
+pl::GridSpec<NP, std::decay_t<Opts>...> PrefetchScalarGridSpec(Opts&&... opts) {
+  static_assert(NP >= 0, "tessera: num_scalar_prefetch must be >= 0");
+  return {std::tuple<std::decay_t<Opts>...>(std::forward<Opts>(opts)...)};
+}
+}  // namespace pltpu
 }  // namespace tessera

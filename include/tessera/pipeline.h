@@ -24,6 +24,14 @@
 // again after it was written back is an error (KernelError kRevisit). A partial last block
 // moves only its in-bounds part; the rest of its window is unspecified and writes there are
 // dropped.
+//
+// Windows are views with strides: do not assume a window is contiguous. The native engine
+// skips copies the semantics cannot observe — a full block of an input the body takes as
+// `VmemRef<const T>` is read where it lies in HBM, a full output block is written there directly
+// (streaming stores for a one-step visit) — and prefetches the next step's input blocks while
+// the body computes. Operands whose arrays overlap always go through VMEM copies.
+// `pl::Buffered(n)` counts n windows per operand against the VMEM budget (inputs n >= 1,
+// outputs 1 or 2; lookahead is for inputs only).
 #pragma once
 
 #include <array>
@@ -115,6 +123,17 @@ struct PipelineOperand {
   RawRef hbm;
   const pl::BlockSpec* spec = nullptr;
   bool is_output = false;
+  /// An input the body takes as a ref to const elements: it cannot write its window, so the
+  /// native engine may let the body read a full block where it lies in HBM instead of copying it.
+  bool read_only = false;
+};
+
+/// What the body sees of one operand at a step: its window's first element and its element
+/// strides (row-major for a window in VMEM; the array's own strides for a block read or
+/// written in place).
+struct WindowRef {
+  void* data = nullptr;
+  const SmallVec* strides = nullptr;
 };
 
 struct PipelineConfig {
@@ -128,12 +147,29 @@ struct PipelineConfig {
   int64_t range_end = -1;
   // pallas_call: the op name in errors.
   const char* op = "emit_pipeline";
+  // pallas_call with PrefetchScalarGridSpec: the SMEM refs passed to every index map.
+  std::vector<RawRef> scalar_prefetch;
 };
 
-/// Runs the pipeline on the calling core: `body(windows)` gets one VMEM pointer per operand,
-/// whose window shape is `window_shape(spec, array)`.
+/// Runs the pipeline on the calling core: `body(windows)` gets one window per operand, whose
+/// shape is `window_shape(spec, array)`.
 void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperand>& operands,
-                  FunctionRef<void(void* const*)> body);
+                  FunctionRef<void(const WindowRef*)> body);
+
+/// True when parameter `K` of `Body` is declared as a Ref to const elements (a non-generic
+/// lambda or function); such a window is only read.
+template <class Body, size_t K>
+constexpr bool param_is_const_ref() {
+  using Sig = CallSignature<Body>;
+  if constexpr (Sig::known) {
+    using Params = typename Sig::params;
+    if constexpr (K < std::tuple_size_v<Params>) {
+      using P = std::remove_cvref_t<std::tuple_element_t<K, Params>>;
+      if constexpr (is_ref_v<P>) return std::is_const_v<typename P::element_type>;
+    }
+  }
+  return false;
+}
 
 /// The shape of an operand's VMEM window: the block shape without squeezed axes (the whole
 /// array for a default BlockSpec).
@@ -164,6 +200,13 @@ class Pipeline {
     static_assert((detail::is_hbm_ref_v<R> && ...),
                   "tessera: emit_pipeline operands are refs in HBM or ANY (the pipeline stages "
                   "their blocks in VMEM for the body)");
+    for (size_t k = 0; k < NIn + NOut; ++k) {
+      if (spec(k).memory_space() != MemorySpace::VMEM) {
+        detail::raise(ErrorKind::kInvalidArgument, "emit_pipeline", cfg_.where,
+                      "emit_pipeline stages every block in VMEM; a BlockSpec in another memory "
+                      "space (pl::ANY, SMEM) is for pallas_call operands");
+      }
+    }
     run(std::index_sequence_for<R...>{}, refs...);
   }
 
@@ -172,12 +215,13 @@ class Pipeline {
 
   template <size_t... K, class... R>
   void run(std::index_sequence<K...>, const R&... refs) const {
-    std::vector<detail::PipelineOperand> ops{
-        detail::PipelineOperand{refs.raw(), &spec(K), K >= NIn}...};
+    std::vector<detail::PipelineOperand> ops{detail::PipelineOperand{
+        refs.raw(), &spec(K), K >= NIn, K < NIn && detail::param_is_const_ref<Body, K>()}...};
     const std::array<Shape, sizeof...(R)> shapes{detail::window_shape(spec(K), refs.shape())...};
-    auto per_step = [&](void* const* windows) {
+    auto per_step = [&](const detail::WindowRef* windows) {
       body_(pltpu::VmemRef<std::remove_cv_t<typename R::element_type>>(
-          static_cast<std::remove_cv_t<typename R::element_type>*>(windows[K]), shapes[K])...);
+          static_cast<std::remove_cv_t<typename R::element_type>*>(windows[K].data), shapes[K],
+          *windows[K].strides)...);
     };
     detail::run_pipeline(cfg_, ops, per_step);
   }

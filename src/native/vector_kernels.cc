@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "native/vector_plan.h"
+#include "runtime/context.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/dma.h"
@@ -24,6 +25,7 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "native/vector_kernels.cc"
+#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -112,8 +114,11 @@ void load_i(DI di, DType dt, const std::byte* p, int64_t stride, int64_t len, in
 }
 
 // ---- stores: 32-bit lanes -> storage -----------------------------------------------------------
+// `stream`: non-temporal stores where the destination is vector-aligned (pipeline outputs
+// written once in place, see runtime/pipeline.cc).
 template <class DF>
-void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int64_t len) {
+void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int64_t len,
+             bool stream) {
   const hn::RebindToSigned<DF> di;
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<uint16_t, DF> d16;
@@ -122,6 +127,9 @@ void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int
   if (stride == 1) {
     if (dt == DType::kFloat32) {
       float* f = reinterpret_cast<float*>(p);
+      if (stream && reinterpret_cast<uintptr_t>(f) % (N * sizeof(float)) == 0) {
+        for (; j + N <= len; j += N) hn::Stream(hn::Load(df, in + j), df, f + j);
+      }
       for (; j + N <= len; j += N) hn::StoreU(hn::Load(df, in + j), df, f + j);
     } else {
       // Values are already rounded to bfloat16 by their node, so the low 16 bits are zero
@@ -146,13 +154,17 @@ void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int
 }
 
 template <class DI>
-void store_i(DI di, DType dt, const int32_t* in, std::byte* p, int64_t stride, int64_t len) {
+void store_i(DI di, DType dt, const int32_t* in, std::byte* p, int64_t stride, int64_t len,
+             bool stream) {
   const hn::Rebind<int8_t, DI> d8;
   const int64_t N = static_cast<int64_t>(hn::Lanes(di));
   int64_t j = 0;
   if (stride == 1) {
     if (dt == DType::kInt32) {
       auto* q = reinterpret_cast<int32_t*>(p);
+      if (stream && reinterpret_cast<uintptr_t>(q) % (N * sizeof(int32_t)) == 0) {
+        for (; j + N <= len; j += N) hn::Stream(hn::Load(di, in + j), di, q + j);
+      }
       for (; j + N <= len; j += N) hn::StoreU(hn::Load(di, in + j), di, q + j);
     } else {
       // Lanes already hold int8-range (wrapped) or 0/1 values, so saturation never triggers.
@@ -235,6 +247,7 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
   const auto iota_i = hn::Iota(di, 0);
 
   SmallVec idx(nd, 0);
+  const bool prefetch_rows = nd >= 2 && inner <= kTile;
   for (;;) {
     // Row bases for this outer index.
     for (int64_t j0 = 0; j0 < inner; j0 += kTile) {
@@ -250,6 +263,14 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
             for (int d = 0; d < nd - 1; ++d) off += idx[d] * n.stride[d];
             const std::byte* base = n.data + off * itemsize(n.dtype);
             const int64_t s = n.stride[nd - 1];
+            // A row of a strided view (a block read in place) is a short run far from the
+            // previous one, which the hardware prefetchers barely follow: ask for the row after
+            // next while this one is read.
+            if (prefetch_rows && s == 1 && idx[nd - 2] + 2 < p.extent[nd - 2]) {
+              const std::byte* ahead = base + 2 * n.stride[nd - 2] * itemsize(n.dtype);
+              const int64_t bytes = len * itemsize(n.dtype);
+              for (int64_t b = 0; b < bytes; b += 64) hwy::Prefetch(ahead + b);
+            }
             if (n.flt)
               load_f(df, n.dtype, base, s, len, fbuf(k));
             else
@@ -361,9 +382,10 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
       std::byte* dst = p.dst + off * itemsize(p.dst_dtype);
       const int64_t s = p.dst_stride[nd - 1];
       if (is_floating(p.dst_dtype))
-        store_f(df, p.dst_dtype, fbuf(nn - 1), dst, s, len);
+        store_f(df, p.dst_dtype, fbuf(nn - 1), dst, s, len, p.stream);
       else
-        store_i(di, p.dst_dtype, ibuf(nn - 1), dst, s, len);
+        store_i(di, p.dst_dtype, ibuf(nn - 1), dst, s, len, p.stream);
+      if (p.prefetch != nullptr) drain_prefetch(*p.prefetch, len * itemsize(p.dst_dtype));
     }
     int d = nd - 2;
     for (; d >= 0; --d) {
@@ -596,6 +618,17 @@ void evaluate(const ExprProgram& prog, const RawRef& dst) {
   p.extent = std::move(ext);
   p.dst = static_cast<std::byte*>(dst.data);
   p.dst_dtype = dst.dtype;
+  p.stream = false;
+  p.prefetch = nullptr;
+  if (StepHints* h = step_hints(); h != nullptr) {
+    for (int i = 0; i < h->num_stream; ++i) {
+      if (dspan.first >= h->stream_lo[i] && dspan.first + dspan.second <= h->stream_hi[i]) {
+        p.stream = true;
+        h->streamed = true;
+      }
+    }
+    if (h->prefetch.active()) p.prefetch = &h->prefetch;
+  }
   p.dst_stride = std::move(dst_strides);
 
   // One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);

@@ -9,6 +9,7 @@
 #include "tessera/detail/small_vec.h"
 
 namespace tessera::detail {
+struct PrefetchQueue;
 namespace plan {
 
 inline constexpr int64_t kTile = 256;
@@ -26,7 +27,9 @@ struct Node {
 };
 
 struct Plan {
-  SmallVec extent;  // coalesced axes, outermost first; at least one
+  bool stream = false;                // the destination takes streaming (non-temporal) stores
+  PrefetchQueue* prefetch = nullptr;  // a pipeline's lines to prefetch, drained per tile
+  SmallVec extent;                    // coalesced axes, outermost first; at least one
   std::vector<Node> nodes;
   std::byte* dst = nullptr;
   DType dst_dtype = DType::kFloat32;

@@ -60,6 +60,50 @@ struct CoreContext {
   std::vector<ScopedSemaphore> scoped_semaphores;  // innermost scope last
 };
 
+/// The lines of the next grid step's input blocks, which the native engine prefetches a few at a
+/// time while the current step computes (the vector evaluator drains it tile by tile), so that
+/// the next blocks arrive while this one is worked on, as a TPU's DMA engine would overlap them.
+struct PrefetchQueue {
+  struct Block {
+    const std::byte* base = nullptr;
+    int64_t row_bytes = 0;   // the contiguous innermost run
+    int64_t n1 = 1, s1 = 0;  // rows: n1 x n2, at byte strides s1 (inner) and s2 (outer)
+    int64_t n2 = 1, s2 = 0;
+  };
+  static constexpr int kMaxBlocks = 8;
+  Block blocks[kMaxBlocks];
+  int num = 0;
+  // Position of the next line to prefetch.
+  int cur = 0;
+  int64_t r1 = 0, r2 = 0, byte = 0;
+  // Lines to prefetch per 64 bytes the evaluator stores, in 1/256 units, and the carry.
+  int64_t ratio_q8 = 0;
+  int64_t credit = 0;
+  bool active() const noexcept { return cur < num; }
+  void clear() noexcept {
+    num = cur = 0;
+    r1 = r2 = byte = credit = 0;
+  }
+};
+
+/// Prefetches the lines that `stored_bytes` of evaluator output pay for (see PrefetchQueue).
+void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept;
+
+/// What a running pipeline step tells the vector evaluator (native engine only).
+struct StepHints {
+  /// Output blocks written in place and visited for this one step: stores into them stream past
+  /// the caches (non-temporal), since nothing reads them back soon.
+  static constexpr int kMaxSpans = 8;
+  const std::byte* stream_lo[kMaxSpans] = {};
+  const std::byte* stream_hi[kMaxSpans] = {};
+  int num_stream = 0;
+  bool streamed = false;  // a streaming store happened: fence before the step ends
+  PrefetchQueue prefetch;
+};
+
+/// The calling thread's step hints, or null when no pipeline step runs on it.
+StepHints* step_hints() noexcept;
+
 /// The calling thread's context, or null outside a kernel body.
 CoreContext* current_context() noexcept;
 void set_current_context(CoreContext* ctx) noexcept;

@@ -23,7 +23,8 @@ const char* pltpu::to_string(GridDimensionSemantics s) noexcept {
   return "?";
 }
 
-pl::Indices pl::BlockSpec::block_indices(const int64_t* grid_point, int n) const {
+pl::Indices pl::BlockSpec::block_indices(const int64_t* grid_point, int n,
+                                         const detail::RawRef* prefetch, int num_prefetch) const {
   if (whole_) return Indices{detail::SmallVec(static_cast<int>(block_.size()), 0)};
   if (n != arity_) {
     detail::raise(ErrorKind::kInvalidArgument, "BlockSpec index map", where_,
@@ -31,7 +32,14 @@ pl::Indices pl::BlockSpec::block_indices(const int64_t* grid_point, int n) const
                               "give it one int parameter per grid axis",
                               arity_, n));
   }
-  return map_(grid_point);
+  if (num_prefetch != prefetch_) {
+    detail::raise(ErrorKind::kInvalidArgument, "BlockSpec index map", where_,
+                  fmt::format("the index map takes {} scalar-prefetch refs after its grid indices "
+                              "but the call has {}; with pltpu::PrefetchScalarGridSpec<n> every "
+                              "index map takes the grid indices then all n refs",
+                              prefetch_, num_prefetch));
+  }
+  return map_(grid_point, prefetch);
 }
 
 namespace detail {
@@ -163,10 +171,29 @@ BlockWindow block_window(const Shape& array, const std::vector<pl::BlockDim>& bl
                       "the array {} has rank {}; give one block axis and one index per array axis",
                       block.size(), indices.v.size(), array.to_string(), r));
   }
-  BlockWindow w{SmallVec(r, 0), SmallVec(r, 0), SmallVec(r, 0)};
+  BlockWindow w{SmallVec(r, 0), SmallVec(r, 0), SmallVec(r, 0), SmallVec(r, 0)};
   for (int a = 0; a < r; ++a) {
     const pl::BlockDim& b = block[static_cast<size_t>(a)];
     const int64_t i = indices.v[a];
+    if (b.is_element()) {
+      // The index is an element offset into the array padded by pad_lo before its start.
+      const int64_t start = i - b.pad_lo;
+      const int64_t lo = std::max<int64_t>(start, 0);
+      const int64_t hi = std::min(start + b.size, array[a]);
+      if (i < 0 || i + b.size > b.pad_lo + array[a] + b.pad_hi || hi <= lo) {
+        raise(ErrorKind::kOutOfBounds, "BlockSpec", where,
+              fmt::format("element offset {} on axis {} puts the window of {} elements outside "
+                          "the array {} padded by ({}, {}); the window must lie in the padded "
+                          "array and cover at least one element of the array; check the index "
+                          "map",
+                          i, a, b.size, array.to_string(), b.pad_lo, b.pad_hi));
+      }
+      w.start[a] = lo;
+      w.block[a] = b.size;
+      w.valid[a] = hi - lo;
+      w.skip[a] = lo - start;
+      continue;
+    }
     // A squeezed axis's index is an element index; a blocked axis's index counts blocks.
     const int64_t start = b.is_squeezed ? i : i * b.size;
     const int64_t size = b.is_squeezed ? 1 : b.size;

@@ -1,13 +1,26 @@
 // emit_pipeline in the native engine: the step schedule of pipeline_schedule.h, with each
 // operand's window in the core's VMEM arena and its blocks moved by the DMA engine.
 //
-// This is the semantics-first engine: every copy the schedule asks for is made, synchronously.
-// (Prefetching the next block while the body computes, eliding copies where the semantics allow,
-// and streaming stores are the performance work of issue #3.)
+// The schedule is Pallas' (copy-in only when a block changes, write-back at the end of a visit);
+// what the native engine adds is where a window lives. A CPU core has no DMA engine beside it:
+// copying a block into VMEM and back leaves memory idle while the core computes. So, where the
+// semantics cannot tell the difference, a window is the block itself, where it lies in HBM:
+//   - an input the body takes as a ref to const elements (it cannot write it) whose block is full
+//     (a partial edge block still goes through VMEM, so that the body sees a whole window);
+//   - an output whose block is full: the body writes HBM directly, and consecutive steps on the
+//     block accumulate there as they would in VMEM; a visit of one step streams its stores past
+//     the caches (non-temporal), since nothing reads them back soon.
+// Neither applies to an operand whose array overlaps another operand's (aliasing), where the
+// copies' timing is visible. Meanwhile the next step's input blocks are prefetched a few lines
+// per evaluated tile (PrefetchQueue), so that they arrive while this step computes. The checked
+// engine (issue #5) keeps every copy, so that no kernel can come to depend on these shortcuts.
 #include "tessera/pipeline.h"
 
 #include <fmt/format.h>
+#include <hwy/cache_control.h>
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "runtime/context.h"
@@ -20,6 +33,8 @@ namespace detail {
 
 namespace {
 
+thread_local StepHints* t_step_hints = nullptr;
+
 // The part of operand `op`'s array that block `w` covers, as a strided view (squeezed axes
 // dropped), and the matching part of its VMEM window.
 struct BlockViews {
@@ -27,29 +42,36 @@ struct BlockViews {
   RawRef vmem;
 };
 
+bool is_squeezed(const PipelineOperand& op, int d) {
+  return !op.spec->is_whole_array() && op.spec->block_shape()[static_cast<size_t>(d)].is_squeezed;
+}
+
 BlockViews block_views(const PipelineOperand& op, const BlockWindow& w, void* window) {
   const RawRef& a = op.hbm;
   const int item = itemsize(a.dtype);
-  const auto& dims = op.spec->block_shape();
   BlockViews v{RawRef{nullptr, a.dtype, a.space, Shape{}, SmallVec{}},
                RawRef{window, a.dtype, MemorySpace::VMEM, Shape{}, SmallVec{}}};
   int64_t offset = 0;
   SmallVec shape;
   SmallVec hbm_strides;
   SmallVec block_extent;  // the window's own (full block) extents, for its row-major strides
+  SmallVec skip;          // window elements before the array (Element padding)
   for (int d = 0; d < a.shape.rank(); ++d) {
     offset += w.start[d] * a.strides[d];
-    const bool squeezed = !op.spec->is_whole_array() && dims[static_cast<size_t>(d)].is_squeezed;
-    if (squeezed) continue;
+    if (is_squeezed(op, d)) continue;
     shape.push_back(w.valid[d]);
     hbm_strides.push_back(a.strides[d]);
     block_extent.push_back(w.block[d]);
+    skip.push_back(w.skip[d]);
   }
   v.hbm.data = static_cast<std::byte*>(a.data) + offset * item;
   v.hbm.shape = Shape(shape);
   v.hbm.strides = std::move(hbm_strides);
   v.vmem.shape = Shape(std::move(shape));
   v.vmem.strides = row_major_strides(Shape(std::move(block_extent)));
+  int64_t window_offset = 0;
+  for (int d = 0; d < skip.size(); ++d) window_offset += skip[d] * v.vmem.strides[d];
+  if (window != nullptr) v.vmem.data = static_cast<std::byte*>(window) + window_offset * item;
   return v;
 }
 
@@ -57,17 +79,147 @@ BlockWindow window_of(const PipelineOperand& op, const pl::Indices& idx,
                       std::source_location where) {
   if (op.spec->is_whole_array()) {
     const Shape& s = op.hbm.shape;
-    return BlockWindow{SmallVec(s.rank(), 0), s.dims(), s.dims()};
+    return BlockWindow{SmallVec(s.rank(), 0), s.dims(), s.dims(), SmallVec(s.rank(), 0)};
   }
   return block_window(op.hbm.shape, op.spec->block_shape(), idx, where);
 }
+
+bool is_full(const BlockWindow& w) { return w.valid == w.block; }
 
 std::string indices_str(const SmallVec& v) {
   std::vector<int64_t> x(v.begin(), v.end());
   return fmt::format("({})", fmt::join(x, ", "));
 }
 
+// [first byte, one past the last byte] of a strided view.
+std::pair<const std::byte*, const std::byte*> span_of(const RawRef& r) {
+  int64_t lo = 0;
+  int64_t hi = 0;
+  for (int d = 0; d < r.shape.rank(); ++d) {
+    if (r.shape[d] == 0) return {nullptr, nullptr};
+    const int64_t e = (r.shape[d] - 1) * r.strides[d];
+    (e < 0 ? lo : hi) += e;
+  }
+  const int item = itemsize(r.dtype);
+  const auto* base = static_cast<const std::byte*>(r.data);
+  return {base + lo * item, base + (hi + 1) * item};
+}
+
+bool overlaps(const RawRef& a, const RawRef& b) {
+  const auto sa = span_of(a);
+  const auto sb = span_of(b);
+  return sa.first != nullptr && sb.first != nullptr && sa.first < sb.second && sb.first < sa.second;
+}
+
+// The next step's block of an input, for prefetching; nothing if the index map puts it out of
+// bounds (that step reports it when it runs).
+std::optional<BlockWindow> next_window(const PipelineOperand& op, const pl::Indices& idx) {
+  if (op.spec->is_whole_array()) return window_of(op, idx, {});
+  const Shape& a = op.hbm.shape;
+  const auto& dims = op.spec->block_shape();
+  if (static_cast<int>(dims.size()) != a.rank() || idx.v.size() != a.rank()) return std::nullopt;
+  for (int d = 0; d < a.rank(); ++d) {
+    const pl::BlockDim& b = dims[static_cast<size_t>(d)];
+    const int64_t i = idx.v[d];
+    if (b.is_element()) {
+      const int64_t start = i - b.pad_lo;
+      if (i < 0 || start + b.size <= 0 || start >= a[d] ||
+          i + b.size > b.pad_lo + a[d] + b.pad_hi) {
+        return std::nullopt;
+      }
+      continue;
+    }
+    const int64_t start = b.is_squeezed ? i : i * b.size;
+    if (i < 0 || start >= a[d]) return std::nullopt;
+  }
+  return window_of(op, idx, {});
+}
+
+// Queues the lines of `hbm` (a block view) for prefetching; returns the lines queued. Views the
+// queue cannot describe (more than two outer axes, a strided innermost axis) are skipped.
+int64_t queue_prefetch(PrefetchQueue& q, const RawRef& hbm) {
+  if (q.num == PrefetchQueue::kMaxBlocks || hbm.shape.size() == 0) return 0;
+  const int item = itemsize(hbm.dtype);
+  PrefetchQueue::Block b;
+  b.base = static_cast<const std::byte*>(hbm.data);
+  int r = hbm.shape.rank();
+  while (r > 0 && hbm.shape[r - 1] == 1) --r;
+  if (r == 0) {
+    b.row_bytes = item;
+  } else {
+    if (hbm.strides[r - 1] != 1) return 0;
+    b.row_bytes = hbm.shape[r - 1] * item;
+    int outer = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      if (hbm.shape[d] == 1) continue;
+      if (outer == 0) {
+        b.n1 = hbm.shape[d];
+        b.s1 = hbm.strides[d] * item;
+      } else if (outer == 1) {
+        b.n2 = hbm.shape[d];
+        b.s2 = hbm.strides[d] * item;
+      } else {
+        return 0;
+      }
+      ++outer;
+    }
+  }
+  q.blocks[q.num++] = b;
+  return b.n1 * b.n2 * ((b.row_bytes + 126) / 64);  // a row may straddle one more line
+}
+
+// A pipeline's hints become the thread's for its life (an enclosing pipeline's come back after).
+class HintsScope {
+ public:
+  explicit HintsScope(StepHints* h) : saved_(t_step_hints) { t_step_hints = h; }
+  ~HintsScope() { t_step_hints = saved_; }
+  HintsScope(const HintsScope&) = delete;
+  HintsScope& operator=(const HintsScope&) = delete;
+
+ private:
+  StepHints* saved_;
+};
+
+struct OperandState {
+  void* buffer = nullptr;   // the window in VMEM
+  Shape shape;              // the window's shape
+  int64_t bytes = 0;        // and its size
+  SmallVec buffer_strides;  // its row-major strides
+  SmallVec hbm_strides;     // the array's strides on the window's axes (in-place windows)
+  bool may_alias = false;   // the semantics allow using the block where it lies
+  bool in_place = false;    // the current block is used where it lies
+  bool single_visit = false;
+  WindowRef win;
+};
+
 }  // namespace
+
+StepHints* step_hints() noexcept { return t_step_hints; }
+
+void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept {
+  q.credit += stored_bytes * q.ratio_q8;
+  int64_t lines = q.credit >> 14;  // one line per 64 bytes x 256
+  q.credit -= lines << 14;
+  while (lines > 0 && q.cur < q.num) {
+    const PrefetchQueue::Block& b = q.blocks[q.cur];
+    const std::byte* row = b.base + q.r1 * b.s1 + q.r2 * b.s2;
+    const auto first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63};
+    const auto end = reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(b.row_bytes);
+    for (; lines > 0; --lines) {
+      const uintptr_t line = first + static_cast<uintptr_t>(q.byte);
+      if (line >= end) break;
+      hwy::Prefetch(reinterpret_cast<const std::byte*>(line));
+      q.byte += 64;
+    }
+    if (first + static_cast<uintptr_t>(q.byte) < end) continue;
+    q.byte = 0;
+    if (++q.r1 < b.n1) continue;
+    q.r1 = 0;
+    if (++q.r2 < b.n2) continue;
+    q.r2 = 0;
+    ++q.cur;
+  }
+}
 
 Shape window_shape(const pl::BlockSpec& spec, const Shape& array) {
   if (spec.is_whole_array()) return array;
@@ -79,7 +231,7 @@ Shape window_shape(const pl::BlockSpec& spec, const Shape& array) {
 }
 
 void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperand>& operands,
-                  FunctionRef<void(void* const*)> body) {
+                  FunctionRef<void(const WindowRef*)> body) {
   CoreContext* ctx = current_context();
   if (ctx == nullptr) {
     raise(ErrorKind::kOutsideKernel, config.op, config.where,
@@ -115,12 +267,30 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
                           "give one block axis per array axis",
                           s.block_shape().size(), op.hbm.shape.to_string()));
       }
+      if (s.index_map_prefetch() != static_cast<int>(config.scalar_prefetch.size())) {
+        raise(ErrorKind::kInvalidArgument, config.op, s.where(),
+              fmt::format("a BlockSpec index map takes {} scalar-prefetch refs after its grid "
+                          "indices but there are {}; with pltpu::PrefetchScalarGridSpec<n> every "
+                          "index map takes the grid indices then all n SMEM refs",
+                          s.index_map_prefetch(), config.scalar_prefetch.size()));
+      }
       if (s.index_map_arity() != grid.rank()) {
         raise(ErrorKind::kInvalidArgument, config.op, s.where(),
               fmt::format("a BlockSpec index map takes {} grid indices but the grid {} has rank "
                           "{}; give it one int parameter per grid axis",
                           s.index_map_arity(), grid.to_string(), grid.rank()));
       }
+    }
+    const pl::Buffered& mode = s.pipeline_mode();
+    if (mode.buffer_count < 1 || (op.is_output && mode.buffer_count > 2)) {
+      raise(ErrorKind::kInvalidArgument, config.op, s.where(),
+            fmt::format("pl::Buffered({}) on an {}; inputs take 1 or more buffers, outputs 1 or 2",
+                        mode.buffer_count, op.is_output ? "output" : "input"));
+    }
+    if (op.is_output && mode.use_lookahead) {
+      raise(ErrorKind::kInvalidArgument, config.op, s.where(),
+            "pl::Buffered(n, use_lookahead) on an output; lookahead fetches inputs ahead, so "
+            "only input BlockSpecs may ask for it");
     }
   }
 
@@ -131,12 +301,33 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
     part = partition_grid(grid, semantics, ctx->num_cores, core, config.where);
   }
 
-  // One VMEM window per operand, for the life of the pipeline.
+  // The windows: buffer_count of them per operand count against the VMEM budget (one for a
+  // whole-array block), as Pallas allocates them; the native engine fills the first.
   ScopedVmem vmem(*ctx, config.op, config.where);
-  std::vector<void*> windows(operands.size());
+  ScopedSmem smem(*ctx, config.op, config.where);
+  std::vector<OperandState> state(operands.size());
+  std::vector<WindowRef> windows(operands.size());
   for (size_t k = 0; k < operands.size(); ++k) {
-    const Shape ws = window_shape(*operands[k].spec, operands[k].hbm.shape);
-    windows[k] = vmem.allocate(ws.size() * itemsize(operands[k].hbm.dtype), "a pipeline window");
+    const PipelineOperand& op = operands[k];
+    OperandState& st = state[k];
+    st.shape = window_shape(*op.spec, op.hbm.shape);
+    st.bytes = st.shape.size() * itemsize(op.hbm.dtype);
+    const int buffers = op.spec->is_whole_array() ? 1 : op.spec->pipeline_mode().buffer_count;
+    st.buffer = op.spec->memory_space() == MemorySpace::SMEM
+                    ? smem.allocate(st.bytes, "an SMEM block")
+                    : vmem.allocate(st.bytes * buffers, "a pipeline window");
+    st.buffer_strides = row_major_strides(st.shape);
+    for (int d = 0; d < op.hbm.shape.rank(); ++d) {
+      if (!is_squeezed(op, d)) st.hbm_strides.push_back(op.hbm.strides[d]);
+    }
+    st.may_alias = (op.is_output || op.read_only) && op.spec->memory_space() != MemorySpace::SMEM;
+    for (size_t j = 0; j < operands.size() && st.may_alias; ++j) {
+      const bool other_kind = operands[j].is_output != op.is_output;
+      if (j != k && (other_kind || op.is_output) && overlaps(op.hbm, operands[j].hbm)) {
+        st.may_alias = false;
+      }
+    }
+    st.win = WindowRef{st.buffer, &st.buffer_strides};
   }
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
@@ -152,24 +343,37 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
       c->grid_extent = extent;
     }
   } restore{ctx, outer_step, outer_extent};
+  StepHints hints;
+  const HintsScope hints_scope(&hints);
 
   PipelineCursor cursor(part.grid, part.offset, specs, num_inputs, config.range_begin,
-                        config.range_end);
+                        config.range_end, config.scalar_prefetch);
   const size_t num_outputs = operands.size() - static_cast<size_t>(num_inputs);
   std::vector<RevisitTracker> revisits(num_outputs);
   std::vector<int64_t> visit_start(num_outputs, 0);
   std::vector<bool> starting(num_outputs, true);
   for (; !cursor.done(); cursor.advance()) {
     ctx->grid_step.assign(cursor.grid_point().begin(), cursor.grid_point().end());
+    int64_t window_bytes = 0;  // what this step's body reads and writes, for the prefetch rate
+    int64_t output_bytes = 0;
     for (size_t k = 0; k < operands.size(); ++k) {
       const PipelineOperand& op = operands[k];
+      OperandState& st = state[k];
+      window_bytes += st.bytes;
       if (!op.is_output) {
         if (!cursor.copy_in(static_cast<int>(k))) continue;  // same block: the copy is elided
         const BlockWindow w = window_of(op, cursor.block(static_cast<int>(k)), op.spec->where());
-        const BlockViews v = block_views(op, w, windows[k]);
-        dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config.where);
+        const BlockViews v = block_views(op, w, st.buffer);
+        st.in_place = st.may_alias && is_full(w);
+        if (st.in_place) {
+          st.win = WindowRef{v.hbm.data, &st.hbm_strides};
+        } else {
+          dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config.where);
+          st.win = WindowRef{st.buffer, &st.buffer_strides};
+        }
         continue;
       }
+      output_bytes += st.bytes;
       const size_t o = k - static_cast<size_t>(num_inputs);
       if (starting[o]) {
         // A new visit of this output block: its window starts unspecified (never read from
@@ -185,19 +389,58 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
                             earlier->last));
         }
         visit_start[o] = cursor.step();
-        window_of(op, b, op.spec->where());  // validates the block index before the body runs
+        // Validates the block index before the body runs.
+        const BlockWindow w = window_of(op, b, op.spec->where());
+        st.in_place = st.may_alias && is_full(w);
+        st.single_visit = cursor.write_back(static_cast<int>(o));
+        st.win = st.in_place ? WindowRef{block_views(op, w, st.buffer).hbm.data, &st.hbm_strides}
+                             : WindowRef{st.buffer, &st.buffer_strides};
       }
     }
+    // Hints for the evaluator: streaming stores into single-step in-place outputs, and the next
+    // step's changed input blocks to prefetch at the rate this step's stores pay for them.
+    hints.num_stream = 0;
+    hints.streamed = false;
+    hints.prefetch.clear();
+    for (size_t k = static_cast<size_t>(num_inputs); k < operands.size(); ++k) {
+      const OperandState& st = state[k];
+      if (!st.in_place || !st.single_visit || hints.num_stream == StepHints::kMaxSpans) continue;
+      const RawRef view{st.win.data, operands[k].hbm.dtype, MemorySpace::HBM, st.shape,
+                        st.hbm_strides};
+      const auto span = span_of(view);
+      hints.stream_lo[hints.num_stream] = span.first;
+      hints.stream_hi[hints.num_stream] = span.second;
+      ++hints.num_stream;
+    }
+    if (cursor.has_next()) {
+      int64_t lines = 0;
+      for (int k = 0; k < num_inputs; ++k) {
+        const pl::Indices& next = cursor.next_block(k);
+        if (next.v == cursor.block(k).v) continue;
+        const PipelineOperand& op = operands[static_cast<size_t>(k)];
+        if (const auto w = next_window(op, next)) {
+          lines += queue_prefetch(hints.prefetch, block_views(op, *w, nullptr).hbm);
+        }
+      }
+      const int64_t paid_by = output_bytes > 0 ? output_bytes : window_bytes;
+      if (lines > 0 && paid_by > 0) hints.prefetch.ratio_q8 = lines * 64 * 256 / paid_by;
+    }
+
+    for (size_t k = 0; k < operands.size(); ++k) windows[k] = state[k].win;
     body(windows.data());
+    if (hints.streamed) hwy::FlushStream();  // streaming stores reach memory before any signal
+
     for (size_t o = 0; o < num_outputs; ++o) {
       const size_t k = static_cast<size_t>(num_inputs) + o;
       starting[o] = cursor.write_back(static_cast<int>(o));
       if (!starting[o]) continue;
       const PipelineOperand& op = operands[k];
       const pl::Indices& b = cursor.block(static_cast<int>(k));
-      const BlockWindow w = window_of(op, b, op.spec->where());
-      const BlockViews v = block_views(op, w, windows[k]);
-      dma_copy(v.vmem, v.hbm, "emit_pipeline write-back", config.where);
+      if (!state[k].in_place) {
+        const BlockWindow w = window_of(op, b, op.spec->where());
+        const BlockViews v = block_views(op, w, state[k].buffer);
+        dma_copy(v.vmem, v.hbm, "emit_pipeline write-back", config.where);
+      }
       revisits[o].written_back(b, visit_start[o], cursor.step());
     }
   }

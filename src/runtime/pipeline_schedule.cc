@@ -7,11 +7,12 @@ namespace tessera::detail {
 
 PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
                                std::vector<const pl::BlockSpec*> specs, int num_inputs,
-                               int64_t begin, int64_t end)
+                               int64_t begin, int64_t end, std::vector<RawRef> scalar_prefetch)
     : grid_(std::move(local_grid)),
       offset_(std::move(offset)),
       specs_(std::move(specs)),
-      num_inputs_(num_inputs) {
+      num_inputs_(num_inputs),
+      prefetch_(std::move(scalar_prefetch)) {
   const int64_t total = grid_.size();
   if (end < 0 || end > total) end = total;
   begin = std::min(std::max<int64_t>(begin, 0), end);
@@ -33,7 +34,8 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   for (int a = 0; a < global.size(); ++a) global[a] += offset_[a];
   out.resize(specs_.size());
   for (size_t k = 0; k < specs_.size(); ++k) {
-    out[k] = specs_[k]->block_indices(global.data(), global.size());
+    out[k] = specs_[k]->block_indices(global.data(), global.size(), prefetch_.data(),
+                                      static_cast<int>(prefetch_.size()));
   }
 }
 

@@ -30,7 +30,8 @@ class PipelineCursor {
   /// With `begin`/`end`, only the linear steps [begin, end) of `local_grid` are walked
   /// (pallas_call gives each core a contiguous range; end < 0 means the whole grid).
   PipelineCursor(Shape local_grid, SmallVec offset, std::vector<const pl::BlockSpec*> specs,
-                 int num_inputs, int64_t begin = 0, int64_t end = -1);
+                 int num_inputs, int64_t begin = 0, int64_t end = -1,
+                 std::vector<RawRef> scalar_prefetch = {});
 
   /// True when every step has been visited (immediately for an empty grid).
   bool done() const noexcept { return done_; }
@@ -57,6 +58,7 @@ class PipelineCursor {
   SmallVec offset_;
   std::vector<const pl::BlockSpec*> specs_;
   int num_inputs_;
+  std::vector<RawRef> prefetch_;  // passed to every index map after the grid indices
   int64_t num_steps_ = 0;
   int64_t step_ = 0;
   bool done_ = false;

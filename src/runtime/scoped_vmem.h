@@ -49,4 +49,32 @@ class ScopedVmem {
   std::vector<std::pair<std::string, int64_t>> held_;
 };
 
+/// The same for SMEM (pallas_call operands staged in SMEM).
+class ScopedSmem {
+ public:
+  ScopedSmem(CoreContext& ctx, const char* op, std::source_location where)
+      : ctx_(ctx), op_(op), where_(where), saved_top_(ctx.smem_top) {}
+  ~ScopedSmem() { ctx_.smem_top = saved_top_; }
+  ScopedSmem(const ScopedSmem&) = delete;
+  ScopedSmem& operator=(const ScopedSmem&) = delete;
+
+  void* allocate(int64_t bytes, const char* what) {
+    const int64_t start = (ctx_.smem_top + 63) / 64 * 64;
+    if (start + bytes > smem_capacity_bytes()) {
+      raise(ErrorKind::kCapacityExceeded, op_, where_,
+            fmt::format("{} needs {} bytes of SMEM on this core, but {} of the {} bytes are in "
+                        "use; SMEM is for scalars: keep large operands in VMEM",
+                        what, bytes, start, smem_capacity_bytes()));
+    }
+    ctx_.smem_top = start + bytes;
+    return ctx_.arena->smem() + start;
+  }
+
+ private:
+  CoreContext& ctx_;
+  const char* op_;
+  std::source_location where_;
+  int64_t saved_top_;
+};
+
 }  // namespace tessera::detail

@@ -30,6 +30,10 @@ const std::vector<Example>& examples() {
        [](std::ostream& out) { return examples::run_correct_sum(out); }},
       {"megacore_add", "pallas_call with PARALLEL axes split over the cores (examples/04_*)",
        [](std::ostream& out) { return examples::run_megacore_add(out); }},
+      {"hbm_vmem", "an input left in HBM (pl::ANY), copied by the body itself (examples/06_*)",
+       [](std::ostream& out) { return examples::run_hbm_vmem(out); }},
+      {"block_dynamic_slice", "a block chosen through scalar prefetch (examples/07_*)",
+       [](std::ostream& out) { return examples::run_block_dynamic_slice(out); }},
   };
   return list;
 }
