@@ -179,14 +179,14 @@ void BM_Softmax_Loop(benchmark::State& state) {
       kElementwiseBytes);
 }
 
-BENCHMARK(BM_ReluChain_Tessera)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_ReluChain_Loop)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_GeluChain_Tessera)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_GeluChain_Loop)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_RowSum_Tessera)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_RowSum_Loop)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Softmax_Tessera)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Softmax_Loop)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReluChain_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReluChain_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GeluChain_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GeluChain_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RowSum_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RowSum_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Softmax_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Softmax_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

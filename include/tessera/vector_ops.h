@@ -41,6 +41,7 @@
 // floor_divide and pow run one lane at a time.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <source_location>
 #include <type_traits>
@@ -201,6 +202,8 @@ int emit_as(const E& e, ExprProgram& p) {
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where);
+/// Throws kInvalidArgument for jnp::arange with step 0.
+[[noreturn]] void raise_zero_step(std::source_location where);
 
 /// A two-operand elementwise node: operands are converted to the compute dtype C, the
 /// result has dtype T (T == C except for comparisons, which give bool).
@@ -534,7 +537,7 @@ using pl::operator~;
 // ---- creation functions (jnp.full, jnp.arange, ...) ------------------------------------------
 namespace jnp {
 
-/// `jnp.full(shape, value)`: every element `value`, dtype T.
+/// `jnp.full(shape, value)`: every element `value`, dtype T. Cheap (Pallas: a constant).
 template <class T>
 detail::FullExpr<T> full(Shape shape, T value,
                          std::source_location where = std::source_location::current()) {
@@ -562,17 +565,34 @@ requires(is_ref_v<R> || detail::is_expr_v<R>) auto ones_like(
   using T = detail::ValueOf<R>;
   return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(1), where};
 }
-/// `jnp.zeros(shape, dtype=T)`.
+/// `jnp.zeros(shape, dtype=T)`. Cheap.
 template <class T>
 detail::FullExpr<T> zeros(Shape shape,
                           std::source_location where = std::source_location::current()) {
   return {{}, std::move(shape), static_cast<T>(0), where};
 }
-/// `jnp.arange(n, dtype=T)`: 0, 1, ..., n - 1 as a 1-D expression.
+/// `jnp.ones(shape, dtype=T)`. Cheap.
+template <class T>
+detail::FullExpr<T> ones(Shape shape,
+                         std::source_location where = std::source_location::current()) {
+  return {{}, std::move(shape), static_cast<T>(1), where};
+}
+/// `jnp.arange(n, dtype=T)`: 0, 1, ..., n - 1 as a 1-D expression. Cheap.
 template <class T>
 detail::IotaExpr<T> arange(int64_t n,
                            std::source_location where = std::source_location::current()) {
   return {{}, Shape{n}, 0, where};
+}
+/// `jnp.arange(start, stop, step, dtype=T)`: start, start + step, ... below stop (above it for a
+/// negative step), as `arange<T>(count) * step + start`. A zero step is kInvalidArgument. Cheap.
+template <class T>
+auto arange(T start, T stop, T step = T(1),
+            std::source_location where = std::source_location::current()) {
+  const double span = (static_cast<double>(stop) - static_cast<double>(start)) /
+                      static_cast<double>(step);
+  if (!(static_cast<double>(step) != 0.0)) detail::raise_zero_step(where);
+  const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  return detail::IotaExpr<T>{{}, Shape{n}, 0, where} * step + start;
 }
 
 }  // namespace jnp

@@ -695,6 +695,11 @@ int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location wh
   return ax;
 }
 
+void raise_zero_step(std::source_location where) {
+  raise(ErrorKind::kInvalidArgument, "jnp.arange", where,
+        "step is 0; arange needs a nonzero step (as numpy)");
+}
+
 void check_integer_pow(bool integral, int64_t n, std::source_location where) {
   if (integral && n < 0) {
     raise(ErrorKind::kInvalidArgument, "lax.integer_pow", where,
