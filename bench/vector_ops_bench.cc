@@ -33,10 +33,10 @@ using Clock = std::chrono::steady_clock;
 template <class Op>
 double time_in_kernel(Op op) {
   static double seconds = 0;
-  auto k = pl::kernel(pl::out_type<float>({1}), pltpu::TensorCoreMesh("core", 1),
-                      pl::scratch_types(pltpu::VMEM<float>({kRows, kCols}),
-                                        pltpu::VMEM<float>({kRows, kCols}),
-                                        pltpu::VMEM<float>({kRows})))(
+  auto k = pl::kernel(
+      pl::out_type<float>({1}), pltpu::TensorCoreMesh("core", 1),
+      pl::scratch_types(pltpu::VMEM<float>({kRows, kCols}), pltpu::VMEM<float>({kRows, kCols}),
+                        pltpu::VMEM<float>({kRows})))(
       [op](pltpu::HbmRef<float>, pltpu::VmemRef<float> x, pltpu::VmemRef<float> y,
            pltpu::VmemRef<float> s) {
         x = jnp::sin(lax::broadcasted_iota<float>({kRows, kCols}, 1) * 0.01f +

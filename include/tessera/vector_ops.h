@@ -588,8 +588,8 @@ detail::IotaExpr<T> arange(int64_t n,
 template <class T>
 auto arange(T start, T stop, T step = T(1),
             std::source_location where = std::source_location::current()) {
-  const double span = (static_cast<double>(stop) - static_cast<double>(start)) /
-                      static_cast<double>(step);
+  const double span =
+      (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
   if (!(static_cast<double>(step) != 0.0)) detail::raise_zero_step(where);
   const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
   return detail::IotaExpr<T>{{}, Shape{n}, 0, where} * step + start;

@@ -520,6 +520,21 @@ TEST(VectorMath, BroadcastLeadingDimsAndUnitDims) {
   EXPECT_NE(std::string(err->what()).find("maximum"), std::string::npos) << err->what();
 }
 
+TEST(VectorMath, CreationFunctions) {
+  std::vector<float> o(8 * 3);
+  vref(o, {8, 3}) = jnp::ones<float>({8, 1}) * 2.0f + jnp::zeros<float>({3});
+  for (float v : o) ASSERT_EQ(v, 2.0f);
+  std::vector<float> a(4);
+  vref(a, {4}) = jnp::arange<float>(0.0f, 1.0f, 0.25f);
+  EXPECT_EQ(a, (std::vector<float>{0.0f, 0.25f, 0.5f, 0.75f}));
+  std::vector<int32_t> i(3);
+  vref(i, {3}) = jnp::arange<int32_t>(10, 4, -2);
+  EXPECT_EQ(i, (std::vector<int32_t>{10, 8, 6}));
+  const int line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(vref(i, {3}) = jnp::arange<int32_t>(0, 3, 0), UsageError,
+                       ErrorKind::kInvalidArgument, "step is 0", line);
+}
+
 TEST(VectorMath, InsideAKernel) {
   // The seed's shape of kernel: compute on VMEM scratch, on every core.
   auto k =
