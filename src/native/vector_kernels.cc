@@ -13,7 +13,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "native/vector_plan.h"
@@ -384,14 +387,36 @@ HWY_AFTER_NAMESPACE();
 namespace tessera::detail {
 HWY_EXPORT(EvaluatePlan);
 
+namespace {
+using EvaluateFn = void (*)(const plan::Plan&, float*);
+// The resolved target's evaluator. HWY_DYNAMIC_DISPATCH looks the target up on every call, which
+// costs about as much as evaluating a small tile, so it is resolved once (and again after
+// set_vector_targets_for_test). Relaxed is enough: any thread that sees null resolves the same
+// pointer itself.
+std::atomic<EvaluateFn> g_evaluate{nullptr};
+}  // namespace
+
 void run_plan(const plan::Plan& p, float* lanes) {
-  // Resolve the target once: HWY_DYNAMIC_DISPATCH looks the target up on every call, which costs
-  // about as much as evaluating a small tile.
-  static const auto evaluate_plan = [] {
+  EvaluateFn f = g_evaluate.load(std::memory_order_relaxed);
+  if (f == nullptr) {
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    return HWY_DYNAMIC_DISPATCH(EvaluatePlan);
-  }();
-  evaluate_plan(p, lanes);
+    f = HWY_DYNAMIC_DISPATCH(EvaluatePlan);
+    g_evaluate.store(f, std::memory_order_relaxed);
+  }
+  f(p, lanes);
+}
+
+std::vector<std::pair<int64_t, std::string>> vector_targets() {
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) out.emplace_back(t, hwy::TargetName(t));
+  return out;
+}
+
+void set_vector_targets_for_test(int64_t targets) {
+  hwy::SetSupportedTargetsForTest(targets);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  g_evaluate.store(nullptr, std::memory_order_relaxed);
+  reset_reduce_dispatch();
 }
 
 }  // namespace tessera::detail

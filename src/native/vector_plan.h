@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/detail/expr_program.h"
@@ -46,4 +48,13 @@ void run_plan(const plan::Plan& p, float* lanes);
 /// (vector_reduce_kernels.cc).
 void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& extent,
                 const SmallVec& reduced);
+/// Forgets run_reduce's resolved target (after the supported targets changed).
+void reset_reduce_dispatch();
+
+/// The SIMD targets this binary was built for and this CPU supports, best first as Highway
+/// orders its bits (HWY_* bit, name). For tests.
+std::vector<std::pair<int64_t, std::string>> vector_targets();
+/// Test hook: later evaluations use only `targets` (Highway's HWY_* bits; 0 restores what the
+/// CPU supports). Not thread-safe: call it while no evaluation runs.
+void set_vector_targets_for_test(int64_t targets);
 }  // namespace tessera::detail

@@ -9,6 +9,7 @@
 // are walked with an odometer.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -192,6 +193,12 @@ HWY_AFTER_NAMESPACE();
 namespace tessera::detail {
 HWY_EXPORT(ReduceLanes);
 
+namespace {
+using ReduceFn = void (*)(OpCode, bool, const void*, void*, const int64_t*, const int64_t*, int);
+// Resolved once, as run_plan's evaluator (vector_kernels.cc).
+std::atomic<ReduceFn> g_reduce{nullptr};
+}  // namespace
+
 void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& extent,
                 const SmallVec& reduced) {
   // Group the axes: unit axes drop out, adjacent axes of the same kind merge.
@@ -220,12 +227,16 @@ void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& 
       return;
     }
   }
-  static const auto reduce_lanes = [] {
+  ReduceFn f = g_reduce.load(std::memory_order_relaxed);
+  if (f == nullptr) {
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    return HWY_DYNAMIC_DISPATCH(ReduceLanes);
-  }();
-  reduce_lanes(op, flt, in, out, ext.data(), red.data(), ext.size());
+    f = HWY_DYNAMIC_DISPATCH(ReduceLanes);
+    g_reduce.store(f, std::memory_order_relaxed);
+  }
+  f(op, flt, in, out, ext.data(), red.data(), ext.size());
 }
+
+void reset_reduce_dispatch() { g_reduce.store(nullptr, std::memory_order_relaxed); }
 
 }  // namespace tessera::detail
 #endif  // HWY_ONCE
