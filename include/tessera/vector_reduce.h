@@ -179,7 +179,7 @@ auto argmin(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
   return e;
 }
 
-/// `jnp.transpose(x)` (= `x.T`: all axes reversed) or `jnp.transpose(x, {perm})`. Pallas TPU
+/// `jnp.transpose(x)` (Pallas' `x.T`: all axes reversed) or `jnp.transpose(x, {perm})`. Pallas TPU
 /// lowers swaps of the last two dims (and leading-dim permutations); Tessera accepts any
 /// permutation. A plain ref is transposed as a view (strided reads); an expression through a
 /// temporary. Cost: a copy.
@@ -198,10 +198,10 @@ auto transpose(const X& x, std::initializer_list<int> axes = {},
   return e;
 }
 
-/// `jnp.reshape(x, shape)` / `x.reshape(shape)`: the same elements in row-major order with a
-/// new shape (one extent may be -1). As on a TPU, the last dim must stay (reshaping leading
-/// dims, or flattening them into the second-to-last) unless only unit dims are added or
-/// removed; otherwise kInvalidArgument. Free for a contiguous ref; a copy otherwise.
+/// `jnp.reshape(x, shape)` (Pallas' `x.reshape(shape)`): the same elements in row-major order with
+/// a new shape (one extent may be -1). As on a TPU, the last dim must stay (reshaping leading dims,
+/// or flattening them into the second-to-last) unless only unit dims are added or removed;
+/// otherwise kInvalidArgument. Free for a contiguous ref; a copy otherwise.
 template <class X>
 requires detail::Operand<X>
 auto reshape(const X& x, Shape shape,
