@@ -26,6 +26,7 @@
 #include <source_location>
 #include <type_traits>
 
+#include "tessera/detail/expr_concepts.h"
 #include "tessera/dtype.h"
 #include "tessera/memory_space.h"
 #include "tessera/shape.h"
@@ -118,6 +119,24 @@ class Ref {
   /// Defined in vector_ops.h.
   template <class E>
   Ref& operator=(const E& expr);
+
+  /// `a += e` is `a = a + e` (Pallas: `a_ref[...] += e`), and likewise `-=`, `*=`, `/=`: `e`
+  /// is a ref, an elementwise expression or a scalar, and `a op e` must have a's dtype (an
+  /// int32 ref cannot take `/=`, which is true division). VMEM/SMEM only; one fused pass.
+  /// Defined in vector_ops.h.
+  template <class E>
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator+=(const E& e);
+  template <class E>
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator-=(const E& e);
+  template <class E>
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator*=(const E& e);
+  template <class E>
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator/=(const E& e);
+
+  /// `x_ref[...].astype(U)`: an expression of this ref's elements converted to U (see
+  /// jnp::astype in vector_math.h). Cheap (one VPU op). Defined in vector_math.h.
+  template <class U>
+  auto astype() const;
 
   const Shape& shape() const noexcept { return shape_; }
   int rank() const noexcept { return shape_.rank(); }
@@ -239,11 +258,5 @@ using VmemRef = pl::Ref<T, MemorySpace::VMEM>;
 template <class T>
 using SmemRef = pl::Ref<T, MemorySpace::SMEM>;
 }  // namespace pltpu
-
-/// True for any `pl::Ref` type.
-template <class R>
-inline constexpr bool is_ref_v = false;
-template <class T, MemorySpace S>
-inline constexpr bool is_ref_v<pl::Ref<T, S>> = true;
 
 }  // namespace tessera

@@ -33,4 +33,6 @@
 #include "tessera/shape.h"
 #include "tessera/slice.h"
 #include "tessera/tpu_info.h"
+#include "tessera/vector_math.h"
 #include "tessera/vector_ops.h"
+#include "tessera/vector_reduce.h"

@@ -8,29 +8,45 @@
 //
 //   Pallas                                           Tessera
 //   o_vmem[...] = jnp.full_like(o_vmem, 42.0)        o_vmem = jnp::full_like(o_vmem, 42.0f);
-//   o_vmem[...] = jnp.arange(128, dtype=f32) + i*128 o_vmem = jnp::arange<float>(128) + float(i *
-//   128); o_vmem[...] = x_vmem[...] * 2.0 - y_vmem[...]    o_vmem = x_vmem * 2.0f - y_vmem;
+//   o_vmem[...] = x_vmem[...] * 2.0 - y_vmem[...]    o_vmem = x_vmem * 2.0f - y_vmem;
+//   m_vmem[...] = x_vmem[...] > 0                    m_vmem = x_vmem > 0.0f;   // bool ref
+//   acc_ref[...] += x_ref[...]                       acc_ref += x_ref;
 //   z_vmem[...] = jnp.zeros_like(z_vmem)             z_vmem = jnp::zeros_like(z_vmem);
+//
+// This header holds the expression nodes, the operators (`+ - * / % & | ^ << >>`, unary `-`
+// and `~`, comparisons `== != < <= > >=` giving bool masks), assignment and compound
+// assignment, and the creation functions (full, zeros, ones, arange, broadcasted_iota).
+// vector_math.h has the jnp/lax elementwise functions (maximum, where, exp, astype, ...);
+// vector_reduce.h the reductions and shape ops (sum, argmax, transpose, reshape, roll).
 //
 // Semantics follow jax.numpy:
 // - Broadcasting is numpy's: shapes align on the right, extents of 1 stretch.
 //   The assigned expression must broadcast to the destination's shape.
 // - Type promotion: bool < int8 < int32 < bfloat16 < float32. C++ scalars are
 //   "weak" like Python scalars: `bf16_ref * 2.0f` stays bfloat16, `int8_ref + 1`
-//   stays int8; a float scalar with an integer ref gives float32.
+//   stays int8, `bool_ref & true` stays bool; a float scalar with an integer ref
+//   gives float32.
 // - `/` is true division, as `jnp.divide`: integer operands give float32.
-// - Every node rounds to its dtype (bfloat16 rounds to nearest even, int8 wraps).
+// - `%` is jnp.remainder (Python's: a nonzero result takes the divisor's sign). Integer
+//   division by zero does not trap: `x % 0 == x` and `jnp::floor_divide(x, 0) == -1`
+//   (XLA's integer division semantics); `INT_MIN % -1 == 0`.
+// - Every node rounds to its dtype (bfloat16 is computed in float32 and rounded to
+//   nearest even per node, int8 wraps, bool is x != 0).
 // - The assigned expression's dtype must equal the destination's (a scalar is
 //   converted); there is no silent narrowing.
 //
-// Cost class (as in Pallas' details.rst): all ops here are elementwise VPU
-// ops — one pass over the destination, reading each input once.
+// Cost classes (Pallas' details.rst, what a TPU VPU pays; the CPU is similar):
+// cheap — `+ - *`, comparisons, `& | ^ ~ << >>`, where, astype, maximum/minimum, abs, neg;
+// medium — `/ %`, floor_divide, exp, tanh, pow; expensive — sin, cos. Here integer `%`,
+// floor_divide and pow run one lane at a time.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <source_location>
 #include <type_traits>
 
+#include "tessera/detail/expr_concepts.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/dtype.h"
 #include "tessera/ref.h"
@@ -51,21 +67,39 @@ constexpr int type_rank() {
 template <class A, class B>
 using Promote = std::conditional_t<(type_rank<A>() >= type_rank<B>()), A, B>;
 
-/// The dtype of `array op weak_scalar` where the scalar has C++ type S.
+/// True for C++ floating scalars (and bfloat16).
+template <class S>
+inline constexpr bool is_float_scalar_v =
+    std::is_floating_point_v<S> || std::is_same_v<std::remove_cv_t<S>, bfloat16>;
+
+/// The dtype of `array op weak_scalar` where the scalar has C++ type S: a float scalar keeps a
+/// floating array's dtype and makes an integer array float32; an integer scalar keeps the
+/// array's dtype (a bool array becomes int32); a bool scalar keeps the array's dtype.
 template <class A, class S>
-using PromoteWeak = std::conditional_t<std::is_floating_point_v<S>,
-                                       std::conditional_t<is_floating(dtype_of<A>), A, float>,
-                                       std::conditional_t<std::is_same_v<A, bool>, int32_t, A>>;
+using PromoteWeak = std::conditional_t<
+    std::is_same_v<S, bool>, A,
+    std::conditional_t<is_float_scalar_v<S>, std::conditional_t<is_floating(dtype_of<A>), A, float>,
+                       std::conditional_t<std::is_same_v<A, bool>, int32_t, A>>>;
+
+/// The dtype of two weak scalars together (jnp.where(m, 1.0, 0)): float32 if either is a
+/// float, bool if both are bools, else int32.
+template <class S1, class S2>
+using PromoteScalars = std::conditional_t<
+    is_float_scalar_v<S1> || is_float_scalar_v<S2>, float,
+    std::conditional_t<std::is_same_v<S1, bool> && std::is_same_v<S2, bool>, bool, int32_t>>;
+
+/// float32 for integer and bool dtypes, else T (what jnp.exp, jnp.sqrt, ... return).
+template <class T>
+using FloatOf = std::conditional_t<is_floating(dtype_of<T>), T, float>;
 
 // ---- expression nodes ---------------------------------------------------------------------
-struct ExprBase {};
-template <class E>
-inline constexpr bool is_expr_v = std::is_base_of_v<ExprBase, E>;
-
-/// A C++ arithmetic scalar (weakly typed).
-template <class S>
-inline constexpr bool is_scalar_v =
-    std::is_arithmetic_v<S> || std::is_same_v<std::remove_cv_t<S>, bfloat16>;
+/// Members every expression node has (the CRTP base): `e.astype<U>()`, Pallas'
+/// `x.astype(jnp.bfloat16)`. Defined in vector_math.h.
+template <class Derived>
+struct ExprOps : ExprBase {
+  template <class U>
+  auto astype() const;
+};
 
 template <class T>
 void set_const(ExprNode& n, T v) {
@@ -81,7 +115,7 @@ void set_const(ExprNode& n, T v) {
 
 /// A ref used as a leaf. Only refs in VMEM or SMEM can be leaves.
 template <class T, MemorySpace S>
-struct RefLeaf : ExprBase {
+struct RefLeaf : ExprOps<RefLeaf<T, S>> {
   static_assert(is_compute_space(S),
                 "tessera: a Ref in HBM/ANY memory cannot appear in a compute expression; copy it "
                 "into a VMEM buffer with pltpu::sync_copy (or a BlockSpec) and compute on that");
@@ -102,7 +136,7 @@ struct RefLeaf : ExprBase {
 
 /// A constant of shape `shape` (jnp.full).
 template <class T>
-struct FullExpr : ExprBase {
+struct FullExpr : ExprOps<FullExpr<T>> {
   using value_type = T;
   Shape shape_;
   T value;
@@ -123,7 +157,7 @@ struct FullExpr : ExprBase {
 
 /// The index along `axis` of `shape` (jnp.arange, lax.broadcasted_iota).
 template <class T>
-struct IotaExpr : ExprBase {
+struct IotaExpr : ExprOps<IotaExpr<T>> {
   using value_type = T;
   Shape shape_;
   int axis;
@@ -142,7 +176,7 @@ struct IotaExpr : ExprBase {
 
 /// A weakly typed scalar operand, already converted to the other operand's dtype.
 template <class T>
-struct ScalarExpr : ExprBase {
+struct ScalarExpr : ExprOps<ScalarExpr<T>> {
   using value_type = T;
   T value;
   const Shape& shape() const {
@@ -168,9 +202,13 @@ int emit_as(const E& e, ExprProgram& p) {
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where);
+/// Throws kInvalidArgument for jnp::arange with step 0.
+[[noreturn]] void raise_zero_step(std::source_location where);
 
-template <OpCode Op, class T, class L, class R>
-struct BinaryExpr : ExprBase {
+/// A two-operand elementwise node: operands are converted to the compute dtype C, the
+/// result has dtype T (T == C except for comparisons, which give bool).
+template <OpCode Op, class T, class L, class R, class C = T>
+struct BinaryExpr : ExprOps<BinaryExpr<Op, T, L, R, C>> {
   using value_type = T;
   L l;
   R r;
@@ -180,8 +218,8 @@ struct BinaryExpr : ExprBase {
   }
   const Shape& shape() const { return shape_; }
   int emit(ExprProgram& p) const {
-    const int a = emit_as<T>(l, p);  // operands first: a program lists nodes in evaluation order
-    const int b = emit_as<T>(r, p);
+    const int a = emit_as<C>(l, p);  // operands first: a program lists nodes in evaluation order
+    const int b = emit_as<C>(r, p);
     ExprNode& n = p.emplace();
     n.op = Op;
     n.dtype = dtype_of<T>;
@@ -191,17 +229,57 @@ struct BinaryExpr : ExprBase {
   }
 };
 
+/// A one-operand elementwise node: the operand is converted to C, the result has dtype T.
+/// `iconst` is the exponent of kIntegerPow.
+template <OpCode Op, class T, class A, class C = T>
+struct UnaryExpr : ExprOps<UnaryExpr<Op, T, A, C>> {
+  using value_type = T;
+  A a;
+  int64_t iconst = 0;
+  const Shape& shape() const { return a.shape(); }
+  int emit(ExprProgram& p) const {
+    const int operand = emit_as<C>(a, p);
+    ExprNode& n = p.emplace();
+    n.op = Op;
+    n.dtype = dtype_of<T>;
+    n.a = operand;
+    n.iconst = iconst;
+    return p.last();
+  }
+};
+
+/// `astype`: the operand converted to T (no node when the dtypes already agree).
 template <class T, class A>
-struct NegExpr : ExprBase {
+struct CastExpr : ExprOps<CastExpr<T, A>> {
   using value_type = T;
   A a;
   const Shape& shape() const { return a.shape(); }
+  int emit(ExprProgram& p) const { return emit_as<T>(a, p); }
+};
+
+/// `jnp.where(mask, a, b)`: the mask converted to bool, a and b to T.
+template <class T, class M, class A, class B>
+struct SelectExpr : ExprOps<SelectExpr<T, M, A, B>> {
+  using value_type = T;
+  M m;
+  A a;
+  B b;
+  Shape shape_;
+  SelectExpr(M m_, A a_, B b_) : m(std::move(m_)), a(std::move(a_)), b(std::move(b_)) {
+    shape_ = broadcast_shapes(broadcast_shapes(m.shape(), a.shape(), "where", {}), b.shape(),
+                              "where", {});
+  }
+  const Shape& shape() const { return shape_; }
   int emit(ExprProgram& p) const {
-    const int operand = emit_as<T>(a, p);
+    const int c = emit_as<bool>(m, p);
+    const int x = emit_as<T>(a, p);
+    const int y = emit_as<T>(b, p);
     ExprNode& n = p.emplace();
-    n.op = OpCode::kNeg;
+    n.op = OpCode::kSelect;
     n.dtype = dtype_of<T>;
-    n.a = operand;
+    n.c = c;
+    n.a = x;
+    n.b = y;
     return p.last();
   }
 };
@@ -222,16 +300,15 @@ struct AsExpr<E> {
 };
 
 template <class X>
-concept Operand = is_ref_v<std::remove_cvref_t<X>> || is_expr_v<std::remove_cvref_t<X>>;
-template <class X>
-concept Scalar = is_scalar_v<std::remove_cvref_t<X>> && !Operand<X>;
-
-template <class X>
 using ExprOf = typename AsExpr<std::remove_cvref_t<X>>::type;
 template <class X>
 using ValueOf = typename ExprOf<X>::value_type;
 
-template <OpCode Op, class A, class B>
+/// What a binary op's result dtype is, given the promoted operand dtype C.
+enum class ResultKind { kSame, kBool, kFloat };
+
+/// The expression node for `a Op b` with jnp's promotion (refs, expressions, weak scalars).
+template <OpCode Op, ResultKind K = ResultKind::kSame, class A, class B>
 auto make_binary(const A& a, const B& b) {
   if constexpr (Op == OpCode::kSub && Operand<A> && Operand<B>) {
     static_assert(!(std::is_same_v<ValueOf<A>, bool> && std::is_same_v<ValueOf<B>, bool>),
@@ -239,31 +316,78 @@ auto make_binary(const A& a, const B& b) {
                   "bitwise or logical op instead");
   }
   if constexpr (Operand<A> && Operand<B>) {
-    using T = Promote<ValueOf<A>, ValueOf<B>>;
-    using E = BinaryExpr<Op, T, ExprOf<A>, ExprOf<B>>;
+    using C0 = Promote<ValueOf<A>, ValueOf<B>>;
+    using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
+    using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
+    using E = BinaryExpr<Op, T, ExprOf<A>, ExprOf<B>, C>;
     return E(AsExpr<std::remove_cvref_t<A>>::make(a), AsExpr<std::remove_cvref_t<B>>::make(b));
   } else if constexpr (Operand<A>) {
-    using T = PromoteWeak<ValueOf<A>, B>;
-    using E = BinaryExpr<Op, T, ExprOf<A>, ScalarExpr<T>>;
-    return E(AsExpr<std::remove_cvref_t<A>>::make(a), ScalarExpr<T>{{}, static_cast<T>(b)});
+    using C0 = PromoteWeak<ValueOf<A>, std::remove_cvref_t<B>>;
+    using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
+    using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
+    using E = BinaryExpr<Op, T, ExprOf<A>, ScalarExpr<C>, C>;
+    return E(AsExpr<std::remove_cvref_t<A>>::make(a), ScalarExpr<C>{{}, static_cast<C>(b)});
   } else {
-    using T = PromoteWeak<ValueOf<B>, A>;
-    using E = BinaryExpr<Op, T, ScalarExpr<T>, ExprOf<B>>;
-    return E(ScalarExpr<T>{{}, static_cast<T>(a)}, AsExpr<std::remove_cvref_t<B>>::make(b));
+    using C0 = PromoteWeak<ValueOf<B>, std::remove_cvref_t<A>>;
+    using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
+    using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
+    using E = BinaryExpr<Op, T, ScalarExpr<C>, ExprOf<B>, C>;
+    return E(ScalarExpr<C>{{}, static_cast<C>(a)}, AsExpr<std::remove_cvref_t<B>>::make(b));
   }
 }
+
+/// The promoted operand dtype of `a op b` (before a comparison makes it bool).
+template <class A, class B>
+struct PromotedOf {
+  using type = PromoteScalars<std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
+};
+template <class A, class B>
+requires(Operand<A>&& Operand<B>) struct PromotedOf<A, B> {
+  using type = Promote<ValueOf<A>, ValueOf<B>>;
+};
+template <class A, class B>
+requires(Operand<A> && !Operand<B>) struct PromotedOf<A, B> {
+  using type = PromoteWeak<ValueOf<A>, std::remove_cvref_t<B>>;
+};
+template <class A, class B>
+requires(!Operand<A> && Operand<B>) struct PromotedOf<A, B> {
+  using type = PromoteWeak<ValueOf<B>, std::remove_cvref_t<A>>;
+};
+template <class A, class B>
+using PromotedT = typename PromotedOf<A, B>::type;
 
 /// True division gives float32 for integer operands (jnp.divide).
 template <class A, class B>
 auto make_divide(const A& a, const B& b) {
-  auto e = make_binary<OpCode::kDiv>(a, b);
-  using T = typename decltype(e)::value_type;
-  if constexpr (is_floating(dtype_of<T>)) {
-    return e;
-  } else {
-    using F = BinaryExpr<OpCode::kDiv, float, decltype(e.l), decltype(e.r)>;
-    return F(e.l, e.r);
-  }
+  return make_binary<OpCode::kDiv, ResultKind::kFloat>(a, b);
+}
+
+/// `&`, `|`, `^`: integers or bools only.
+template <OpCode Op, class A, class B>
+auto make_bitwise(const A& a, const B& b) {
+  static_assert(!is_floating(dtype_of<PromotedT<A, B>>),
+                "tessera: bitwise ops (&, |, ^, ~) need integer or bool operands, not float32 "
+                "or bfloat16 (as in jax.numpy); compare first (x > 0) or convert with astype");
+  return make_binary<Op>(a, b);
+}
+
+/// `<<`, `>>`, lax.shift_right_logical: integers only.
+template <OpCode Op, class A, class B>
+auto make_shift(const A& a, const B& b) {
+  using C = PromotedT<A, B>;
+  static_assert(!is_floating(dtype_of<C>) && !std::is_same_v<C, bool>,
+                "tessera: shifts (<<, >>, shift_right_logical) need integer operands (int32 or "
+                "int8), not floats or bools (as in jax.numpy)");
+  return make_binary<Op>(a, b);
+}
+
+/// `%` and floor_divide: numbers only.
+template <OpCode Op, class A, class B>
+auto make_remainder(const A& a, const B& b) {
+  static_assert(!std::is_same_v<PromotedT<A, B>, bool>,
+                "tessera: % and floor_divide need numeric operands, not two bools; convert "
+                "with astype<int32_t>() first");
+  return make_binary<Op>(a, b);
 }
 
 template <class A, class B>
@@ -295,23 +419,55 @@ void assign(const pl::Ref<T, S>& dst, const E& expr) {
 
 // ---- operators (found by ADL on refs and expressions) -----------------------------------------
 namespace pl {
-template <class A, class B>
-requires detail::BinaryOperands<A, B>
-auto operator+(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kAdd>(a, b); }
-template <class A, class B>
-requires detail::BinaryOperands<A, B>
-auto operator-(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kSub>(a, b); }
-template <class A, class B>
-requires detail::BinaryOperands<A, B>
-auto operator*(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kMul>(a, b); }
-template <class A, class B>
-requires detail::BinaryOperands<A, B>
-auto operator/(const A& a, const B& b) { return detail::make_divide(a, b); }
+
+#define TESSERA_BINARY_OPERATOR(op_, make_) \
+  template <class A, class B>               \
+  requires detail::BinaryOperands<A, B>     \
+  auto operator op_(const A& a, const B& b) { return make_(a, b); }
+
+/// `a + b`, `a - b`, `a * b`: elementwise, jnp promotion. Cheap.
+TESSERA_BINARY_OPERATOR(+, (detail::make_binary<detail::OpCode::kAdd>))
+TESSERA_BINARY_OPERATOR(-, (detail::make_binary<detail::OpCode::kSub>))
+TESSERA_BINARY_OPERATOR(*, (detail::make_binary<detail::OpCode::kMul>))
+/// `a / b`: true division (float32 for integer operands). Medium.
+TESSERA_BINARY_OPERATOR(/, (detail::make_divide))
+/// `a % b`: jnp.remainder, the sign of the divisor (x % 0 == x for integers). Medium.
+TESSERA_BINARY_OPERATOR(%, (detail::make_remainder<detail::OpCode::kRem>))
+/// `a & b`, `a | b`, `a ^ b`: bitwise (logical for bools); integers and bools only. Cheap.
+TESSERA_BINARY_OPERATOR(&, (detail::make_bitwise<detail::OpCode::kAnd>))
+TESSERA_BINARY_OPERATOR(|, (detail::make_bitwise<detail::OpCode::kOr>))
+TESSERA_BINARY_OPERATOR(^, (detail::make_bitwise<detail::OpCode::kXor>))
+/// `a << b`, `a >> b` (arithmetic): integers only; shift amounts outside 0..bits-1 give 0
+/// (`<<`) or the sign fill (`>>`), as XLA defines them. Cheap.
+TESSERA_BINARY_OPERATOR(<<, (detail::make_shift<detail::OpCode::kShl>))
+TESSERA_BINARY_OPERATOR(>>, (detail::make_shift<detail::OpCode::kShrA>))
+/// Comparisons give bool masks (jnp.equal, ...); NaN compares unequal to everything. Cheap.
+TESSERA_BINARY_OPERATOR(==, (detail::make_binary<detail::OpCode::kEq, detail::ResultKind::kBool>))
+TESSERA_BINARY_OPERATOR(!=, (detail::make_binary<detail::OpCode::kNe, detail::ResultKind::kBool>))
+TESSERA_BINARY_OPERATOR(<, (detail::make_binary<detail::OpCode::kLt, detail::ResultKind::kBool>))
+TESSERA_BINARY_OPERATOR(<=, (detail::make_binary<detail::OpCode::kLe, detail::ResultKind::kBool>))
+TESSERA_BINARY_OPERATOR(>, (detail::make_binary<detail::OpCode::kGt, detail::ResultKind::kBool>))
+TESSERA_BINARY_OPERATOR(>=, (detail::make_binary<detail::OpCode::kGe, detail::ResultKind::kBool>))
+#undef TESSERA_BINARY_OPERATOR
+
+/// `-a`: jnp.negative. Cheap.
 template <class A>
 requires detail::Operand<A>
 auto operator-(const A& a) {
   using T = detail::ValueOf<A>;
-  return detail::NegExpr<T, detail::ExprOf<A>>{{}, detail::AsExpr<A>::make(a)};
+  return detail::UnaryExpr<detail::OpCode::kNeg, T, detail::ExprOf<A>>{{},
+                                                                       detail::AsExpr<A>::make(a)};
+}
+/// `~a`: bitwise not (logical not for bools); integers and bools only. Cheap.
+template <class A>
+requires detail::Operand<A>
+auto operator~(const A& a) {
+  using T = detail::ValueOf<A>;
+  static_assert(!is_floating(dtype_of<T>),
+                "tessera: bitwise ops (&, |, ^, ~) need integer or bool operands, not float32 "
+                "or bfloat16 (as in jax.numpy); compare first (x > 0) or convert with astype");
+  return detail::UnaryExpr<detail::OpCode::kNot, T, detail::ExprOf<A>>{{},
+                                                                       detail::AsExpr<A>::make(a)};
 }
 
 template <class T, MemorySpace Space>
@@ -327,6 +483,34 @@ Ref<T, Space>& Ref<T, Space>::operator=(const E& expr) {
   detail::assign(*this, expr);
   return *this;
 }
+template <class T, MemorySpace Space>
+template <class E>
+requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
+&Ref<T, Space>::operator+=(const E& e) {
+  detail::assign(*this, *this + e);
+  return *this;
+}
+template <class T, MemorySpace Space>
+template <class E>
+requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
+&Ref<T, Space>::operator-=(const E& e) {
+  detail::assign(*this, *this - e);
+  return *this;
+}
+template <class T, MemorySpace Space>
+template <class E>
+requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
+&Ref<T, Space>::operator*=(const E& e) {
+  detail::assign(*this, *this * e);
+  return *this;
+}
+template <class T, MemorySpace Space>
+template <class E>
+requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
+&Ref<T, Space>::operator/=(const E& e) {
+  detail::assign(*this, *this / e);
+  return *this;
+}
 }  // namespace pl
 
 namespace detail {
@@ -335,12 +519,25 @@ using pl::operator+;
 using pl::operator-;
 using pl::operator*;
 using pl::operator/;
+using pl::operator%;
+using pl::operator&;
+using pl::operator|;
+using pl::operator^;
+using pl::operator<<;
+using pl::operator>>;
+using pl::operator==;
+using pl::operator!=;
+using pl::operator<;
+using pl::operator<=;
+using pl::operator>;
+using pl::operator>=;
+using pl::operator~;
 }  // namespace detail
 
 // ---- creation functions (jnp.full, jnp.arange, ...) ------------------------------------------
 namespace jnp {
 
-/// `jnp.full(shape, value)`: every element `value`, dtype T.
+/// `jnp.full(shape, value)`: every element `value`, dtype T. Cheap (Pallas: a constant).
 template <class T>
 detail::FullExpr<T> full(Shape shape, T value,
                          std::source_location where = std::source_location::current()) {
@@ -368,17 +565,34 @@ requires(is_ref_v<R> || detail::is_expr_v<R>) auto ones_like(
   using T = detail::ValueOf<R>;
   return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(1), where};
 }
-/// `jnp.zeros(shape, dtype=T)`.
+/// `jnp.zeros(shape, dtype=T)`. Cheap.
 template <class T>
 detail::FullExpr<T> zeros(Shape shape,
                           std::source_location where = std::source_location::current()) {
   return {{}, std::move(shape), static_cast<T>(0), where};
 }
-/// `jnp.arange(n, dtype=T)`: 0, 1, ..., n - 1 as a 1-D expression.
+/// `jnp.ones(shape, dtype=T)`. Cheap.
+template <class T>
+detail::FullExpr<T> ones(Shape shape,
+                         std::source_location where = std::source_location::current()) {
+  return {{}, std::move(shape), static_cast<T>(1), where};
+}
+/// `jnp.arange(n, dtype=T)`: 0, 1, ..., n - 1 as a 1-D expression. Cheap.
 template <class T>
 detail::IotaExpr<T> arange(int64_t n,
                            std::source_location where = std::source_location::current()) {
   return {{}, Shape{n}, 0, where};
+}
+/// `jnp.arange(start, stop, step, dtype=T)`: start, start + step, ... below stop (above it for a
+/// negative step), as `arange<T>(count) * step + start`. A zero step is kInvalidArgument. Cheap.
+template <class T>
+auto arange(T start, T stop, T step = T(1),
+            std::source_location where = std::source_location::current()) {
+  const double span =
+      (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
+  if (!(static_cast<double>(step) != 0.0)) detail::raise_zero_step(where);
+  const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  return detail::IotaExpr<T>{{}, Shape{n}, 0, where} * step + start;
 }
 
 }  // namespace jnp

@@ -13,7 +13,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "native/vector_plan.h"
@@ -28,6 +31,8 @@
 #include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include "native/vector_ops-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera::detail::HWY_NAMESPACE {
@@ -300,71 +305,72 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
           }
           case OpCode::kConvert: {
             const plan::Node& src = p.nodes[static_cast<size_t>(n.a)];
-            for (int64_t j = 0; j < padded; j += N) {
-              if (n.flt && src.flt) {
-                hn::Store(hn::Load(df, fbuf(static_cast<size_t>(n.a)) + j), df, fbuf(k) + j);
-              } else if (n.flt) {
-                hn::Store(hn::ConvertTo(df, hn::Load(di, ibuf(static_cast<size_t>(n.a)) + j)), df,
-                          fbuf(k) + j);
-              } else if (src.flt) {
-                const auto v = hn::Load(df, fbuf(static_cast<size_t>(n.a)) + j);
-                if (n.dtype == DType::kBool) {
-                  hn::Store(hn::IfThenElseZero(hn::RebindMask(di, hn::Ne(v, hn::Zero(df))),
-                                               hn::Set(di, 1)),
-                            di, ibuf(k) + j);
-                } else {
-                  hn::Store(hn::ConvertTo(di, v), di, ibuf(k) + j);
-                }
-              } else {
-                hn::Store(hn::Load(di, ibuf(static_cast<size_t>(n.a)) + j), di, ibuf(k) + j);
-              }
-            }
-            break;
-          }
-          case OpCode::kAdd:
-          case OpCode::kSub:
-          case OpCode::kMul:
-          case OpCode::kDiv: {
             const size_t a = static_cast<size_t>(n.a);
-            const size_t b = static_cast<size_t>(n.b);
-            if (n.flt) {
+            if (n.flt && src.flt) {
+              map1(df, fbuf(a), fbuf(k), padded, [](auto v) HWY_ATTR { return v; });
+            } else if (n.flt) {
+              for (int64_t j = 0; j < padded; j += N)
+                hn::Store(hn::ConvertTo(df, hn::Load(di, ibuf(a) + j)), df, fbuf(k) + j);
+            } else if (src.flt) {
+              // float -> bool is x != 0; float -> int truncates and saturates (int8 to its own
+              // range), NaN gives 0: XLA's conversion.
+              const bool to_bool = n.dtype == DType::kBool;
+              const bool to_i8 = n.dtype == DType::kInt8;
               for (int64_t j = 0; j < padded; j += N) {
-                const auto x = hn::Load(df, fbuf(a) + j);
-                const auto y = hn::Load(df, fbuf(b) + j);
-                auto r = x;
-                if (n.op == OpCode::kAdd)
-                  r = hn::Add(x, y);
-                else if (n.op == OpCode::kSub)
-                  r = hn::Sub(x, y);
-                else if (n.op == OpCode::kMul)
-                  r = hn::Mul(x, y);
-                else
-                  r = hn::Div(x, y);
-                hn::Store(r, df, fbuf(k) + j);
-              }
-            } else {
-              for (int64_t j = 0; j < padded; j += N) {
-                const auto x = hn::Load(di, ibuf(a) + j);
-                const auto y = hn::Load(di, ibuf(b) + j);
-                auto r = x;
-                if (n.op == OpCode::kAdd)
-                  r = hn::Add(x, y);
-                else if (n.op == OpCode::kSub)
-                  r = hn::Sub(x, y);
-                else
-                  r = hn::Mul(x, y);  // integer division never reaches here (true divide)
+                auto v = hn::Load(df, fbuf(a) + j);
+                hn::Vec<decltype(di)> r;
+                if (to_bool) {
+                  r = hn::IfThenElseZero(hn::RebindMask(di, hn::Not(hn::Eq(v, hn::Zero(df)))),
+                                         hn::Set(di, 1));
+                } else {
+                  const auto nan = hn::RebindMask(di, hn::IsNaN(v));
+                  if (to_i8) v = hn::Min(hn::Max(v, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
+                  r = hn::IfThenZeroElse(nan, hn::ConvertTo(di, v));
+                }
                 hn::Store(r, di, ibuf(k) + j);
               }
+            } else {
+              map1(di, ibuf(a), ibuf(k), padded, [](auto v) HWY_ATTR { return v; });
             }
             break;
           }
-          case OpCode::kNeg: {
+          case OpCode::kEq:
+          case OpCode::kNe:
+          case OpCode::kLt:
+          case OpCode::kLe:
+          case OpCode::kGt:
+          case OpCode::kGe: {
             const size_t a = static_cast<size_t>(n.a);
-            for (int64_t j = 0; j < padded; j += N) {
+            const size_t b = static_cast<size_t>(n.b);
+            if (p.nodes[a].flt)
+              Compare(df, di, n.op, fbuf(a), fbuf(b), ibuf(k), padded);
+            else
+              Compare(di, di, n.op, ibuf(a), ibuf(b), ibuf(k), padded);
+            break;
+          }
+          case OpCode::kSelect: {
+            const size_t a = static_cast<size_t>(n.a);
+            const size_t b = static_cast<size_t>(n.b);
+            const int32_t* c = ibuf(static_cast<size_t>(n.c));
+            if (n.flt)
+              Select(df, di, c, fbuf(a), fbuf(b), fbuf(k), padded);
+            else
+              Select(di, di, c, ibuf(a), ibuf(b), ibuf(k), padded);
+            break;
+          }
+          default: {
+            const size_t a = static_cast<size_t>(n.a);
+            if (n.b >= 0) {
+              const size_t b = static_cast<size_t>(n.b);
               if (n.flt)
-                hn::Store(hn::Neg(hn::Load(df, fbuf(a) + j)), df, fbuf(k) + j);
+                BinaryF(df, n.op, fbuf(a), fbuf(b), fbuf(k), padded);
               else
-                hn::Store(hn::Neg(hn::Load(di, ibuf(a) + j)), di, ibuf(k) + j);
+                BinaryI(di, n.op, n.dtype, ibuf(a), ibuf(b), ibuf(k), padded);
+            } else {
+              if (n.flt)
+                UnaryF(df, n.op, n.iconst, fbuf(a), fbuf(k), padded);
+              else
+                UnaryI(di, n.op, n.dtype, n.iconst, ibuf(a), ibuf(k), padded);
             }
             break;
           }
@@ -404,246 +410,35 @@ namespace tessera::detail {
 HWY_EXPORT(EvaluatePlan);
 
 namespace {
+using EvaluateFn = void (*)(const plan::Plan&, float*);
+// The resolved target's evaluator. HWY_DYNAMIC_DISPATCH looks the target up on every call, which
+// costs about as much as evaluating a small tile, so it is resolved once (and again after
+// set_vector_targets_for_test). Relaxed is enough: any thread that sees null resolves the same
+// pointer itself.
+std::atomic<EvaluateFn> g_evaluate{nullptr};
+}  // namespace
 
-std::string shape_str(const Shape& s) { return s.to_string(); }
-
-// Per-axis strides of a leaf of `leaf` shape broadcast into `dst`; throws when it cannot.
-SmallVec broadcast_strides(const Shape& leaf, const SmallVec* strides, const Shape& dst,
-                           const ExprProgram& prog, const char* what) {
-  const int r = leaf.rank();
-  const int R = dst.rank();
-  auto fail = [&] {
-    raise(ErrorKind::kShapeMismatch, "assignment to a Ref", prog.where,
-          fmt::format("{} of shape {} does not broadcast to the destination shape {}; shapes "
-                      "align on the right and each extent must match or be 1",
-                      what, shape_str(leaf), shape_str(dst)));
-  };
-  if (r > R) fail();
-  SmallVec out(R, 0);
-  for (int k = 0; k < r; ++k) {
-    const int d = R - r + k;
-    if (leaf[k] == dst[d]) {
-      out[d] = strides != nullptr ? (*strides)[k] : 1;
-    } else if (leaf[k] != 1) {
-      fail();
-    }
+void run_plan(const plan::Plan& p, float* lanes) {
+  EvaluateFn f = g_evaluate.load(std::memory_order_relaxed);
+  if (f == nullptr) {
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    f = HWY_DYNAMIC_DISPATCH(EvaluatePlan);
+    g_evaluate.store(f, std::memory_order_relaxed);
   }
+  f(p, lanes);
+}
+
+std::vector<std::pair<int64_t, std::string>> vector_targets() {
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) out.emplace_back(t, hwy::TargetName(t));
   return out;
 }
 
-bool ranges_overlap(const std::byte* a, int64_t alen, const std::byte* b, int64_t blen) {
-  return a < b + blen && b < a + alen;
-}
-
-// [first byte, byte length] that a strided view covers.
-std::pair<const std::byte*, int64_t> span_of(const void* data, const Shape& shape,
-                                             const SmallVec& strides, int item) {
-  int64_t lo = 0;
-  int64_t hi = 0;
-  for (int d = 0; d < shape.rank(); ++d) {
-    if (shape[d] == 0) return {static_cast<const std::byte*>(data), 0};
-    const int64_t e = (shape[d] - 1) * strides[d];
-    if (e < 0)
-      lo += e;
-    else
-      hi += e;
-  }
-  return {static_cast<const std::byte*>(data) + lo * item, (hi - lo + 1) * item};
-}
-
-thread_local std::vector<float> t_lanes;
-
-}  // namespace
-
-std::vector<ExprNode>& ExprProgram::scratch_nodes() {
-  thread_local std::vector<ExprNode> nodes;
-  return nodes;
-}
-
-const char* op_name(OpCode op) noexcept {
-  switch (op) {
-    case OpCode::kLoad:
-      return "load";
-    case OpCode::kConst:
-      return "constant";
-    case OpCode::kIota:
-      return "iota";
-    case OpCode::kConvert:
-      return "convert";
-    case OpCode::kAdd:
-      return "add";
-    case OpCode::kSub:
-      return "subtract";
-    case OpCode::kMul:
-      return "multiply";
-    case OpCode::kDiv:
-      return "divide";
-    case OpCode::kNeg:
-      return "negative";
-  }
-  return "?";
-}
-
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where) {
-  const int r = std::max(a.rank(), b.rank());
-  SmallVec out(r, 1);
-  for (int k = 0; k < r; ++k) {
-    const int ia = a.rank() - r + k;
-    const int ib = b.rank() - r + k;
-    const int64_t ea = ia >= 0 ? a[ia] : 1;
-    const int64_t eb = ib >= 0 ? b[ib] : 1;
-    if (ea != eb && ea != 1 && eb != 1) {
-      raise(ErrorKind::kShapeMismatch, op, where,
-            fmt::format("operands of shapes {} and {} do not broadcast (axis {} from the left of "
-                        "the result: {} vs {}); extents must match or be 1",
-                        shape_str(a), shape_str(b), k, ea, eb));
-    }
-    out[k] = ea == 1 ? eb : ea;
-  }
-  return Shape(std::move(out));
-}
-
-void evaluate(const ExprProgram& prog, const RawRef& dst) {
-  if (prog.nodes.empty()) return;
-  const Shape& D = dst.shape;
-  if (D.size() == 0) return;
-  const int R = D.rank();
-  const int item = itemsize(dst.dtype);
-
-  // Broadcast every leaf into the destination's axes. The plan lives in per-thread storage
-  // that keeps its capacity, so a warm assignment allocates nothing.
-  thread_local plan::Plan p;
-  p.nodes.clear();
-  SmallVec dst_strides = dst.strides;
-  bool overlap = false;
-  const auto dspan = span_of(dst.data, D, dst_strides, item);
-  for (const ExprNode& e : prog.nodes) {
-    plan::Node& n = p.nodes.emplace_back();
-    n.op = e.op;
-    n.dtype = e.dtype;
-    n.flt = is_floating(e.dtype);
-    n.a = e.a;
-    n.b = e.b;
-    switch (e.op) {
-      case OpCode::kLoad: {
-        n.data = static_cast<const std::byte*>(e.data);
-        n.stride = broadcast_strides(e.shape, &e.strides, D, prog, "an operand ref");
-        const auto s = span_of(e.data, D, n.stride, itemsize(e.dtype));
-        if (ranges_overlap(s.first, s.second, dspan.first, dspan.second) &&
-            !(e.data == dst.data && n.stride == dst_strides && e.dtype == dst.dtype)) {
-          overlap = true;
-        }
-        break;
-      }
-      case OpCode::kConst:
-        if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, prog, "a full(...)");
-        if (n.flt) {
-          n.fval = static_cast<float>(e.fconst);
-          if (e.dtype == DType::kBFloat16) n.fval = static_cast<float>(bfloat16(n.fval));
-        } else {
-          int64_t v = e.iconst;
-          if (e.dtype == DType::kInt8) v = static_cast<int8_t>(v);
-          if (e.dtype == DType::kBool) v = v != 0;
-          n.ival = static_cast<int32_t>(v);
-        }
-        break;
-      case OpCode::kIota: {
-        if (e.axis < 0 || e.axis >= e.shape.rank()) {
-          raise(ErrorKind::kInvalidArgument, "iota", prog.where,
-                fmt::format("dimension {} is outside 0..{} for an iota of shape {}", e.axis,
-                            e.shape.rank() - 1, shape_str(e.shape)));
-        }
-        broadcast_strides(e.shape, nullptr, D, prog, "an iota/arange");
-        n.stride = SmallVec(R, 0);
-        const int d = R - e.shape.rank() + e.axis;
-        if (e.shape[e.axis] == D[d] && D[d] != 1) n.stride[d] = 1;
-        break;
-      }
-      default:
-        break;
-    }
-  }
-
-  if (overlap) {
-    // The destination overlaps an operand at a different position: evaluate into a contiguous
-    // temporary first, then copy, so that no element is overwritten before it is read.
-    const size_t bytes = static_cast<size_t>(D.size() * item);
-    std::vector<std::byte> tmp(bytes + 64);
-    void* aligned = tmp.data();
-    size_t space = tmp.size();
-    std::align(64, bytes, aligned, space);
-    RawRef t{aligned, dst.dtype, MemorySpace::VMEM, D, row_major_strides(D)};
-    evaluate(prog, t);
-    dma_copy(t, dst, "assignment to a Ref", prog.where);
-    return;
-  }
-
-  // Coalesce axes: drop unit axes, and merge an axis into the group outside it when every stride
-  // vector (destination, loads, iota coefficients) is contiguous across the pair: the outer
-  // stride equals the inner stride times the inner extent.
-  auto for_each_row = [&](auto&& fn) {
-    fn(dst_strides);
-    for (auto& n : p.nodes) {
-      if (n.op == OpCode::kLoad || n.op == OpCode::kIota) fn(n.stride);
-    }
-  };
-  SmallVec ext;
-  int groups = 0;      // coalesced axes so far
-  int last_kept = -1;  // original axis of the innermost member of the last group
-  for (int d = 0; d < R; ++d) {
-    if (D[d] == 1) continue;
-    bool merge = groups > 0;
-    if (merge) {
-      for_each_row([&](SmallVec& v) { merge = merge && v[last_kept] == v[d] * D[d]; });
-    }
-    if (merge) {
-      ext[groups - 1] *= D[d];
-      // The group's stride becomes its new innermost member's: written in place at slot
-      // groups - 1 (slots < d are never read again).
-      for_each_row([&](SmallVec& v) { v[groups - 1] = v[d]; });
-    } else {
-      ext.push_back(D[d]);
-      for_each_row([&](SmallVec& v) { v[groups] = v[d]; });
-      ++groups;
-    }
-    // After compaction slot groups - 1 holds the group's stride; read it from there next time.
-    last_kept = groups - 1;
-  }
-  if (groups == 0) {
-    ext.push_back(1);
-    for_each_row([&](SmallVec& v) { v[0] = 0; });
-    groups = 1;
-  }
-  for_each_row([&](SmallVec& v) { v.resize(groups); });
-  p.extent = std::move(ext);
-  p.dst = static_cast<std::byte*>(dst.data);
-  p.dst_dtype = dst.dtype;
-  p.stream = false;
-  p.prefetch = nullptr;
-  if (StepHints* h = step_hints(); h != nullptr) {
-    for (int i = 0; i < h->num_stream; ++i) {
-      if (dspan.first >= h->stream_lo[i] && dspan.first + dspan.second <= h->stream_hi[i]) {
-        p.stream = true;
-        h->streamed = true;
-      }
-    }
-    if (h->prefetch.active()) p.prefetch = &h->prefetch;
-  }
-  p.dst_stride = std::move(dst_strides);
-
-  // One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);
-  // the 16 spare floats cover the alignment shift. The buffers are reused across calls.
-  const size_t need = p.nodes.size() * static_cast<size_t>(plan::kTile) + 16;
-  if (t_lanes.size() < need) t_lanes.resize(need);
-  float* lanes = t_lanes.data();
-  lanes += ((64 - reinterpret_cast<uintptr_t>(lanes) % 64) % 64) / sizeof(float);
-  // Resolve the target once: HWY_DYNAMIC_DISPATCH looks the target up on every call, which costs
-  // about as much as evaluating a small tile.
-  static const auto evaluate_plan = [] {
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    return HWY_DYNAMIC_DISPATCH(EvaluatePlan);
-  }();
-  evaluate_plan(p, lanes);
+void set_vector_targets_for_test(int64_t targets) {
+  hwy::SetSupportedTargetsForTest(targets);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  g_evaluate.store(nullptr, std::memory_order_relaxed);
+  reset_reduce_dispatch();
 }
 
 }  // namespace tessera::detail

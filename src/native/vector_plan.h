@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/detail/expr_program.h"
@@ -19,7 +21,8 @@ struct Node {
   OpCode op;
   DType dtype;
   bool flt;  // lanes are float (else int32)
-  int a, b;
+  int a, b, c;
+  int64_t iconst = 0;               // kIntegerPow: the exponent
   const std::byte* data = nullptr;  // kLoad
   SmallVec stride;                  // kLoad: element strides; kIota: coefficients; per axis
   float fval = 0;
@@ -37,4 +40,24 @@ struct Plan {
 };
 
 }  // namespace plan
+
+/// Runs a plan with the best SIMD target of this CPU (vector_kernels.cc). `lanes` holds one
+/// kTile buffer per node, 64-byte aligned.
+void run_plan(const plan::Plan& p, float* lanes);
+
+/// Reduces a contiguous row-major array of 32-bit lanes (float if `flt`, else int32) of shape
+/// `extent` over the axes whose `reduced` flag is set, into a contiguous result (the kept axes in
+/// order); kArgMax/kArgMin write int32 indices along the (single) reduced axis group
+/// (vector_reduce_kernels.cc).
+void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& extent,
+                const SmallVec& reduced);
+/// Forgets run_reduce's resolved target (after the supported targets changed).
+void reset_reduce_dispatch();
+
+/// The SIMD targets this binary was built for and this CPU supports, best first as Highway
+/// orders its bits (HWY_* bit, name). For tests.
+std::vector<std::pair<int64_t, std::string>> vector_targets();
+/// Test hook: later evaluations use only `targets` (Highway's HWY_* bits; 0 restores what the
+/// CPU supports). Not thread-safe: call it while no evaluation runs.
+void set_vector_targets_for_test(int64_t targets);
 }  // namespace tessera::detail

@@ -59,3 +59,16 @@ void control_semaphores() {
   Array<float> result = k();
   static_cast<void>(result);
 }
+
+// cf_bitwise_float, cf_shift_float, cf_compound_assign_dtype: bitwise ops and shifts on
+// integers, compound assignment that keeps the ref's dtype.
+void control_vector_ops(float* vmem, int32_t* ivmem) {
+  pltpu::VmemRef<float> v(vmem, {128});     // (128,) VMEM
+  pltpu::VmemRef<int32_t> i(ivmem, {128});  // (128,) VMEM
+  i = (i & 0xff) >> 1;
+  i = lax::shift_right_logical(i, 2) | (i << 3);
+  i += 1;
+  v /= 2.0f;
+  v = jnp::where(i > 0, jnp::maximum(v, 0.0f), i.astype<float>());
+  v = jnp::sum(v) + jnp::max(v, 0, true);
+}

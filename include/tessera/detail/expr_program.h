@@ -15,16 +15,71 @@
 namespace tessera::detail {
 
 enum class OpCode : uint8_t {
-  kLoad,     // read a VMEM/SMEM ref (broadcast into the result shape)
-  kConst,    // a scalar constant (fconst / iconst), broadcast everywhere
-  kIota,     // the index along `axis` of the result shape
+  // leaves
+  kLoad,   // read a VMEM/SMEM ref (broadcast into the result shape)
+  kConst,  // a scalar constant (fconst / iconst), broadcast everywhere
+  kIota,   // the index along `axis` of the result shape
+  // elementwise, one operand (a)
   kConvert,  // operand a converted to this node's dtype
+  kNeg,
+  kAbs,
+  kSign,
+  kSquare,
+  kSqrt,
+  kRsqrt,
+  kExp,
+  kExp2,
+  kLog,
+  kLog1p,
+  kTanh,
+  kLogistic,
+  kSin,
+  kCos,
+  kErf,
+  kFloor,
+  kCeil,
+  kRound,       // half to even
+  kNot,         // bitwise not (logical not for bool)
+  kIntegerPow,  // a ** iconst
+  // elementwise, two operands (a, b) of the same dtype
   kAdd,
   kSub,
   kMul,
-  kDiv,
-  kNeg,
+  kDiv,       // float: true division; int: XLA's truncating division (floor_divide only)
+  kRem,       // Python/jnp remainder: the sign of the divisor
+  kFloorDiv,  // jnp.floor_divide
+  kMax,
+  kMin,
+  kPow,
+  kAnd,
+  kOr,
+  kXor,
+  kShl,
+  kShrA,
+  kShrL,
+  // comparisons: operands a, b of one dtype, result bool
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  // select: c ? a : b (c is bool)
+  kSelect,
+  // non-elementwise (evaluated into temporaries before the elementwise pass; `shape` is the
+  // operand's shape, `out_shape` the result's, `sub_begin` the first node of the operand)
+  kReduceSum,  // iconst: bit mask of reduced axes
+  kReduceMax,
+  kReduceMin,
+  kArgMax,  // iconst: bit mask of the reduced axis (all axes: the flat index)
+  kArgMin,
+  kTranspose,  // strides: the permutation (result axis i is operand axis strides[i])
+  kReshape,
+  kRoll,  // iconst: shift (normalised to 0..n-1), axis
 };
+
+/// True for the ops that need their operand evaluated into a temporary first.
+constexpr bool is_non_elementwise(OpCode op) noexcept { return op >= OpCode::kReduceSum; }
 
 /// Display name of an op ("add", ...), for messages and traces.
 const char* op_name(OpCode op) noexcept;
@@ -42,8 +97,14 @@ struct ExprNode {
   // kConst
   double fconst = 0.0;
   int64_t iconst = 0;
-  // kIota
+  // kIota, kRoll
   int axis = 0;
+  // kSelect: the mask operand
+  int c = -1;
+  // non-elementwise nodes
+  int sub_begin = -1;  // first node of operand a's subtree (nodes sub_begin..a)
+  Shape out_shape;
+  std::source_location where;  // the jnp/lax call that made the node
 };
 
 /// Nodes in evaluation order; the last one is the result. Programs are built per assignment, so
@@ -72,7 +133,10 @@ struct ExprProgram {
 struct RawRef;
 
 /// Evaluates `program` into `dst` (broadcasting the result to dst's shape). Throws kShapeMismatch
-/// when a leaf does not broadcast to dst's shape. Handles a dst that overlaps a leaf.
+/// when a leaf does not broadcast to dst's shape. Handles a dst that overlaps a leaf. Non-
+/// elementwise nodes are evaluated into temporaries first: inside a kernel they come from the
+/// core's VMEM above vmem_top and count against the budget (kCapacityExceeded), outside from the
+/// heap.
 void evaluate(const ExprProgram& program, const RawRef& dst);
 
 }  // namespace tessera::detail

@@ -1,0 +1,262 @@
+// File: tessera/vector_reduce.h
+//
+// Reductions and shape ops on VMEM/SMEM refs and expressions, as Pallas TPU kernels use them:
+// `jnp.sum/max/min`, `jnp.argmax/argmin`, `jnp.transpose` (`x.T`), `jnp.reshape` of leading
+// dims and `pltpu.roll`.
+//
+//   Pallas                                              Tessera
+//   o[...] = jnp.sum(x[...], axis=1, keepdims=True)     o = jnp::sum(x, 1, true);
+//   m[...] = jnp.max(x[...], axis=(0, 1))               m = jnp::max(x, {0, 1});
+//   s[0] = jnp.sum(x[...])                              s = jnp::sum(x);   // shape ()
+//   i[...] = jnp.argmax(x[...], axis=-1)                i = jnp::argmax(x, -1);
+//   o[...] = x[...].T                                   o = jnp::transpose(x);
+//   o[...] = x[...].reshape(4, 2, 128)                  o = jnp::reshape(x, {4, 2, 128});
+//   o[...] = pltpu.roll(x[...], shift=1, axis=0)        o = pltpu::roll(x, 1, 0);
+//
+// Axes: an int (negative counts from the end), a braced list `{0, 2}`, or nothing for all axes
+// (jnp's `axis=None`); `keepdims` is the third argument. A bad or repeated axis throws
+// kInvalidArgument at the call, naming it.
+//
+// Evaluation. These ops are not elementwise: when the expression is assigned, each one first
+// evaluates its operand into a temporary (32-bit lanes: float32 for float32/bfloat16 operands,
+// int32 for integer and bool ones), then computes its result into a second temporary that the
+// rest of the expression reads like a ref. Inside a kernel both come from the core's VMEM arena
+// above the kernel's scratch and live run_scoped scopes and count against the kernel's VMEM
+// budget; an expression whose temporaries do not fit throws KernelError kCapacityExceeded,
+// naming the op and the sizes. Outside a kernel (tests on hand-made refs) they come from the
+// heap. A transpose or a contiguous reshape of a plain ref needs no temporary (it is a view).
+//
+// Dtypes follow jnp: sum of bool/int8 gives int32 (of bfloat16, bfloat16, accumulated in
+// float32), max/min keep the dtype and propagate NaN, argmax/argmin give int32 (the first
+// maximal element; a NaN counts as the maximum, as numpy). max/min/argmax/argmin of an empty
+// axis throw kInvalidArgument, as jnp raises. Float sums accumulate in float32 in SIMD lanes
+// (not sequentially), so results differ from a sequential sum by rounding.
+//
+// Cost (details.rst): reductions over the last axis are the slowest on a TPU, over the second
+// to last faster, over leading axes fastest; here every reduction is one pass over its operand
+// plus the temporary's write. Transpose of the last two dims and roll: a copy. Reshape of
+// leading dims: free for a contiguous ref, a copy otherwise.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <source_location>
+#include <type_traits>
+
+#include "tessera/detail/small_vec.h"
+#include "tessera/vector_ops.h"
+
+namespace tessera {
+namespace detail {
+
+/// The `axis` argument of a reduction: one axis, a list, or all (jnp's None).
+struct AxisSpec {
+  bool all = true;
+  SmallVec axes;
+  AxisSpec() = default;
+  AxisSpec(int axis) : all(false), axes(1, axis) {}         // NOLINT: implicit, like axis=1
+  AxisSpec(std::initializer_list<int> list) : all(false) {  // NOLINT: implicit, like axis=(0, 1)
+    for (int a : list) axes.push_back(a);
+  }
+};
+
+/// Validates `axes` against `in` and returns the result shape; `mask` gets one bit per reduced
+/// axis. `single` requires one axis (argmax); `nonempty` rejects reducing an empty axis.
+Shape reduce_shape(const Shape& in, const AxisSpec& axes, bool keepdims, bool single, bool nonempty,
+                   const char* op, std::source_location where, int64_t& mask);
+/// Validates a permutation (empty: reverse all axes) and returns it, filled in.
+SmallVec transpose_perm(const Shape& in, const SmallVec& perm, std::source_location where);
+/// Validates a reshape of `in` to `to` (one -1 allowed) and returns the new shape.
+Shape reshape_shape(const Shape& in, const Shape& to, std::source_location where);
+/// Validates a roll's axis (negative counts from the end) and returns it; `shift` is normalised
+/// to 0..extent-1.
+int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location where);
+
+/// A non-elementwise node: the operand is emitted in its own dtype, and the evaluator computes
+/// this node into a temporary before the elementwise pass (see the file comment).
+template <OpCode Op, class T, class A>
+struct ShapeOpExpr : ExprOps<ShapeOpExpr<Op, T, A>> {
+  using value_type = T;
+  A a;
+  Shape out_shape;
+  int64_t iconst = 0;  // reductions: the axis mask; roll: the shift
+  int axis = 0;        // roll
+  SmallVec perm;       // transpose
+  std::source_location where;
+  const Shape& shape() const { return out_shape; }
+  int emit(ExprProgram& p) const {
+    if (p.where.line() == 0) p.where = where;
+    const int begin = p.last() + 1;
+    const int operand = a.emit(p);
+    ExprNode& n = p.emplace();
+    n.op = Op;
+    n.dtype = dtype_of<T>;
+    n.a = operand;
+    n.sub_begin = begin;
+    n.shape = a.shape();
+    n.out_shape = out_shape;
+    n.iconst = iconst;
+    n.axis = axis;
+    n.strides = perm;
+    n.where = where;
+    return p.last();
+  }
+};
+
+template <OpCode Op, class T, class X>
+auto make_shape_op(const X& x, Shape out, std::source_location where) {
+  using E = ShapeOpExpr<Op, T, ExprOf<X>>;
+  return E{{}, AsExpr<std::remove_cvref_t<X>>::make(x), std::move(out), 0, 0, SmallVec(), where};
+}
+
+template <class T>
+using SumOf = std::conditional_t<is_floating(dtype_of<T>), T, int32_t>;
+
+}  // namespace detail
+
+namespace jnp {
+
+/// `jnp.sum(x, axis=None, keepdims=False)`: float32/bfloat16 sum in float32 (bfloat16 rounds
+/// the result), integers and bools in int32 (wrapping). See the file comment for the cost.
+template <class X>
+requires detail::Operand<X>
+auto sum(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+         std::source_location where = std::source_location::current()) {
+  int64_t mask = 0;
+  Shape out = detail::reduce_shape(x.shape(), axis, keepdims, false, false, "jnp.sum", where, mask);
+  using T = detail::SumOf<detail::ValueOf<X>>;
+  auto e = detail::make_shape_op<detail::OpCode::kReduceSum, T>(x, std::move(out), where);
+  e.iconst = mask;
+  return e;
+}
+/// `jnp.max(x, axis=None, keepdims=False)`: NaN propagates; an empty axis throws.
+template <class X>
+requires detail::Operand<X>
+auto max(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+         std::source_location where = std::source_location::current()) {
+  int64_t mask = 0;
+  Shape out = detail::reduce_shape(x.shape(), axis, keepdims, false, true, "jnp.max", where, mask);
+  auto e = detail::make_shape_op<detail::OpCode::kReduceMax, detail::ValueOf<X>>(x, std::move(out),
+                                                                                 where);
+  e.iconst = mask;
+  return e;
+}
+/// `jnp.min(x, axis=None, keepdims=False)`: NaN propagates; an empty axis throws.
+template <class X>
+requires detail::Operand<X>
+auto min(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+         std::source_location where = std::source_location::current()) {
+  int64_t mask = 0;
+  Shape out = detail::reduce_shape(x.shape(), axis, keepdims, false, true, "jnp.min", where, mask);
+  auto e = detail::make_shape_op<detail::OpCode::kReduceMin, detail::ValueOf<X>>(x, std::move(out),
+                                                                                 where);
+  e.iconst = mask;
+  return e;
+}
+/// `jnp.argmax(x, axis=None, keepdims=False)`: int32 index of the first maximum along one axis
+/// (axis=None: the index into the flattened x). A NaN is the maximum. An empty axis throws.
+template <class X>
+requires detail::Operand<X>
+auto argmax(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+            std::source_location where = std::source_location::current()) {
+  int64_t mask = 0;
+  Shape out =
+      detail::reduce_shape(x.shape(), axis, keepdims, true, true, "jnp.argmax", where, mask);
+  auto e = detail::make_shape_op<detail::OpCode::kArgMax, int32_t>(x, std::move(out), where);
+  e.iconst = mask;
+  return e;
+}
+/// `jnp.argmin(x, axis=None, keepdims=False)`: as argmax, for the first minimum.
+template <class X>
+requires detail::Operand<X>
+auto argmin(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+            std::source_location where = std::source_location::current()) {
+  int64_t mask = 0;
+  Shape out =
+      detail::reduce_shape(x.shape(), axis, keepdims, true, true, "jnp.argmin", where, mask);
+  auto e = detail::make_shape_op<detail::OpCode::kArgMin, int32_t>(x, std::move(out), where);
+  e.iconst = mask;
+  return e;
+}
+
+/// `jnp.transpose(x)` (Pallas' `x.T`: all axes reversed) or `jnp.transpose(x, {perm})`. Pallas TPU
+/// lowers swaps of the last two dims (and leading-dim permutations); Tessera accepts any
+/// permutation. A plain ref is transposed as a view (strided reads); an expression through a
+/// temporary. Cost: a copy.
+template <class X>
+requires detail::Operand<X>
+auto transpose(const X& x, std::initializer_list<int> axes = {},
+               std::source_location where = std::source_location::current()) {
+  detail::SmallVec perm;
+  for (int a : axes) perm.push_back(a);
+  perm = detail::transpose_perm(x.shape(), perm, where);
+  detail::SmallVec dims;
+  for (int i = 0; i < perm.size(); ++i) dims.push_back(x.shape()[static_cast<int>(perm[i])]);
+  auto e = detail::make_shape_op<detail::OpCode::kTranspose, detail::ValueOf<X>>(
+      x, Shape(std::move(dims)), where);
+  e.perm = std::move(perm);
+  return e;
+}
+
+/// `jnp.reshape(x, shape)` (Pallas' `x.reshape(shape)`): the same elements in row-major order with
+/// a new shape (one extent may be -1). As on a TPU, the last dim must stay (reshaping leading dims,
+/// or flattening them into the second-to-last) unless only unit dims are added or removed;
+/// otherwise kInvalidArgument. Free for a contiguous ref; a copy otherwise.
+template <class X>
+requires detail::Operand<X>
+auto reshape(const X& x, Shape shape,
+             std::source_location where = std::source_location::current()) {
+  Shape out = detail::reshape_shape(x.shape(), shape, where);
+  return detail::make_shape_op<detail::OpCode::kReshape, detail::ValueOf<X>>(x, std::move(out),
+                                                                             where);
+}
+
+/// `jnp.roll(x, shift, axis)`: element i along `axis` moves to (i + shift) mod n; any shift
+/// (negative too). Cost: a copy.
+template <class X>
+requires detail::Operand<X>
+auto roll(const X& x, int64_t shift, int axis,
+          std::source_location where = std::source_location::current()) {
+  const int ax = detail::roll_axis(x.shape(), axis, shift, where);
+  auto e = detail::make_shape_op<detail::OpCode::kRoll, detail::ValueOf<X>>(x, x.shape(), where);
+  e.iconst = shift;
+  e.axis = ax;
+  return e;
+}
+
+}  // namespace jnp
+
+namespace pltpu {
+/// `pltpu.roll(x, shift, axis)`: as jnp.roll (Pallas requires shift >= 0; Tessera accepts any
+/// shift). No `stride`/`stride_axis`. Cost: a copy.
+template <class X>
+requires detail::Operand<X>
+auto roll(const X& x, int64_t shift, int axis,
+          std::source_location where = std::source_location::current()) {
+  return jnp::roll(x, shift, axis, where);
+}
+}  // namespace pltpu
+
+namespace lax {
+/// `lax.broadcasted_iota` is in vector_ops.h; `lax.reduce_sum/max/min(x, axes)` here.
+template <class X>
+requires detail::Operand<X>
+auto reduce_sum(const X& x, detail::AxisSpec axes,
+                std::source_location where = std::source_location::current()) {
+  return jnp::sum(x, std::move(axes), false, where);
+}
+template <class X>
+requires detail::Operand<X>
+auto reduce_max(const X& x, detail::AxisSpec axes,
+                std::source_location where = std::source_location::current()) {
+  return jnp::max(x, std::move(axes), false, where);
+}
+template <class X>
+requires detail::Operand<X>
+auto reduce_min(const X& x, detail::AxisSpec axes,
+                std::source_location where = std::source_location::current()) {
+  return jnp::min(x, std::move(axes), false, where);
+}
+}  // namespace lax
+
+}  // namespace tessera

@@ -1,0 +1,737 @@
+// The native VPU's planner: turns an ExprProgram into evaluator plans (vector_plan.h) and runs
+// them. Elementwise programs go to run_plan (vector_kernels.cc) as they are. Programs with
+// non-elementwise nodes (reductions, transpose, reshape, roll) are lowered first: each such node
+// evaluates its operand subtree into a temporary, computes itself into a second temporary, and
+// is replaced by a load of that (plus a conversion back to its dtype), so the elementwise pass
+// only ever sees loads. Temporaries are taken from the core's VMEM above vmem_top inside a
+// kernel (and counted against its budget), from the heap outside.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "native/vector_plan.h"
+#include "runtime/context.h"
+#include "tessera/detail/expr_program.h"
+#include "tessera/detail/runtime.h"
+#include "tessera/dma.h"
+#include "tessera/ref.h"
+#include "tessera/vector_reduce.h"
+
+namespace tessera::detail {
+
+/// Evaluates an elementwise program (no non-elementwise nodes) into dst.
+void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
+                   const RawRef& dst);
+
+namespace {
+
+std::string shape_str(const Shape& s) { return s.to_string(); }
+
+// Per-axis strides of a leaf of `leaf` shape broadcast into `dst`; throws when it cannot.
+SmallVec broadcast_strides(const Shape& leaf, const SmallVec* strides, const Shape& dst,
+                           std::source_location where, const char* what) {
+  const int r = leaf.rank();
+  const int R = dst.rank();
+  auto fail = [&] {
+    raise(ErrorKind::kShapeMismatch, "assignment to a Ref", where,
+          fmt::format("{} of shape {} does not broadcast to the destination shape {}; shapes "
+                      "align on the right and each extent must match or be 1",
+                      what, shape_str(leaf), shape_str(dst)));
+  };
+  if (r > R) fail();
+  SmallVec out(R, 0);
+  for (int k = 0; k < r; ++k) {
+    const int d = R - r + k;
+    if (leaf[k] == dst[d]) {
+      out[d] = strides != nullptr ? (*strides)[k] : 1;
+    } else if (leaf[k] != 1) {
+      fail();
+    }
+  }
+  return out;
+}
+
+bool ranges_overlap(const std::byte* a, int64_t alen, const std::byte* b, int64_t blen) {
+  return a < b + blen && b < a + alen;
+}
+
+// [first byte, byte length] that a strided view covers.
+std::pair<const std::byte*, int64_t> span_of(const void* data, const Shape& shape,
+                                             const SmallVec& strides, int item) {
+  int64_t lo = 0;
+  int64_t hi = 0;
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (shape[d] == 0) return {static_cast<const std::byte*>(data), 0};
+    const int64_t e = (shape[d] - 1) * strides[d];
+    if (e < 0)
+      lo += e;
+    else
+      hi += e;
+  }
+  return {static_cast<const std::byte*>(data) + lo * item, (hi - lo + 1) * item};
+}
+
+thread_local std::vector<float> t_lanes;
+
+/// The temporaries of one assignment. Inside a kernel: a stack above the core's vmem_top,
+/// restored when the assignment ends (also on error); outside: heap blocks.
+class Temporaries {
+ public:
+  Temporaries() : ctx_(current_context()), saved_top_(ctx_ ? ctx_->vmem_top : 0) {}
+  ~Temporaries() {
+    if (ctx_ != nullptr) ctx_->vmem_top = saved_top_;
+  }
+  Temporaries(const Temporaries&) = delete;
+  Temporaries& operator=(const Temporaries&) = delete;
+
+  /// `bytes` of 64-byte aligned memory; throws kCapacityExceeded over the kernel's VMEM budget.
+  void* allocate(int64_t bytes, const ExprNode& node, const char* what, const Shape& shape) {
+    if (ctx_ == nullptr) {
+      const size_t n = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+      heap_.emplace_back(static_cast<std::byte*>(std::aligned_alloc(64, n)));
+      if (!heap_.back()) throw std::bad_alloc();
+      return heap_.back().get();
+    }
+    const int64_t start = (ctx_->vmem_top + 63) / 64 * 64;
+    if (start + bytes > ctx_->vmem_limit) {
+      raise(ErrorKind::kCapacityExceeded, op_label(node.op), node.where,
+            fmt::format("the temporary for {} (a {} value in 32-bit lanes, {} bytes) does not "
+                        "fit in this core's VMEM: {} of the {} byte budget are in use (the "
+                        "kernel's scratch, enclosing run_scoped scopes and this expression's "
+                        "other temporaries); use smaller blocks or raise "
+                        "pltpu::CompilerParams{{.vmem_limit_bytes}}",
+                        what, shape.to_string(), bytes, start, ctx_->vmem_limit));
+    }
+    ctx_->vmem_top = start + bytes;
+    return ctx_->arena->vmem() + start;
+  }
+  /// A mark to release back to (stack order): temporaries above it are dropped.
+  int64_t mark() const { return ctx_ != nullptr ? ctx_->vmem_top : 0; }
+  void release(int64_t m) {
+    if (ctx_ != nullptr) ctx_->vmem_top = m;
+  }
+
+  static const char* op_label(OpCode op) {
+    switch (op) {
+      case OpCode::kReduceSum:
+        return "jnp.sum";
+      case OpCode::kReduceMax:
+        return "jnp.max";
+      case OpCode::kReduceMin:
+        return "jnp.min";
+      case OpCode::kArgMax:
+        return "jnp.argmax";
+      case OpCode::kArgMin:
+        return "jnp.argmin";
+      case OpCode::kTranspose:
+        return "jnp.transpose";
+      case OpCode::kReshape:
+        return "jnp.reshape";
+      default:
+        return "pltpu.roll";
+    }
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const noexcept { std::free(p); }
+  };
+  CoreContext* ctx_;
+  int64_t saved_top_;
+  std::vector<std::unique_ptr<std::byte, Free>> heap_;
+};
+
+DType lanes_dtype(DType d) { return is_floating(d) ? DType::kFloat32 : DType::kInt32; }
+
+bool is_row_major(const Shape& s, const SmallVec& strides) {
+  int64_t expect = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    if (s[i] != 1 && strides[i] != expect) return false;
+    expect *= s[i];
+  }
+  return true;
+}
+
+/// Computes non-elementwise node `node` from its (already lowered) operand program `sub` and
+/// returns the load node (and maybe a conversion) that replaces it.
+void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& temps,
+                std::vector<ExprNode>& out) {
+  const Shape& in_shape = node.shape;
+  const Shape& out_shape = node.out_shape;
+  const DType in_dtype = sub.back().dtype;
+
+  // A transpose or a contiguous reshape of a plain load is a view: no temporary.
+  if (sub.size() == 1 && sub[0].op == OpCode::kLoad &&
+      (node.op == OpCode::kTranspose ||
+       (node.op == OpCode::kReshape && is_row_major(sub[0].shape, sub[0].strides)))) {
+    ExprNode v = sub[0];
+    if (node.op == OpCode::kTranspose) {
+      SmallVec st(out_shape.rank(), 0);
+      for (int i = 0; i < out_shape.rank(); ++i)
+        st[i] = v.strides[static_cast<int>(node.strides[i])];
+      v.strides = std::move(st);
+    } else {
+      v.strides = row_major_strides(out_shape);
+    }
+    v.shape = out_shape;
+    out.push_back(std::move(v));
+    return;
+  }
+
+  // The operand, in 32-bit lanes, into temporary 1 (above the result's temporary 2, so that it
+  // can be released as soon as the result is computed).
+  const DType lane = lanes_dtype(in_dtype);
+  const bool arg = node.op == OpCode::kArgMax || node.op == OpCode::kArgMin;
+  const DType res_lane = arg ? DType::kInt32 : lanes_dtype(node.dtype);
+  const bool in_place = node.op == OpCode::kReshape;  // same bytes, new shape
+  void* result = nullptr;
+  if (!in_place) {
+    result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
+  }
+  const int64_t mark = temps.mark();
+  void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
+  if (sub.back().dtype != lane) {
+    ExprNode c;
+    c.op = OpCode::kConvert;
+    c.dtype = lane;
+    c.a = static_cast<int>(sub.size()) - 1;
+    sub.push_back(std::move(c));
+  }
+  evaluate_flat(sub, node.where,
+                RawRef{operand, lane, MemorySpace::VMEM, in_shape, row_major_strides(in_shape)});
+
+  SmallVec load_strides = row_major_strides(out_shape);
+  switch (node.op) {
+    case OpCode::kReshape:
+      result = operand;
+      break;
+    case OpCode::kTranspose: {
+      // A strided copy through the DMA engine: dst[i...] = src[perm(i)...].
+      SmallVec in_st = row_major_strides(in_shape);
+      SmallVec st(out_shape.rank(), 0);
+      for (int i = 0; i < out_shape.rank(); ++i) st[i] = in_st[static_cast<int>(node.strides[i])];
+      dma_copy(RawRef{operand, lane, MemorySpace::VMEM, out_shape, st},
+               RawRef{result, lane, MemorySpace::VMEM, out_shape, load_strides},
+               Temporaries::op_label(node.op), node.where);
+      break;
+    }
+    case OpCode::kRoll: {
+      const int ax = node.axis;
+      int64_t outer = 1;
+      int64_t inner = 1;
+      for (int i = 0; i < ax; ++i) outer *= in_shape[i];
+      for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
+      const int64_t n = in_shape[ax];
+      const int64_t s = node.iconst;  // 0 <= s < n
+      const auto* src = static_cast<const std::byte*>(operand);
+      auto* dst = static_cast<std::byte*>(result);
+      const int64_t row = n * inner * 4;
+      for (int64_t o = 0; o < outer; ++o) {
+        // out[s:] = in[:n-s], out[:s] = in[n-s:]
+        std::memcpy(dst + o * row + s * inner * 4, src + o * row,
+                    static_cast<size_t>((n - s) * inner * 4));
+        std::memcpy(dst + o * row, src + o * row + (n - s) * inner * 4,
+                    static_cast<size_t>(s * inner * 4));
+      }
+      break;
+    }
+    default: {
+      SmallVec ext;
+      SmallVec red;
+      for (int i = 0; i < in_shape.rank(); ++i) {
+        ext.push_back(in_shape[i]);
+        red.push_back((node.iconst >> i) & 1);
+      }
+      run_reduce(node.op, lane == DType::kFloat32, operand, result, ext, red);
+      break;
+    }
+  }
+  if (!in_place) temps.release(mark);
+
+  ExprNode ld;
+  ld.op = OpCode::kLoad;
+  ld.dtype = in_place ? lane : res_lane;
+  ld.data = result;
+  ld.space = MemorySpace::VMEM;
+  ld.shape = out_shape;
+  ld.strides = std::move(load_strides);
+  out.push_back(std::move(ld));
+  if (out.back().dtype != node.dtype) {
+    ExprNode c;
+    c.op = OpCode::kConvert;
+    c.dtype = node.dtype;
+    c.a = static_cast<int>(out.size()) - 1;
+    out.push_back(std::move(c));
+  }
+}
+
+/// Replaces every non-elementwise node of `nodes` by a load of its computed temporary.
+std::vector<ExprNode> lower(const std::vector<ExprNode>& nodes, Temporaries& temps) {
+  std::vector<ExprNode> out;
+  std::vector<int> map(nodes.size(), -1);
+  auto remap = [&](int i) { return i < 0 ? i : map[static_cast<size_t>(i)]; };
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const ExprNode& e = nodes[k];
+    if (!is_non_elementwise(e.op)) {
+      ExprNode n = e;
+      n.a = remap(e.a);
+      n.b = remap(e.b);
+      n.c = remap(e.c);
+      out.push_back(std::move(n));
+    } else {
+      // The operand's subtree is nodes sub_begin..a, already lowered to out[base..end).
+      const int base = map[static_cast<size_t>(e.sub_begin)];
+      std::vector<ExprNode> sub(out.begin() + base, out.end());
+      out.resize(static_cast<size_t>(base));
+      for (ExprNode& s : sub) {
+        if (s.a >= 0) s.a -= base;
+        if (s.b >= 0) s.b -= base;
+        if (s.c >= 0) s.c -= base;
+      }
+      lower_node(e, std::move(sub), temps, out);
+    }
+    map[k] = static_cast<int>(out.size()) - 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ExprNode>& ExprProgram::scratch_nodes() {
+  thread_local std::vector<ExprNode> nodes;
+  return nodes;
+}
+
+const char* op_name(OpCode op) noexcept {
+  switch (op) {
+    case OpCode::kLoad:
+      return "load";
+    case OpCode::kConst:
+      return "constant";
+    case OpCode::kIota:
+      return "iota";
+    case OpCode::kConvert:
+      return "astype";
+    case OpCode::kNeg:
+      return "negative";
+    case OpCode::kAbs:
+      return "abs";
+    case OpCode::kSign:
+      return "sign";
+    case OpCode::kSquare:
+      return "square";
+    case OpCode::kSqrt:
+      return "sqrt";
+    case OpCode::kRsqrt:
+      return "rsqrt";
+    case OpCode::kExp:
+      return "exp";
+    case OpCode::kExp2:
+      return "exp2";
+    case OpCode::kLog:
+      return "log";
+    case OpCode::kLog1p:
+      return "log1p";
+    case OpCode::kTanh:
+      return "tanh";
+    case OpCode::kLogistic:
+      return "logistic";
+    case OpCode::kSin:
+      return "sin";
+    case OpCode::kCos:
+      return "cos";
+    case OpCode::kErf:
+      return "erf";
+    case OpCode::kFloor:
+      return "floor";
+    case OpCode::kCeil:
+      return "ceil";
+    case OpCode::kRound:
+      return "round";
+    case OpCode::kNot:
+      return "invert";
+    case OpCode::kIntegerPow:
+      return "integer_pow";
+    case OpCode::kAdd:
+      return "add";
+    case OpCode::kSub:
+      return "subtract";
+    case OpCode::kMul:
+      return "multiply";
+    case OpCode::kDiv:
+      return "divide";
+    case OpCode::kRem:
+      return "remainder";
+    case OpCode::kFloorDiv:
+      return "floor_divide";
+    case OpCode::kMax:
+      return "maximum";
+    case OpCode::kMin:
+      return "minimum";
+    case OpCode::kPow:
+      return "power";
+    case OpCode::kAnd:
+      return "bitwise_and";
+    case OpCode::kOr:
+      return "bitwise_or";
+    case OpCode::kXor:
+      return "bitwise_xor";
+    case OpCode::kShl:
+      return "left_shift";
+    case OpCode::kShrA:
+      return "right_shift";
+    case OpCode::kShrL:
+      return "shift_right_logical";
+    case OpCode::kEq:
+      return "equal";
+    case OpCode::kNe:
+      return "not_equal";
+    case OpCode::kLt:
+      return "less";
+    case OpCode::kLe:
+      return "less_equal";
+    case OpCode::kGt:
+      return "greater";
+    case OpCode::kGe:
+      return "greater_equal";
+    case OpCode::kSelect:
+      return "where";
+    case OpCode::kReduceSum:
+      return "sum";
+    case OpCode::kReduceMax:
+      return "max";
+    case OpCode::kReduceMin:
+      return "min";
+    case OpCode::kArgMax:
+      return "argmax";
+    case OpCode::kArgMin:
+      return "argmin";
+    case OpCode::kTranspose:
+      return "transpose";
+    case OpCode::kReshape:
+      return "reshape";
+    case OpCode::kRoll:
+      return "roll";
+  }
+  return "?";
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where) {
+  const int r = std::max(a.rank(), b.rank());
+  SmallVec out(r, 1);
+  for (int k = 0; k < r; ++k) {
+    const int ia = a.rank() - r + k;
+    const int ib = b.rank() - r + k;
+    const int64_t ea = ia >= 0 ? a[ia] : 1;
+    const int64_t eb = ib >= 0 ? b[ib] : 1;
+    if (ea != eb && ea != 1 && eb != 1) {
+      raise(ErrorKind::kShapeMismatch, op, where,
+            fmt::format("operands of shapes {} and {} do not broadcast (axis {} from the left of "
+                        "the result: {} vs {}); extents must match or be 1",
+                        shape_str(a), shape_str(b), k, ea, eb));
+    }
+    out[k] = ea == 1 ? eb : ea;
+  }
+  return Shape(std::move(out));
+}
+
+void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
+                   const RawRef& dst) {
+  if (nodes.empty()) return;
+  const Shape& D = dst.shape;
+  if (D.size() == 0) return;
+  const int R = D.rank();
+  const int item = itemsize(dst.dtype);
+
+  // Broadcast every leaf into the destination's axes. The plan lives in per-thread storage
+  // that keeps its capacity, so a warm assignment allocates nothing.
+  thread_local plan::Plan p;
+  p.nodes.clear();
+  SmallVec dst_strides = dst.strides;
+  bool overlap = false;
+  const auto dspan = span_of(dst.data, D, dst_strides, item);
+  for (const ExprNode& e : nodes) {
+    plan::Node& n = p.nodes.emplace_back();
+    n.op = e.op;
+    n.dtype = e.dtype;
+    n.flt = is_floating(e.dtype);
+    n.a = e.a;
+    n.b = e.b;
+    n.c = e.c;
+    n.iconst = e.iconst;
+    switch (e.op) {
+      case OpCode::kLoad: {
+        n.data = static_cast<const std::byte*>(e.data);
+        n.stride = broadcast_strides(e.shape, &e.strides, D, where, "an operand ref");
+        const auto s = span_of(e.data, D, n.stride, itemsize(e.dtype));
+        if (ranges_overlap(s.first, s.second, dspan.first, dspan.second) &&
+            !(e.data == dst.data && n.stride == dst_strides && e.dtype == dst.dtype)) {
+          overlap = true;
+        }
+        break;
+      }
+      case OpCode::kConst:
+        if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, where, "a full(...)");
+        if (n.flt) {
+          n.fval = static_cast<float>(e.fconst);
+          if (e.dtype == DType::kBFloat16) n.fval = static_cast<float>(bfloat16(n.fval));
+        } else {
+          int64_t v = e.iconst;
+          if (e.dtype == DType::kInt8) v = static_cast<int8_t>(v);
+          if (e.dtype == DType::kBool) v = v != 0;
+          n.ival = static_cast<int32_t>(v);
+        }
+        break;
+      case OpCode::kIota: {
+        if (e.axis < 0 || e.axis >= e.shape.rank()) {
+          raise(ErrorKind::kInvalidArgument, "iota", where,
+                fmt::format("dimension {} is outside 0..{} for an iota of shape {}", e.axis,
+                            e.shape.rank() - 1, shape_str(e.shape)));
+        }
+        broadcast_strides(e.shape, nullptr, D, where, "an iota/arange");
+        n.stride = SmallVec(R, 0);
+        const int d = R - e.shape.rank() + e.axis;
+        if (e.shape[e.axis] == D[d] && D[d] != 1) n.stride[d] = 1;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  if (overlap) {
+    // The destination overlaps an operand at a different position: evaluate into a contiguous
+    // temporary first, then copy, so that no element is overwritten before it is read.
+    const size_t bytes = static_cast<size_t>(D.size() * item);
+    std::vector<std::byte> tmp(bytes + 64);
+    void* aligned = tmp.data();
+    size_t space = tmp.size();
+    std::align(64, bytes, aligned, space);
+    RawRef t{aligned, dst.dtype, MemorySpace::VMEM, D, row_major_strides(D)};
+    evaluate_flat(nodes, where, t);
+    dma_copy(t, dst, "assignment to a Ref", where);
+    return;
+  }
+
+  // Coalesce axes: drop unit axes, and merge an axis into the group outside it when every stride
+  // vector (destination, loads, iota coefficients) is contiguous across the pair: the outer
+  // stride equals the inner stride times the inner extent.
+  auto for_each_row = [&](auto&& fn) {
+    fn(dst_strides);
+    for (auto& n : p.nodes) {
+      if (n.op == OpCode::kLoad || n.op == OpCode::kIota) fn(n.stride);
+    }
+  };
+  SmallVec ext;
+  int groups = 0;      // coalesced axes so far
+  int last_kept = -1;  // original axis of the innermost member of the last group
+  for (int d = 0; d < R; ++d) {
+    if (D[d] == 1) continue;
+    bool merge = groups > 0;
+    if (merge) {
+      for_each_row([&](SmallVec& v) { merge = merge && v[last_kept] == v[d] * D[d]; });
+    }
+    if (merge) {
+      ext[groups - 1] *= D[d];
+      // The group's stride becomes its new innermost member's: written in place at slot
+      // groups - 1 (slots < d are never read again).
+      for_each_row([&](SmallVec& v) { v[groups - 1] = v[d]; });
+    } else {
+      ext.push_back(D[d]);
+      for_each_row([&](SmallVec& v) { v[groups] = v[d]; });
+      ++groups;
+    }
+    // After compaction slot groups - 1 holds the group's stride; read it from there next time.
+    last_kept = groups - 1;
+  }
+  if (groups == 0) {
+    ext.push_back(1);
+    for_each_row([&](SmallVec& v) { v[0] = 0; });
+    groups = 1;
+  }
+  for_each_row([&](SmallVec& v) { v.resize(groups); });
+  p.extent = std::move(ext);
+  p.dst = static_cast<std::byte*>(dst.data);
+  p.dst_dtype = dst.dtype;
+  p.dst_stride = std::move(dst_strides);
+  // A running pipeline step may ask for streaming stores into this destination (an output block
+  // written once in place) and for its next blocks to be prefetched as tiles are stored.
+  p.stream = false;
+  p.prefetch = nullptr;
+  if (StepHints* h = step_hints(); h != nullptr) {
+    for (int i = 0; i < h->num_stream; ++i) {
+      if (dspan.first >= h->stream_lo[i] && dspan.first + dspan.second <= h->stream_hi[i]) {
+        p.stream = true;
+        h->streamed = true;
+      }
+    }
+    if (h->prefetch.active()) p.prefetch = &h->prefetch;
+  }
+
+  // One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);
+  // the 16 spare floats cover the alignment shift. The buffers are reused across calls.
+  const size_t need = p.nodes.size() * static_cast<size_t>(plan::kTile) + 16;
+  if (t_lanes.size() < need) t_lanes.resize(need);
+  float* lanes = t_lanes.data();
+  lanes += ((64 - reinterpret_cast<uintptr_t>(lanes) % 64) % 64) / sizeof(float);
+  run_plan(p, lanes);
+}
+
+Shape reduce_shape(const Shape& in, const AxisSpec& axes, bool keepdims, bool single, bool nonempty,
+                   const char* op, std::source_location where, int64_t& mask) {
+  const int r = in.rank();
+  mask = 0;
+  if (axes.all) {
+    mask = r == 0 ? 0 : (int64_t{1} << r) - 1;
+  } else {
+    if (single && axes.axes.size() != 1) {
+      raise(ErrorKind::kInvalidArgument, op, where,
+            fmt::format("takes one axis or none (the flattened array), got {} axes",
+                        axes.axes.size()));
+    }
+    for (int64_t a : axes.axes) {
+      const int64_t ax = a < 0 ? a + r : a;
+      if (ax < 0 || ax >= r) {
+        raise(ErrorKind::kInvalidArgument, op, where,
+              fmt::format("axis {} is out of range for an operand of shape {} (rank {}); axes "
+                          "are -{}..{}",
+                          a, shape_str(in), r, r, r - 1));
+      }
+      if ((mask >> ax) & 1) {
+        raise(ErrorKind::kInvalidArgument, op, where,
+              fmt::format("axis {} is given twice (shape {})", a, shape_str(in)));
+      }
+      mask |= int64_t{1} << ax;
+    }
+  }
+  SmallVec out;
+  for (int i = 0; i < r; ++i) {
+    if ((mask >> i) & 1) {
+      if (nonempty && in[i] == 0) {
+        raise(ErrorKind::kInvalidArgument, op, where,
+              fmt::format("reduces axis {} of extent 0 (shape {}), which has no identity; jnp "
+                          "raises here too",
+                          i, shape_str(in)));
+      }
+      if (keepdims) out.push_back(1);
+    } else {
+      out.push_back(in[i]);
+    }
+  }
+  if (nonempty && r == 0 && in.size() == 0) mask = 0;
+  return Shape(std::move(out));
+}
+
+SmallVec transpose_perm(const Shape& in, const SmallVec& perm, std::source_location where) {
+  const int r = in.rank();
+  SmallVec p;
+  if (perm.size() == 0) {
+    for (int i = r - 1; i >= 0; --i) p.push_back(i);
+    return p;
+  }
+  if (perm.size() != r) {
+    raise(ErrorKind::kInvalidArgument, "jnp.transpose", where,
+          fmt::format("the permutation has {} axes but the operand of shape {} has {}", perm.size(),
+                      shape_str(in), r));
+  }
+  int64_t seen = 0;
+  for (int64_t a : perm) {
+    const int64_t ax = a < 0 ? a + r : a;
+    if (ax < 0 || ax >= r || ((seen >> ax) & 1)) {
+      raise(ErrorKind::kInvalidArgument, "jnp.transpose", where,
+            fmt::format("({}) is not a permutation of the axes of shape {}", fmt::join(perm, ", "),
+                        shape_str(in)));
+    }
+    seen |= int64_t{1} << ax;
+    p.push_back(ax);
+  }
+  return p;
+}
+
+Shape reshape_shape(const Shape& in, const Shape& to, std::source_location where) {
+  SmallVec dims = to.dims();
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < dims.size(); ++i) {
+    if (dims[i] == -1 && infer < 0) {
+      infer = i;
+    } else if (dims[i] < 0) {
+      raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
+            fmt::format("bad target shape {}: extents must be >= 0, with at most one -1",
+                        shape_str(to)));
+    } else {
+      known *= dims[i];
+    }
+  }
+  if (infer >= 0) dims[infer] = known == 0 ? 0 : in.size() / known;
+  Shape out(std::move(dims));
+  if (out.size() != in.size()) {
+    raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
+          fmt::format("cannot reshape {} ({} elements) into {} ({} elements)", shape_str(in),
+                      in.size(), shape_str(to), out.size()));
+  }
+  auto squeeze = [](const Shape& s) {
+    SmallVec d;
+    for (int64_t e : s) {
+      if (e != 1) d.push_back(e);
+    }
+    return d;
+  };
+  const int64_t in_last = in.rank() > 0 ? in[in.rank() - 1] : 1;
+  const int64_t out_last = out.rank() > 0 ? out[out.rank() - 1] : 1;
+  if (in_last != out_last && squeeze(in) != squeeze(out)) {
+    raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
+          fmt::format("reshaping {} into {} changes the last dim ({} -> {}); a Pallas TPU "
+                      "kernel can reshape leading dims (or flatten them into the second-to-last) "
+                      "and add or drop unit dims, not re-tile the last dim",
+                      shape_str(in), shape_str(out), in_last, out_last));
+  }
+  return out;
+}
+
+int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location where) {
+  const int r = in.rank();
+  const int ax = axis < 0 ? axis + r : axis;
+  if (ax < 0 || ax >= r) {
+    raise(ErrorKind::kInvalidArgument, "pltpu.roll", where,
+          fmt::format("axis {} is out of range for an operand of shape {} (rank {})", axis,
+                      shape_str(in), r));
+  }
+  const int64_t n = in[ax];
+  shift = n == 0 ? 0 : ((shift % n) + n) % n;
+  return ax;
+}
+
+void raise_zero_step(std::source_location where) {
+  raise(ErrorKind::kInvalidArgument, "jnp.arange", where,
+        "step is 0; arange needs a nonzero step (as numpy)");
+}
+
+void check_integer_pow(bool integral, int64_t n, std::source_location where) {
+  if (integral && n < 0) {
+    raise(ErrorKind::kInvalidArgument, "lax.integer_pow", where,
+          fmt::format("an integer operand cannot be raised to the negative power {} (jnp "
+                      "raises the same); convert with astype<float>() first",
+                      n));
+  }
+}
+
+void evaluate(const ExprProgram& prog, const RawRef& dst) {
+  bool plain = true;
+  for (const ExprNode& e : prog.nodes) plain = plain && !is_non_elementwise(e.op);
+  if (plain) return evaluate_flat(prog.nodes, prog.where, dst);
+  // Lowering evaluates sub-programs, which reuse the per-thread node storage of ExprProgram
+  // only through evaluate_flat (not the storage itself), so a copy is enough.
+  const std::vector<ExprNode> nodes = prog.nodes;
+  Temporaries temps;
+  const std::vector<ExprNode> lowered = lower(nodes, temps);
+  evaluate_flat(lowered, prog.where, dst);
+}
+
+}  // namespace tessera::detail

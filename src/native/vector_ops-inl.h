@@ -1,0 +1,420 @@
+// Per-target elementwise op kernels of the native VPU, included by vector_kernels.cc once per
+// Highway target (foreach_target.h). Each function computes one node over a tile of 32-bit
+// lanes: float lanes for float32/bfloat16 nodes, int32 lanes for int32/int8/bool nodes. `n` is
+// a multiple of the vector length (buffers are padded); padding lanes hold garbage that is
+// never stored, so no op may trap on them (integer division is done with a guard).
+
+// Re-included per target: the guard toggles with HWY_TARGET_TOGGLE (Highway's -inl.h idiom).
+#if defined(TESSERA_NATIVE_VECTOR_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSERA_NATIVE_VECTOR_OPS_INL_H_
+#undef TESSERA_NATIVE_VECTOR_OPS_INL_H_
+#else
+#define TESSERA_NATIVE_VECTOR_OPS_INL_H_
+#endif
+
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "tessera/detail/expr_program.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---- helpers -----------------------------------------------------------------------------------
+template <class D, class F>
+HWY_INLINE void map1(D d, const hn::TFromD<D>* a, hn::TFromD<D>* out, int64_t n, F f) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < n; j += N) hn::Store(f(hn::Load(d, a + j)), d, out + j);
+}
+template <class D, class F>
+HWY_INLINE void map2(D d, const hn::TFromD<D>* a, const hn::TFromD<D>* b, hn::TFromD<D>* out,
+                     int64_t n, F f) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < n; j += N)
+    hn::Store(f(hn::Load(d, a + j), hn::Load(d, b + j)), d, out + j);
+}
+
+/// max/min that propagate NaN (jnp.maximum); x86's max returns the second operand instead.
+template <class D, class V>
+HWY_INLINE V MaxNaN(D, V a, V b) {
+  const V r = hn::Max(a, b);
+  return hn::IfThenElse(hn::IsNaN(b), b, hn::IfThenElse(hn::IsNaN(a), a, r));
+}
+template <class D, class V>
+HWY_INLINE V MinNaN(D, V a, V b) {
+  const V r = hn::Min(a, b);
+  return hn::IfThenElse(hn::IsNaN(b), b, hn::IfThenElse(hn::IsNaN(a), a, r));
+}
+
+/// 2**x: x = n + f with n = round(x) and |f| <= 0.5, so exp(f * ln 2) keeps full accuracy; 2**n
+/// is applied as two exact power-of-two factors so that results near the subnormal and overflow
+/// limits are right.
+template <class D, class V>
+HWY_INLINE V Exp2(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const V xc = hn::Min(hn::Max(x, hn::Set(d, -160.0f)), hn::Set(d, 160.0f));
+  const V n = hn::Round(xc);
+  const V f = hn::Sub(xc, n);
+  const V e = hn::CallExp(d, hn::Mul(f, hn::Set(d, 0.69314718055994531f)));
+  const auto ni = hn::ConvertTo(di, n);
+  const auto n1 = hn::ShiftRight<1>(ni);  // floor(n / 2)
+  const auto n2 = hn::Sub(ni, n1);
+  const auto bias = hn::Set(di, 127);
+  const V p1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
+  const V p2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
+  const V r = hn::Mul(hn::Mul(e, p1), p2);
+  return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+
+/// exp(x) with Highway's kernel, extended to the whole float range: below -104 the result is 0
+/// (Highway is valid down to -FLT_MAX but not beyond +104, where the result is +inf anyway).
+template <class D, class V>
+HWY_INLINE V ExpFull(D d, V x) {
+  const V r = hn::CallExp(d, hn::Min(x, hn::Set(d, 100.0f)));
+  return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+
+/// log(x) with the special values libm gives: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
+template <class D, class V>
+HWY_INLINE V LogFull(D d, V x) {
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  const V nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
+  V r = hn::CallLog(d, hn::Max(x, hn::Set(d, std::numeric_limits<float>::denorm_min())));
+  r = hn::IfThenElse(hn::Eq(x, hn::Zero(d)), hn::Neg(inf), r);
+  r = hn::IfThenElse(hn::Eq(x, inf), inf, r);
+  r = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), nan, r);
+  return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+template <class D, class V>
+HWY_INLINE V Log1pFull(D d, V x) {
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  const V nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
+  const V m1 = hn::Set(d, -1.0f);
+  V r = hn::CallLog1p(d, hn::Max(x, hn::Set(d, -0.99999994f)));
+  r = hn::IfThenElse(hn::Eq(x, m1), hn::Neg(inf), r);
+  r = hn::IfThenElse(hn::Eq(x, inf), inf, r);
+  r = hn::IfThenElse(hn::Lt(x, m1), nan, r);
+  return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+
+/// erf(x) = x * P(x^2) / Q(x^2) on [-4, 4] (the rational approximation XLA and Eigen use for
+/// float32), clamped outside where erf is +-1 in float32.
+template <class D, class V>
+HWY_INLINE V Erf(D d, V x) {
+  const V xc = hn::Min(hn::Max(x, hn::Set(d, -4.0f)), hn::Set(d, 4.0f));
+  const V x2 = hn::Mul(xc, xc);
+  V p = hn::Set(d, -2.72614225801306e-10f);
+  p = hn::MulAdd(x2, p, hn::Set(d, 2.77068142495902e-08f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -2.10102402082508e-06f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -5.69250639462346e-05f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -7.34990630326855e-04f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -2.95459980854025e-03f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -1.60960333262415e-02f));
+  p = hn::Mul(p, xc);
+  V q = hn::Set(d, -1.45660718464996e-05f);
+  q = hn::MulAdd(x2, q, hn::Set(d, -2.13374055278905e-04f));
+  q = hn::MulAdd(x2, q, hn::Set(d, -1.68282697438203e-03f));
+  q = hn::MulAdd(x2, q, hn::Set(d, -7.37332916720468e-03f));
+  q = hn::MulAdd(x2, q, hn::Set(d, -1.42647390514189e-02f));
+  const V r = hn::Div(p, q);
+  return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+
+// ---- float nodes -------------------------------------------------------------------------------
+template <class DF>
+void UnaryF(DF df, OpCode op, int64_t k, const float* a, float* o, int64_t n) {
+  using V = hn::Vec<DF>;
+  const V one = hn::Set(df, 1.0f);
+  switch (op) {
+    case OpCode::kNeg:
+      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Neg(x); });
+    case OpCode::kAbs:
+      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Abs(x); });
+    case OpCode::kSign:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR {
+        const V z = hn::Zero(df);
+        return hn::IfThenElse(hn::Gt(x, z), one, hn::IfThenElse(hn::Lt(x, z), hn::Neg(one), x));
+      });
+    case OpCode::kSquare:
+      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Mul(x, x); });
+    case OpCode::kSqrt:
+      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Sqrt(x); });
+    case OpCode::kRsqrt:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return hn::Div(one, hn::Sqrt(x)); });
+    case OpCode::kExp:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return ExpFull(df, x); });
+    case OpCode::kExp2:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return Exp2(df, x); });
+    case OpCode::kLog:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return LogFull(df, x); });
+    case OpCode::kLog1p:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return Log1pFull(df, x); });
+    case OpCode::kTanh:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR {
+        const V r = hn::CallTanh(df, x);
+        return hn::IfThenElse(hn::IsNaN(x), x, r);
+      });
+    case OpCode::kLogistic:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR {
+        return hn::Div(one, hn::Add(one, ExpFull(df, hn::Neg(x))));
+      });
+    case OpCode::kSin:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return hn::CallSin(df, x); });
+    case OpCode::kCos:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return hn::CallCos(df, x); });
+    case OpCode::kErf:
+      return map1(df, a, o, n, [&](V x) HWY_ATTR { return Erf(df, x); });
+    case OpCode::kFloor:
+      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Floor(x); });
+    case OpCode::kCeil:
+      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Ceil(x); });
+    case OpCode::kRound:
+      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Round(x); });
+    case OpCode::kIntegerPow: {
+      const int64_t e = k < 0 ? -k : k;
+      return map1(df, a, o, n, [&](V x) HWY_ATTR {
+        V r = one;
+        V b = x;
+        for (int64_t m = e; m > 0; m >>= 1) {
+          if (m & 1) r = hn::Mul(r, b);
+          if (m > 1) b = hn::Mul(b, b);
+        }
+        return k < 0 ? hn::Div(one, r) : r;
+      });
+    }
+    default:
+      return;
+  }
+}
+
+// numpy's float divmod: the remainder takes the divisor's sign, the quotient is floored.
+inline float py_fmod(float x, float y) {
+  float m = std::fmod(x, y);
+  if (m != 0.0f && ((m < 0.0f) != (y < 0.0f))) m += y;
+  if (m == 0.0f) m = std::copysign(0.0f, y);
+  return m;
+}
+inline float py_floordiv(float x, float y) {
+  if (y == 0.0f) return x / y;
+  const float m = std::fmod(x, y);
+  float div = (x - m) / y;
+  if (m != 0.0f && ((y < 0.0f) != (m < 0.0f))) div -= 1.0f;
+  if (div == 0.0f) return std::copysign(0.0f, x / y);
+  const float fl = std::floor(div);
+  return div - fl > 0.5f ? fl + 1.0f : fl;
+}
+
+template <class DF>
+void BinaryF(DF df, OpCode op, const float* a, const float* b, float* o, int64_t n) {
+  using V = hn::Vec<DF>;
+  switch (op) {
+    case OpCode::kAdd:
+      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Add(x, y); });
+    case OpCode::kSub:
+      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Sub(x, y); });
+    case OpCode::kMul:
+      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); });
+    case OpCode::kDiv:
+      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Div(x, y); });
+    case OpCode::kMax:
+      return map2(df, a, b, o, n, [&](V x, V y) HWY_ATTR { return MaxNaN(df, x, y); });
+    case OpCode::kMin:
+      return map2(df, a, b, o, n, [&](V x, V y) HWY_ATTR { return MinNaN(df, x, y); });
+    case OpCode::kRem:
+      for (int64_t j = 0; j < n; ++j) o[j] = py_fmod(a[j], b[j]);
+      return;
+    case OpCode::kFloorDiv:
+      for (int64_t j = 0; j < n; ++j) o[j] = py_floordiv(a[j], b[j]);
+      return;
+    case OpCode::kPow:
+      for (int64_t j = 0; j < n; ++j) o[j] = std::pow(a[j], b[j]);
+      return;
+    default:
+      return;
+  }
+}
+
+// ---- integer nodes -----------------------------------------------------------------------------
+inline int32_t int_div(int32_t x, int32_t y) {  // XLA: x / 0 == -1, INT_MIN / -1 == INT_MIN
+  if (y == 0) return -1;
+  if (y == -1) return static_cast<int32_t>(0u - static_cast<uint32_t>(x));
+  return x / y;
+}
+inline int32_t int_rem(int32_t x, int32_t y) {  // XLA: x % 0 == x, INT_MIN % -1 == 0
+  if (y == 0) return x;
+  if (y == -1) return 0;
+  return x % y;
+}
+inline int32_t py_imod(int32_t x, int32_t y) {
+  const int32_t r = int_rem(x, y);
+  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+inline int32_t py_ifloordiv(int32_t x, int32_t y) {
+  const int32_t q = int_div(x, y);
+  if (y == 0) return q;
+  const int32_t r = int_rem(x, y);
+  return (r != 0 && ((r < 0) != (y < 0))) ? q - 1 : q;
+}
+inline int32_t int_pow(int32_t x, int32_t e) {
+  if (e < 0) return x == 1 ? 1 : x == -1 ? ((e & 1) ? -1 : 1) : 0;
+  uint32_t r = 1;
+  uint32_t b = static_cast<uint32_t>(x);
+  for (uint32_t m = static_cast<uint32_t>(e); m > 0; m >>= 1) {
+    if (m & 1u) r *= b;
+    b *= b;
+  }
+  return static_cast<int32_t>(r);
+}
+
+template <class DI>
+void UnaryI(DI di, OpCode op, DType dt, int64_t k, const int32_t* a, int32_t* o, int64_t n) {
+  using V = hn::Vec<DI>;
+  const V one = hn::Set(di, 1);
+  switch (op) {
+    case OpCode::kNeg:
+      return map1(di, a, o, n, [](V x) HWY_ATTR { return hn::Neg(x); });
+    case OpCode::kAbs:
+      return map1(di, a, o, n, [](V x) HWY_ATTR { return hn::Abs(x); });
+    case OpCode::kSign:
+      return map1(di, a, o, n, [&](V x) HWY_ATTR {
+        const V z = hn::Zero(di);
+        return hn::IfThenElse(hn::Gt(x, z), one, hn::IfThenElseZero(hn::Lt(x, z), hn::Neg(one)));
+      });
+    case OpCode::kSquare:
+      return map1(di, a, o, n, [](V x) HWY_ATTR { return hn::Mul(x, x); });
+    case OpCode::kNot:
+      if (dt == DType::kBool)
+        return map1(di, a, o, n, [&](V x) HWY_ATTR { return hn::Xor(x, one); });
+      return map1(di, a, o, n, [](V x) HWY_ATTR { return hn::Not(x); });
+    case OpCode::kIntegerPow:
+      for (int64_t j = 0; j < n; ++j) o[j] = int_pow(a[j], static_cast<int32_t>(k));
+      return;
+    default:
+      return;
+  }
+}
+
+template <class DI>
+void BinaryI(DI di, OpCode op, DType dt, const int32_t* a, const int32_t* b, int32_t* o,
+             int64_t n) {
+  using V = hn::Vec<DI>;
+  const hn::RebindToUnsigned<DI> du;
+  // Shift amounts are taken as unsigned, so a negative amount counts as out of range.
+  const int bits = dt == DType::kInt8 ? 8 : 32;
+  const auto width = hn::Set(du, static_cast<uint32_t>(bits));
+  const auto max_amount = hn::Set(du, 31u);
+  switch (op) {
+    case OpCode::kAdd:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Add(x, y); });
+    case OpCode::kSub:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Sub(x, y); });
+    case OpCode::kMul:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); });
+    case OpCode::kMax:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Max(x, y); });
+    case OpCode::kMin:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Min(x, y); });
+    case OpCode::kAnd:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::And(x, y); });
+    case OpCode::kOr:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Or(x, y); });
+    case OpCode::kXor:
+      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Xor(x, y); });
+    case OpCode::kShl:
+      return map2(di, a, b, o, n, [&](V x, V y) HWY_ATTR {
+        const auto amt = hn::BitCast(du, y);
+        const auto valid = hn::RebindMask(di, hn::Lt(amt, width));
+        const auto r = hn::BitCast(du, x) << hn::Min(amt, max_amount);
+        return hn::IfThenElseZero(valid, hn::BitCast(di, r));
+      });
+    case OpCode::kShrA:
+      return map2(di, a, b, o, n, [&](V x, V y) HWY_ATTR {
+        // int8 lanes are sign-extended, so shifting the 32-bit lane by up to 31 is exact.
+        const auto sh = hn::BitCast(di, hn::Min(hn::BitCast(du, y), max_amount));
+        return x >> sh;
+      });
+    case OpCode::kShrL:
+      return map2(di, a, b, o, n, [&](V x, V y) HWY_ATTR {
+        const auto amt = hn::BitCast(du, y);
+        const auto valid = hn::RebindMask(di, hn::Lt(amt, width));
+        auto xu = hn::BitCast(du, x);
+        if (bits == 8) xu = hn::And(xu, hn::Set(du, 0xffu));  // int8 bits as uint8
+        const auto r = xu >> hn::Min(amt, max_amount);
+        return hn::IfThenElseZero(valid, hn::BitCast(di, r));
+      });
+    case OpCode::kDiv:
+      for (int64_t j = 0; j < n; ++j) o[j] = int_div(a[j], b[j]);
+      return;
+    case OpCode::kRem:
+      for (int64_t j = 0; j < n; ++j) o[j] = py_imod(a[j], b[j]);
+      return;
+    case OpCode::kFloorDiv:
+      for (int64_t j = 0; j < n; ++j) o[j] = py_ifloordiv(a[j], b[j]);
+      return;
+    case OpCode::kPow:
+      for (int64_t j = 0; j < n; ++j) o[j] = int_pow(a[j], b[j]);
+      return;
+    default:
+      return;
+  }
+}
+
+// ---- comparisons and select --------------------------------------------------------------------
+template <class D, class DI>
+void Compare(D d, DI di, OpCode op, const hn::TFromD<D>* a, const hn::TFromD<D>* b, int32_t* o,
+             int64_t n) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto one = hn::Set(di, 1);
+  for (int64_t j = 0; j < n; j += N) {
+    const auto x = hn::Load(d, a + j);
+    const auto y = hn::Load(d, b + j);
+    hn::Mask<D> m;
+    switch (op) {
+      case OpCode::kEq:
+        m = hn::Eq(x, y);
+        break;
+      case OpCode::kNe:
+        m = hn::Not(hn::Eq(x, y));  // true for NaN, as numpy (x86's NEQ_OQ is not)
+        break;
+      case OpCode::kLt:
+        m = hn::Lt(x, y);
+        break;
+      case OpCode::kLe:
+        if constexpr (hwy::IsFloat<hn::TFromD<D>>())
+          m = hn::Le(x, y);
+        else
+          m = hn::Not(hn::Gt(x, y));  // integer Le/Ge do not exist in Highway 1.0.3
+        break;
+      case OpCode::kGt:
+        m = hn::Gt(x, y);
+        break;
+      default:
+        if constexpr (hwy::IsFloat<hn::TFromD<D>>())
+          m = hn::Ge(x, y);
+        else
+          m = hn::Not(hn::Lt(x, y));
+        break;
+    }
+    hn::Store(hn::IfThenElseZero(hn::RebindMask(di, m), one), di, o + j);
+  }
+}
+
+template <class D, class DI>
+void Select(D d, DI di, const int32_t* c, const hn::TFromD<D>* a, const hn::TFromD<D>* b,
+            hn::TFromD<D>* o, int64_t n) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < n; j += N) {
+    const auto m = hn::RebindMask(d, hn::Ne(hn::Load(di, c + j), hn::Zero(di)));
+    hn::Store(hn::IfThenElse(m, hn::Load(d, a + j), hn::Load(d, b + j)), d, o + j);
+  }
+}
+
+}  // namespace tessera::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle
