@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "grid_examples.h"
+#include "matmul.h"
 #include "pipelined_add.h"
 #include "quickstart.h"
 #include "tessera/error.h"
@@ -30,6 +31,8 @@ const std::vector<Example>& examples() {
        [](std::ostream& out) { return examples::run_correct_sum(out); }},
       {"megacore_add", "pallas_call with PARALLEL axes split over the cores (examples/04_*)",
        [](std::ostream& out) { return examples::run_megacore_add(out); }},
+      {"matmul", "the Pallas matmul tutorial: f32, bf16, x @ y.T and relu variants (examples/05_*)",
+       [](std::ostream& out) { return examples::run_matmul(out); }},
   };
   return list;
 }
