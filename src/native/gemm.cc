@@ -17,6 +17,7 @@
 // as libxsmm's docs advise; libxsmm's own registry is thread-safe behind that.
 #include "native/gemm.h"
 
+#include <immintrin.h>
 #include <libxsmm.h>
 
 #include <algorithm>
@@ -182,6 +183,28 @@ void portable_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixVi
   }
 }
 
+// d[2j] = r0[j], d[2j + 1] = r1[j] (0 when r1 is null), for j < n: two rows of B interleaved
+// into VNNI pairs. Only called when libxsmm runs its AVX512-BF16 kernels, so the CPU has
+// AVX512BW/VL; compiled for them here whatever the rest of the build targets.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void interleave_rows_avx512(uint16_t* d,
+                                                                                 const uint16_t* r0,
+                                                                                 const uint16_t* r1,
+                                                                                 int64_t n) {
+  int64_t j = 0;
+  for (; j < n; j += 16) {
+    const int64_t left = std::min<int64_t>(16, n - j);
+    const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+    const __m512i lo = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r0 + j));
+    __m512i v = lo;
+    if (r1 != nullptr) {
+      const __m512i hi = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r1 + j));
+      // The masked forms: GCC 12 warns about the unmasked ones' undefined pass-through.
+      v = _mm512_or_si512(lo, _mm512_maskz_slli_epi32(m, hi, 16));
+    }
+    _mm512_mask_storeu_epi32(d + 2 * j, m, v);
+  }
+}
+
 }  // namespace
 
 void set_gemm_mode(GemmMode mode) noexcept { g_mode.store(mode, std::memory_order_relaxed); }
@@ -247,12 +270,16 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
     auto* vb = tl_pack_b.get<uint16_t>(k2 * n);
     for (int64_t p = 0; p < k2; p += 2) {
       uint16_t* d = vb + p * n;
-      const bfloat16* r0 = b.data + p * b.rs;
+      const auto* r0 = reinterpret_cast<const uint16_t*>(b.data + p * b.rs);
       const bool has1 = p + 1 < k;
-      const bfloat16* r1 = has1 ? r0 + b.rs : r0;
-      for (int64_t j = 0; j < n; ++j) {
-        d[2 * j] = r0[j * b.cs].bits;
-        d[2 * j + 1] = has1 ? r1[j * b.cs].bits : uint16_t{0};
+      const uint16_t* r1 = has1 ? r0 + b.rs : nullptr;
+      if (b.cs == 1) {
+        interleave_rows_avx512(d, r0, r1, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          d[2 * j] = r0[j * b.cs];
+          d[2 * j + 1] = has1 ? r1[j * b.cs] : uint16_t{0};
+        }
       }
     }
     // A with k contiguous and k2 columns (a zero column when k is odd).
