@@ -237,6 +237,18 @@ TEST(Dot, DestinationOverlappingAnOperandIsComputedFirst) {
   expect_close(a, ref, 16, {}, 0.0, "a = a @ b");
 }
 
+TEST(Dot, ConstAndSmemOperands) {
+  auto xv = random_values<float>(3 * 4, 41);
+  auto yv = random_values<float>(4 * 2, 42);
+  const pl::Ref<const float, MemorySpace::VMEM> x(xv.data(), {3, 4});  // (3, 4) VMEM, read-only
+  const pltpu::SmemRef<float> y(yv.data(), {4, 2});                    // (4, 2) SMEM
+  std::vector<float> ov(6);
+  auto o = vref(ov, {3, 2});
+  EXPECT_EQ(jnp::dot(x, y).shape(), (Shape{3, 2}));
+  o = jnp::dot(x, y);
+  expect_close(o, reference(x, y, 1, 0), 4, {}, 0.0, "const VMEM x SMEM");
+}
+
 TEST(Dot, EmptyContraction) {
   std::vector<float> xv(1), yv(1), ov(6, 9.0f);
   auto x = pltpu::VmemRef<float>(xv.data(), {2, 0});
