@@ -198,9 +198,30 @@ detail::DotExpr<detail::DotResult<P, L>> dot(
   return detail::make_dot<detail::DotResult<P, L>>(x, y, {{{1}, {0}}, {{}, {}}}, "jnp.dot", where);
 }
 
+/// Operands that are not refs (an expression such as `x * 2`, an Array): a compile error that
+/// says what to do.
+template <class P = void, class L, class R>
+requires(!(is_ref_v<L> &&
+           is_ref_v<R>)) void dot(const L&, const R&,
+                                  std::source_location = std::source_location::current()) {
+  static_assert(sizeof(L) == 0,
+                "tessera: jnp::dot / lax::dot_general takes 2-D refs in VMEM (tiles); evaluate an "
+                "expression into a VMEM scratch ref first (scratch = x * 2.0f;) and pass that ref");
+}
+
 }  // namespace jnp
 
 namespace lax {
+
+/// Operands that are not refs: a compile error (see jnp::dot).
+template <class P = void, class L, class R>
+requires(!(is_ref_v<L> &&
+           is_ref_v<R>)) void dot_general(const L&, const R&, const DotDimensionNumbers&,
+                                          std::source_location = std::source_location::current()) {
+  static_assert(sizeof(L) == 0,
+                "tessera: jnp::dot / lax::dot_general takes 2-D refs in VMEM (tiles); evaluate an "
+                "expression into a VMEM scratch ref first (scratch = x * 2.0f;) and pass that ref");
+}
 
 /// `lax.dot_general(x, y, dimension_numbers, preferred_element_type=P)` on 2-D VMEM refs: sums
 /// over x's contracting dimension and y's; the result is (x's other dimension, y's other
