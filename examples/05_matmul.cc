@@ -15,21 +15,24 @@ namespace tessera::examples {
 
 namespace {
 
-// Elementwise epilogues written as loops over the VMEM block, until the vector op set of issue
-// #4 (being added on another branch) lands; they then become
+// Blocks are views (a pipeline may hand the body a window of the array in place): loops follow
+// the strides. Elementwise epilogues written as loops over the VMEM block, until the vector op set
+// of issue #4 (being added on another branch) lands; they then become
 //   z_ref = jnp::maximum(z_ref, 0.0f);          // relu
 //   z_ref = acc_ref.astype<bfloat16>();         // acc.astype(z.dtype)
 void relu_in_place(pltpu::VmemRef<float> z) {
   for (int64_t i = 0; i < z.shape()[0]; ++i) {
     float* row = z.data() + i * z.strides()[0];
-    for (int64_t j = 0; j < z.shape()[1]; ++j) row[j] = std::max(row[j], 0.0f);
+    const int64_t cs = z.strides()[1];
+    for (int64_t j = 0; j < z.shape()[1]; ++j) row[j * cs] = std::max(row[j * cs], 0.0f);
   }
 }
 void store_as_bf16(pltpu::VmemRef<float> acc, pltpu::VmemRef<bfloat16> z) {
   for (int64_t i = 0; i < z.shape()[0]; ++i) {
     const float* a = acc.data() + i * acc.strides()[0];
     bfloat16* row = z.data() + i * z.strides()[0];
-    for (int64_t j = 0; j < z.shape()[1]; ++j) row[j] = bfloat16(a[j]);
+    const int64_t as = acc.strides()[1], cs = z.strides()[1];
+    for (int64_t j = 0; j < z.shape()[1]; ++j) row[j * cs] = bfloat16(a[j * as]);
   }
 }
 
@@ -58,7 +61,8 @@ pl::BlockSpec z_spec(MatmulBlocks b) {
 Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b, int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
+         pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         z_ref += jnp::dot(x_ref, y_ref);  // z_ref[...] += x_ref[...] @ y_ref[...]
       },
@@ -72,7 +76,7 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
                             int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<bfloat16> x_ref, pltpu::VmemRef<bfloat16> y_ref,
+      [](pltpu::VmemRef<const bfloat16> x_ref, pltpu::VmemRef<const bfloat16> y_ref,
          pltpu::VmemRef<bfloat16> z_ref, pltpu::VmemRef<float> acc_ref) {
         if (pl::program_id(2) == 0) acc_ref = jnp::zeros_like(acc_ref);
         acc_ref += jnp::dot<float>(x_ref, y_ref);  // preferred_element_type=jnp.float32
@@ -89,7 +93,8 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
                                   int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[0];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
+         pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         // x (bm, bk) contracted with y (bn, bk) on dimension 1 of both: x @ y.T, no transpose.
         z_ref += lax::dot_general(x_ref, y_ref, {{{1}, {1}}, {{}, {}}});
@@ -106,7 +111,8 @@ Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlo
                          int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
+         pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         z_ref += jnp::dot(x_ref, y_ref);
         if (pl::program_id(2) == pl::num_programs(2) - 1) relu_in_place(z_ref);  // activation
