@@ -36,6 +36,11 @@ void store_as_bf16(pltpu::VmemRef<float> acc, pltpu::VmemRef<bfloat16> z) {
   }
 }
 
+// The bodies take their input blocks as non-const refs on purpose. An engine that reads the
+// blocks of `VmemRef<const T>` inputs in place (main's, after issue #3) hands the dot strided
+// windows of the big arrays; the tile GEMM then re-reads B from memory for every few rows of A
+// and the whole matmul was ~15% slower on this machine (docs/performance.md). Copied blocks are
+// the packing step a GEMM wants anyway.
 int cores_or_default(int n) { return n > 0 ? n : pltpu::get_tpu_info().num_cores; }
 
 // pallas_call double-buffers each block; raise the VMEM limit when large blocks need it.
@@ -61,8 +66,7 @@ pl::BlockSpec z_spec(MatmulBlocks b) {
 Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b, int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
-         pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         z_ref += jnp::dot(x_ref, y_ref);  // z_ref[...] += x_ref[...] @ y_ref[...]
       },
@@ -76,7 +80,7 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
                             int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<const bfloat16> x_ref, pltpu::VmemRef<const bfloat16> y_ref,
+      [](pltpu::VmemRef<bfloat16> x_ref, pltpu::VmemRef<bfloat16> y_ref,
          pltpu::VmemRef<bfloat16> z_ref, pltpu::VmemRef<float> acc_ref) {
         if (pl::program_id(2) == 0) acc_ref = jnp::zeros_like(acc_ref);
         acc_ref += jnp::dot<float>(x_ref, y_ref);  // preferred_element_type=jnp.float32
@@ -93,8 +97,7 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
                                   int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[0];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
-         pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         // x (bm, bk) contracted with y (bn, bk) on dimension 1 of both: x @ y.T, no transpose.
         z_ref += lax::dot_general(x_ref, y_ref, {{{1}, {1}}, {{}, {}}});
@@ -111,8 +114,7 @@ Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlo
                          int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
-         pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         z_ref += jnp::dot(x_ref, y_ref);
         if (pl::program_id(2) == pl::num_programs(2) - 1) relu_in_place(z_ref);  // activation
