@@ -55,7 +55,11 @@ install(EXPORT TesseraTargets
   NAMESPACE tessera::
   FILE tessera-targets.cmake
   DESTINATION "${TESSERA_INSTALL_CMAKEDIR}")
+# The static library's libxsmm dependency is found by the same file in the consumer.
+configure_file("${PROJECT_SOURCE_DIR}/cmake/tessera_libxsmm.cmake"
+  "${PROJECT_BINARY_DIR}/tessera_libxsmm.cmake" COPYONLY)
 install(FILES
+  "${PROJECT_BINARY_DIR}/tessera_libxsmm.cmake"
   "${PROJECT_BINARY_DIR}/cmake/install/tessera-config.cmake"
   "${PROJECT_BINARY_DIR}/tessera-config-version.cmake"
   DESTINATION "${TESSERA_INSTALL_CMAKEDIR}")

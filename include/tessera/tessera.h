@@ -19,6 +19,7 @@
 #include "tessera/block_spec.h"
 #include "tessera/compiler_params.h"
 #include "tessera/dma.h"
+#include "tessera/dot.h"
 #include "tessera/dtype.h"
 #include "tessera/error.h"
 #include "tessera/kernel.h"

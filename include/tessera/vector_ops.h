@@ -394,6 +394,13 @@ template <class A, class B>
 concept BinaryOperands = (Operand<A> && Operand<B>) || (Operand<A> && Scalar<B>) ||
                          (Scalar<A> && Operand<B>);
 
+/// Right-hand sides that are not elementwise expressions (`jnp::dot`, dot.h) specialise this
+/// with `value = true` and a static `assign(dst, rhs)`; Ref::operator= then calls that instead.
+template <class E>
+struct SpecialAssign {
+  static constexpr bool value = false;
+};
+
 /// Assigns `expr` into `dst` through the native evaluator.
 template <class T, MemorySpace S, class E>
 void assign(const pl::Ref<T, S>& dst, const E& expr) {
@@ -478,9 +485,13 @@ Ref<T, Space>& Ref<T, Space>::operator=(const Ref& other) {
 template <class T, MemorySpace Space>
 template <class E>
 Ref<T, Space>& Ref<T, Space>::operator=(const E& expr) {
-  static_assert(detail::Operand<E> || detail::Scalar<E>,
+  static_assert(detail::Operand<E> || detail::Scalar<E> || detail::SpecialAssign<E>::value,
                 "tessera: only a ref, an expression or a scalar can be assigned to a Ref");
-  detail::assign(*this, expr);
+  if constexpr (detail::SpecialAssign<E>::value) {
+    detail::SpecialAssign<E>::assign(*this, expr);
+  } else {
+    detail::assign(*this, expr);
+  }
   return *this;
 }
 template <class T, MemorySpace Space>

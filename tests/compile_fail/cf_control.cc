@@ -72,3 +72,13 @@ void control_vector_ops(float* vmem, int32_t* ivmem) {
   v = jnp::where(i > 0, jnp::maximum(v, 0.0f), i.astype<float>());
   v = jnp::sum(v) + jnp::max(v, 0, true);
 }
+
+// cf_dot_dtypes, cf_dot_acc_dtype: dot operands of one dtype; a float32 accumulator takes a
+// bfloat16 dot through the preferred element type.
+void control_dot(bfloat16* a, bfloat16* b, float* c) {
+  pltpu::VmemRef<bfloat16> x(a, {8, 128});  // (8, 128) VMEM, bfloat16
+  pltpu::VmemRef<bfloat16> y(b, {128, 8});  // (128, 8) VMEM, bfloat16
+  pltpu::VmemRef<float> acc(c, {8, 8});     // (8, 8) VMEM, float32
+  acc = jnp::dot<float>(x, y);
+  acc += jnp::dot<float>(x, y);
+}

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "matmul.h"
 #include "pipelined_add.h"
 #include "tessera/tessera.h"
 
@@ -104,7 +105,8 @@ void register_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand(
       "bench",
       "Time a kernel against a reference computed in the same process.\nKernels:\n  "
-      "add  the seed's pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop");
+      "add     the seed's pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
+      "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS");
   static std::string kernel;
   static int64_t size = 8192;
   static int cores = 0;
@@ -112,7 +114,7 @@ void register_bench_command(CLI::App& app) {
   static bool json = false;
   bench->add_option("kernel", kernel, "The kernel to time")
       ->required()
-      ->check(CLI::IsMember({"add"}));
+      ->check(CLI::IsMember({"add", "matmul"}));
   bench->add_option("--size", size, "N for N x N inputs (default 8192)")
       ->check(CLI::Range(1, 65536));
   bench->add_option("--cores", cores, "Mesh cores (default: this machine's)")
@@ -120,8 +122,35 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--repeats", repeats, "Timed repetitions (default 5)")
       ->check(CLI::Range(1, 1000));
   bench->add_flag("--json", json, "Print one JSON object (architecture.md section 6)");
+  static MatmulBenchOptions mm{2048,
+                               2048,
+                               2048,
+                               examples::kDefaultMatmulBlocks.bm,
+                               examples::kDefaultMatmulBlocks.bn,
+                               examples::kDefaultMatmulBlocks.bk,
+                               "f32",
+                               0,
+                               5,
+                               false};
+  bench->add_option("--m", mm.m, "matmul: M (default 2048)")->check(CLI::Range(1, 1 << 16));
+  bench->add_option("--n", mm.n, "matmul: N (default 2048)")->check(CLI::Range(1, 1 << 16));
+  bench->add_option("--k", mm.k, "matmul: K (default 2048)")->check(CLI::Range(1, 1 << 16));
+  bench->add_option("--bm", mm.bm, "matmul: block rows (default: the example's)")
+      ->check(CLI::Range(1, 1 << 16));
+  bench->add_option("--bn", mm.bn, "matmul: block columns")->check(CLI::Range(1, 1 << 16));
+  bench->add_option("--bk", mm.bk, "matmul: block depth")->check(CLI::Range(1, 1 << 16));
+  bench->add_option("--dtype", mm.dtype, "matmul: f32 or bf16 (default f32)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   bench->callback([] {
     const int c = cores > 0 ? cores : pltpu::get_tpu_info().num_cores;
+    if (kernel == "matmul") {
+      mm.cores = c;
+      mm.repeats = repeats;
+      mm.json = json;
+      const int rc = run_matmul_bench(mm);
+      if (rc != 0) throw CLI::RuntimeError(rc);
+      return;
+    }
     const int rc = run_add(size, c, repeats, json);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -2,7 +2,20 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
 
 namespace tessera::cli {
 void register_bench_command(CLI::App& app);
+
+/// `tessera bench matmul` (bench_matmul.cc).
+struct MatmulBenchOptions {
+  int64_t m, n, k;
+  int64_t bm, bn, bk;
+  std::string dtype;  // "f32" or "bf16"
+  int cores;
+  int repeats;
+  bool json;
+};
+int run_matmul_bench(const MatmulBenchOptions& options);
 }  // namespace tessera::cli

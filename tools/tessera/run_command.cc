@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "grid_examples.h"
+#include "matmul.h"
 #include "pipelined_add.h"
 #include "quickstart.h"
 #include "tessera/error.h"
@@ -34,6 +35,8 @@ const std::vector<Example>& examples() {
        [](std::ostream& out) { return examples::run_hbm_vmem(out); }},
       {"block_dynamic_slice", "a block chosen through scalar prefetch (examples/07_*)",
        [](std::ostream& out) { return examples::run_block_dynamic_slice(out); }},
+      {"matmul", "the Pallas matmul tutorial: f32, bf16, x @ y.T and relu variants (examples/05_*)",
+       [](std::ostream& out) { return examples::run_matmul(out); }},
   };
   return list;
 }

@@ -1,0 +1,175 @@
+// Pallas' matmul tutorial: a blocked matrix product over a (M/bm, N/bn, K/bk) grid. The i and j
+// axes are independent (PARALLEL, split over the cores); k is a reduction (ARBITRARY): the
+// output block's index ignores k, so it stays in VMEM across the k steps and is written back
+// once, after the last one.
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "matmul.h"
+
+namespace tessera::examples {
+
+namespace {
+
+// The bodies take their input blocks as non-const refs on purpose. An engine that reads the
+// blocks of `VmemRef<const T>` inputs in place (main's, after issue #3) hands the dot strided
+// windows of the big arrays; the tile GEMM then re-reads B from memory for every few rows of A
+// and the whole matmul was ~15% slower on this machine (docs/performance.md). Copied blocks are
+// the packing step a GEMM wants anyway.
+int cores_or_default(int n) { return n > 0 ? n : pltpu::get_tpu_info().num_cores; }
+
+// pallas_call double-buffers each block; raise the VMEM limit when large blocks need it.
+pltpu::CompilerParams params(MatmulBlocks b, int64_t item, int64_t scratch_bytes) {
+  const int64_t need = 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item + scratch_bytes;
+  return pltpu::CompilerParams{
+      .dimension_semantics = {pltpu::PARALLEL, pltpu::PARALLEL, pltpu::ARBITRARY},
+      .vmem_limit_bytes = std::max<int64_t>(need + (1 << 20), int64_t{16} << 20)};
+}
+
+pl::BlockSpec x_spec(MatmulBlocks b) {
+  return pl::BlockSpec({b.bm, b.bk}, [](int i, int, int k) { return pl::idx(i, k); });
+}
+pl::BlockSpec y_spec(MatmulBlocks b) {
+  return pl::BlockSpec({b.bk, b.bn}, [](int, int j, int k) { return pl::idx(k, j); });
+}
+pl::BlockSpec z_spec(MatmulBlocks b) {
+  return pl::BlockSpec({b.bm, b.bn}, [](int i, int j, int) { return pl::idx(i, j); });
+}
+
+}  // namespace
+
+Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b, int num_cores) {
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  auto kernel = pl::pallas_call(
+      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+        if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
+        z_ref += jnp::dot(x_ref, y_ref);  // z_ref[...] += x_ref[...] @ y_ref[...]
+      },
+      pl::out_shape<float>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
+      pl::in_specs(x_spec(b), y_spec(b)), pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul"));
+  return kernel(x, y);
+}
+
+Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, MatmulBlocks b,
+                            int num_cores) {
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  auto kernel = pl::pallas_call(
+      [](pltpu::VmemRef<bfloat16> x_ref, pltpu::VmemRef<bfloat16> y_ref,
+         pltpu::VmemRef<bfloat16> z_ref, pltpu::VmemRef<float> acc_ref) {
+        if (pl::program_id(2) == 0) acc_ref = jnp::zeros_like(acc_ref);
+        acc_ref += jnp::dot<float>(x_ref, y_ref);  // preferred_element_type=jnp.float32
+        if (pl::program_id(2) == pl::num_programs(2) - 1) z_ref = acc_ref.astype<bfloat16>();
+      },
+      pl::out_shape<bfloat16>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
+      pl::in_specs(x_spec(b), y_spec(b)), pl::out_specs(z_spec(b)),
+      pl::scratch_shapes(pltpu::VMEM<float>({b.bm, b.bn})), params(b, 2, b.bm * b.bn * 4),
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul_bf16"));
+  return kernel(x, y);
+}
+
+Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
+                                  int num_cores) {
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[0];
+  auto kernel = pl::pallas_call(
+      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+        if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
+        // x (bm, bk) contracted with y (bn, bk) on dimension 1 of both: x @ y.T, no transpose.
+        z_ref += lax::dot_general(x_ref, y_ref, {{{1}, {1}}, {{}, {}}});
+      },
+      pl::out_shape<float>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
+      pl::in_specs(x_spec(b),
+                   pl::BlockSpec({b.bn, b.bk}, [](int, int j, int kk) { return pl::idx(j, kk); })),
+      pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul_transpose_rhs"));
+  return kernel(x, y);
+}
+
+Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
+                         int num_cores) {
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  auto kernel = pl::pallas_call(
+      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+        if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
+        z_ref += jnp::dot(x_ref, y_ref);
+        if (pl::program_id(2) == pl::num_programs(2) - 1)
+          z_ref = jnp::maximum(z_ref, 0.0f);  // relu
+      },
+      pl::out_shape<float>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
+      pl::in_specs(x_spec(b), y_spec(b)), pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul_relu"));
+  return kernel(x, y);
+}
+
+namespace {
+
+template <class T>
+Array<T> random_array(int64_t rows, int64_t cols, uint32_t seed) {
+  Array<T> a({rows, cols});
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t e = 0; e < a.size(); ++e) a[e] = static_cast<T>(d(rng));
+  return a;
+}
+
+// Checks z against the float64 product of x and y (y transposed when `transposed`), within
+// (K + 2) * 2^-24 * sum_p |x_ip y_pj| (float32 accumulation) plus `rel` * |z| (the output's
+// own rounding: 2^-8 for bfloat16). Prints one line.
+template <class T, class Z>
+bool check(std::ostream& out, const std::string& what, const Array<T>& x, const Array<T>& y,
+           const Array<Z>& z, bool transposed, bool relu, double rel, MatmulBlocks b) {
+  const int64_t m = x.shape()[0], k = x.shape()[1];
+  const int64_t n = transposed ? y.shape()[0] : y.shape()[1];
+  double max_err = 0, worst_ratio = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, bound = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double xv = static_cast<float>(x[i * k + p]);
+        const double yv = static_cast<float>(transposed ? y[j * k + p] : y[p * n + j]);
+        s += xv * yv;
+        bound += std::fabs(xv * yv);
+      }
+      if (relu) s = std::max(s, 0.0);
+      const double tol =
+          static_cast<double>(k + 2) * std::ldexp(1.0, -24) * bound + rel * std::fabs(s) + 1e-30;
+      const double err = std::fabs(static_cast<double>(static_cast<float>(z[i * n + j])) - s);
+      max_err = std::max(max_err, err);
+      worst_ratio = std::max(worst_ratio, err / tol);
+    }
+  }
+  const bool ok = worst_ratio <= 1.0;
+  out << what << " (" << m << ", " << k << ") x (" << y.shape()[0] << ", " << y.shape()[1] << ")"
+      << (transposed ? ".T" : "") << ", blocks (" << b.bm << ", " << b.bn << ", " << b.bk
+      << "): max error " << max_err << ", worst error / tolerance " << worst_ratio << "  "
+      << (ok ? "ok" : "WRONG") << "\n";
+  return ok;
+}
+
+}  // namespace
+
+bool run_matmul(std::ostream& out) {
+  constexpr int64_t M = 256, N = 384, K = 512;
+  const MatmulBlocks b{128, 128, 128};
+  out << "tolerance: (K + 2) * 2^-24 * sum_k |x*y| (float32 accumulation), plus 2^-8 * |z| for "
+         "a bfloat16 output\n";
+  bool ok = true;
+  const auto x = random_array<float>(M, K, 1);
+  const auto y = random_array<float>(K, N, 2);
+  ok &= check(out, "matmul f32", x, y, matmul(x, y, b), false, false, 0.0, b);
+  const auto xb = random_array<bfloat16>(M, K, 3);
+  const auto yb = random_array<bfloat16>(K, N, 4);
+  ok &= check(out, "matmul bf16", xb, yb, matmul_bf16(xb, yb, b), false, false, std::ldexp(1.0, -8),
+              b);
+  const auto yt = random_array<float>(N, K, 5);
+  ok &=
+      check(out, "matmul x @ y.T f32", x, yt, matmul_transpose_rhs(x, yt, b), true, false, 0.0, b);
+  ok &= check(out, "matmul relu f32", x, y, matmul_relu(x, y, b), false, true, 0.0, b);
+  return ok;
+}
+
+}  // namespace tessera::examples

@@ -1,0 +1,46 @@
+// Pallas' matmul tutorial (docs/pallas/tpu/matmul): a blocked matrix product with
+// pl::pallas_call and jnp::dot, in its four variants.
+#pragma once
+
+#include <tessera/tessera.h>
+
+#include <cstdint>
+#include <iosfwd>
+
+namespace tessera::examples {
+
+/// Block sizes of the matmul grid (bm, bn, bk): grid (M / bm, N / bn, K / bk).
+struct MatmulBlocks {
+  int64_t bm = 512;
+  int64_t bn = 512;
+  int64_t bk = 256;
+};
+/// The default blocks, measured best on the development machine (docs/performance.md).
+inline constexpr MatmulBlocks kDefaultMatmulBlocks{};
+
+/// z = x @ y for float32 x (M, K), y (K, N): grid (M/bm, N/bn, K/bk) with (PARALLEL, PARALLEL,
+/// ARBITRARY) semantics, the output block zeroed at k == 0 and accumulated in place. The block
+/// sizes must divide M, N and K. `num_cores` 0 means this machine's.
+Array<float> matmul(const Array<float>& x, const Array<float>& y,
+                    MatmulBlocks blocks = kDefaultMatmulBlocks, int num_cores = 0);
+
+/// The bfloat16 variant: bf16 inputs, a float32 VMEM scratch accumulator zeroed at k == 0,
+/// `acc += jnp::dot<float>(x, y)` (preferred_element_type=float32), and the accumulator rounded
+/// to the bfloat16 output at the last k.
+Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y,
+                            MatmulBlocks blocks = kDefaultMatmulBlocks, int num_cores = 0);
+
+/// z = x @ y.T for float32 x (M, K), y (N, K), with the transpose fused into the dot:
+/// y's BlockSpec is (bn, bk) -> (j, k) and the dot contracts dimension 1 of both blocks.
+Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y,
+                                  MatmulBlocks blocks = kDefaultMatmulBlocks, int num_cores = 0);
+
+/// z = relu(x @ y) for float32, the activation applied to the output block at the last k.
+Array<float> matmul_relu(const Array<float>& x, const Array<float>& y,
+                         MatmulBlocks blocks = kDefaultMatmulBlocks, int num_cores = 0);
+
+/// Runs the four variants on small inputs, checks each against a float64 reference with a
+/// per-dtype tolerance, prints one line each; true when all pass.
+bool run_matmul(std::ostream& out);
+
+}  // namespace tessera::examples

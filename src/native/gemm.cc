@@ -1,0 +1,352 @@
+// The tile GEMMs behind jnp::dot: libxsmm's JIT kernels where they apply, packing where an
+// operand's layout does not suit them, and portable loops otherwise.
+//
+// libxsmm is column-major; a row-major product C = A·B is the column-major product
+// C' = B'·A' with the same memory (X' is X read column-major, i.e. X transposed). So libxsmm's
+// "A" is our B (m' = n, k' = k, lda = B's row stride), its "B" is our A (n' = m, ldb = A's row
+// stride) and ldc is C's row stride. libxsmm 1.17 JIT-compiles NN and "transposed B" kernels
+// (a transposed "A" returns no kernel), which covers our A read transposed (x.T @ y) in place;
+// our B read transposed (x @ y.T) and element strides other than 1 are packed first.
+//
+// bfloat16 uses libxsmm's bf16 -> f32 kernel with "A" in VNNI layout (pairs of consecutive k
+// interleaved: [k/2][n][2]), which is what vdpbf16ps consumes; B is always packed so, with an
+// odd k padded by a zero row (A then gets a zero column). Without AVX512-BF16 (libxsmm's target
+// below "cpx") the operands are widened to float32, where a bfloat16 product is exact.
+//
+// Kernels are dispatched once per (shape, strides, flags) and kept in a small per-thread cache,
+// as libxsmm's docs advise; libxsmm's own registry is thread-safe behind that.
+#include "native/gemm.h"
+
+#include <immintrin.h>
+#include <libxsmm.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+namespace tessera::detail {
+
+namespace {
+
+std::atomic<GemmMode> g_mode{GemmMode::kAuto};
+
+void init_libxsmm() {
+  static std::once_flag once;
+  std::call_once(once, [] { libxsmm_init(); });
+}
+
+bool portable() noexcept { return g_mode.load(std::memory_order_relaxed) == GemmMode::kPortable; }
+
+// A growable 64-byte aligned buffer, one set per thread (each core packs into its own).
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { std::free(p_); }
+  template <class T>
+  T* get(int64_t count) {
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T);
+    if (bytes > cap_) {
+      std::free(p_);
+      cap_ = (bytes + 4095) / 4096 * 4096;
+      p_ = std::aligned_alloc(64, cap_);
+      if (p_ == nullptr) {
+        cap_ = 0;
+        throw std::bad_alloc();
+      }
+    }
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t cap_ = 0;
+};
+thread_local Scratch tl_pack_a;
+thread_local Scratch tl_pack_b;
+
+// The stride of an axis of extent 1 never matters; give it the value a contiguous layout would
+// have so that the layout tests below see through it.
+template <class T>
+MatrixView<T> normalize(MatrixView<T> v, int64_t rows, int64_t cols) {
+  if (cols == 1) v.cs = 1;
+  if (rows == 1) v.rs = cols * v.cs;
+  return v;
+}
+
+// Copies the strided (rows x cols) view into a contiguous row-major buffer of row length `ld`
+// (>= cols), zero-filling columns cols..ld-1 and rows rows..rows_pad-1.
+template <class T, class U>
+void pack_rows(U* dst, int64_t ld, int64_t rows_pad, MatrixView<T> v, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* src = v.data + i * v.rs;
+    U* d = dst + i * ld;
+    if (v.cs == 1) {
+      for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<U>(src[j]);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<U>(src[j * v.cs]);
+    }
+    for (int64_t j = cols; j < ld; ++j) d[j] = U{};
+  }
+  for (int64_t i = rows; i < rows_pad; ++i) {
+    for (int64_t j = 0; j < ld; ++j) dst[i * ld + j] = U{};
+  }
+}
+
+// ---- libxsmm kernel cache --------------------------------------------------------------------
+struct Key {
+  int kind;  // 0 f32, 1 bf16
+  libxsmm_blasint m, n, k, lda, ldb, ldc;
+  int flags;
+  bool operator==(const Key&) const = default;
+};
+struct Cache {
+  static constexpr int kSize = 8;
+  Key keys[kSize]{};
+  void* fns[kSize]{};
+  int used = 0;
+  int next = 0;
+};
+thread_local Cache tl_cache;
+
+template <class Dispatch>
+void* cached(const Key& key, Dispatch&& dispatch) {
+  Cache& c = tl_cache;
+  for (int i = 0; i < c.used; ++i) {
+    if (c.keys[i] == key) return c.fns[i];
+  }
+  void* fn = dispatch();
+  c.keys[c.next] = key;
+  c.fns[c.next] = fn;
+  c.next = (c.next + 1) % Cache::kSize;
+  c.used = std::min(c.used + 1, Cache::kSize);
+  return fn;
+}
+
+bool fits_blasint(int64_t v) { return v >= 0 && v <= (int64_t{1} << 30); }
+
+// C (+)= A·B with libxsmm, our A read as libxsmm's B (NN: a.cs == 1; T: a.rs == 1), our B as
+// its A (b.cs == 1). Returns false when libxsmm has no kernel.
+bool xsmm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b, float* c,
+              int64_t c_rs, bool accumulate) {
+  int flags = accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0;
+  libxsmm_blasint ldb = 0;
+  if (a.cs == 1 && a.rs >= k) {
+    ldb = static_cast<libxsmm_blasint>(a.rs);
+  } else if (a.rs == 1 && a.cs >= m) {
+    flags |= LIBXSMM_GEMM_FLAG_TRANS_B;
+    ldb = static_cast<libxsmm_blasint>(a.cs);
+  } else {
+    return false;
+  }
+  if (b.cs != 1 || b.rs < n || c_rs < n) return false;
+  if (!fits_blasint(m) || !fits_blasint(n) || !fits_blasint(k) || !fits_blasint(b.rs) ||
+      !fits_blasint(ldb) || !fits_blasint(c_rs)) {
+    return false;
+  }
+  const Key key{0,
+                static_cast<libxsmm_blasint>(n),
+                static_cast<libxsmm_blasint>(m),
+                static_cast<libxsmm_blasint>(k),
+                static_cast<libxsmm_blasint>(b.rs),
+                ldb,
+                static_cast<libxsmm_blasint>(c_rs),
+                flags};
+  void* fn = cached(key, [&]() -> void* {
+    init_libxsmm();
+    const float alpha = 1.0f;
+    const float beta = accumulate ? 1.0f : 0.0f;
+    const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+    return reinterpret_cast<void*>(libxsmm_smmdispatch(
+        key.m, key.n, key.k, &key.lda, &key.ldb, &key.ldc, &alpha, &beta, &key.flags, &prefetch));
+  });
+  if (fn == nullptr) return false;
+  reinterpret_cast<libxsmm_smmfunction>(fn)(b.data, a.data, c);
+  return true;
+}
+
+void portable_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                  float* c, int64_t c_rs, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* crow = c + i * c_rs;
+    if (!accumulate) std::fill(crow, crow + n, 0.0f);
+    for (int64_t p = 0; p < k; ++p) {
+      const float av = a.data[i * a.rs + p * a.cs];
+      const float* brow = b.data + p * b.rs;
+      for (int64_t j = 0; j < n; ++j) crow[j] += av * brow[j];
+    }
+  }
+}
+
+// d[2j] = r0[j], d[2j + 1] = r1[j] (0 when r1 is null), for j < n: two rows of B interleaved
+// into VNNI pairs. Only called when libxsmm runs its AVX512-BF16 kernels, so the CPU has
+// AVX512BW/VL; compiled for them here whatever the rest of the build targets.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void interleave_rows_avx512(uint16_t* d,
+                                                                                 const uint16_t* r0,
+                                                                                 const uint16_t* r1,
+                                                                                 int64_t n) {
+  int64_t j = 0;
+  for (; j < n; j += 16) {
+    const int64_t left = std::min<int64_t>(16, n - j);
+    const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+    const __m512i lo = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r0 + j));
+    __m512i v = lo;
+    if (r1 != nullptr) {
+      const __m512i hi = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, r1 + j));
+      // The masked forms: GCC 12 warns about the unmasked ones' undefined pass-through.
+      v = _mm512_or_si512(lo, _mm512_maskz_slli_epi32(m, hi, 16));
+    }
+    _mm512_mask_storeu_epi32(d + 2 * j, m, v);
+  }
+}
+
+}  // namespace
+
+void set_gemm_mode(GemmMode mode) noexcept { g_mode.store(mode, std::memory_order_relaxed); }
+GemmMode gemm_mode() noexcept { return g_mode.load(std::memory_order_relaxed); }
+
+const char* gemm_target() noexcept {
+  if (portable()) return "none";
+  init_libxsmm();
+  return libxsmm_get_target_arch();
+}
+
+bool gemm_bf16_native() noexcept {
+  if (portable()) return false;
+  init_libxsmm();
+  return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CPX;
+}
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b, float* c,
+              int64_t c_rs, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * c_rs, c + i * c_rs + n, 0.0f);
+    }
+    return;
+  }
+  if (m == 1) c_rs = n;
+  a = normalize(a, m, k);
+  b = normalize(b, k, n);
+  // Our B must be row-contiguous (n fastest) for libxsmm and for the portable loop.
+  if (b.cs != 1 || b.rs < n) {
+    float* pb = tl_pack_b.get<float>(k * n);
+    pack_rows(pb, n, k, b, k, n);
+    b = MatrixView<float>{pb, n, 1};
+  }
+  if (!portable()) {
+    if (xsmm_f32(m, n, k, a, b, c, c_rs, accumulate)) return;
+    if (!(a.cs == 1 && a.rs >= k)) {
+      float* pa = tl_pack_a.get<float>(m * k);
+      pack_rows(pa, k, m, a, m, k);
+      if (xsmm_f32(m, n, k, MatrixView<float>{pa, k, 1}, b, c, c_rs, accumulate)) return;
+    }
+  }
+  portable_f32(m, n, k, a, b, c, c_rs, accumulate);
+}
+
+void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixView<bfloat16> b,
+               float* c, int64_t c_rs, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * c_rs, c + i * c_rs + n, 0.0f);
+    }
+    return;
+  }
+  if (m == 1) c_rs = n;
+  a = normalize(a, m, k);
+  b = normalize(b, k, n);
+  const int64_t k2 = (k + 1) / 2 * 2;  // k padded to pairs
+  if (gemm_bf16_native() && fits_blasint(m) && fits_blasint(n) && fits_blasint(k2) && c_rs >= n &&
+      fits_blasint(c_rs)) {
+    // B in VNNI layout: vnni[(p / 2) * n * 2 + j * 2 + (p % 2)] = B(p, j), zero for p == k.
+    auto* vb = tl_pack_b.get<uint16_t>(k2 * n);
+    for (int64_t p = 0; p < k2; p += 2) {
+      uint16_t* d = vb + p * n;
+      const auto* r0 = reinterpret_cast<const uint16_t*>(b.data + p * b.rs);
+      const bool has1 = p + 1 < k;
+      const uint16_t* r1 = has1 ? r0 + b.rs : nullptr;
+      if (b.cs == 1) {
+        interleave_rows_avx512(d, r0, r1, n);
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          d[2 * j] = r0[j * b.cs];
+          d[2 * j + 1] = has1 ? r1[j * b.cs] : uint16_t{0};
+        }
+      }
+    }
+    // A with k contiguous and k2 columns (a zero column when k is odd).
+    const uint16_t* pa = nullptr;
+    int64_t lda = 0;
+    if (a.cs == 1 && a.rs >= k2 && k2 == k) {
+      pa = reinterpret_cast<const uint16_t*>(a.data);
+      lda = a.rs;
+    } else {
+      auto* buf = tl_pack_a.get<uint16_t>(m * k2);
+      pack_rows(buf, k2, m,
+                MatrixView<uint16_t>{reinterpret_cast<const uint16_t*>(a.data), a.rs, a.cs}, m, k);
+      pa = buf;
+      lda = k2;
+    }
+    int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
+    const Key key{1,
+                  static_cast<libxsmm_blasint>(n),
+                  static_cast<libxsmm_blasint>(m),
+                  static_cast<libxsmm_blasint>(k2),
+                  static_cast<libxsmm_blasint>(n),
+                  static_cast<libxsmm_blasint>(lda),
+                  static_cast<libxsmm_blasint>(c_rs),
+                  flags};
+    void* fn = cached(key, [&]() -> void* {
+      init_libxsmm();
+      const float alpha = 1.0f;
+      const float beta = accumulate ? 1.0f : 0.0f;
+      const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+      return reinterpret_cast<void*>(libxsmm_bsmmdispatch(
+          key.m, key.n, key.k, &key.lda, &key.ldb, &key.ldc, &alpha, &beta, &key.flags, &prefetch));
+    });
+    if (fn != nullptr) {
+      reinterpret_cast<libxsmm_bsmmfunction>(fn)(vb, pa, c);
+      return;
+    }
+  }
+  // Exact fallback: widen to float32 (a bfloat16 x bfloat16 product is exact in float32).
+  float* fa = tl_pack_a.get<float>(m * k);
+  pack_rows(fa, k, m, a, m, k);
+  float* fb = tl_pack_b.get<float>(k * n);
+  pack_rows(fb, n, k, b, k, n);
+  gemm_f32(m, n, k, MatrixView<float>{fa, k, 1}, MatrixView<float>{fb, n, 1}, c, c_rs, accumulate);
+}
+
+void gemm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<int8_t> b,
+             int32_t* c, int64_t c_rs, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  a = normalize(a, m, k);
+  b = normalize(b, k, n);
+  if (k > 0 && (b.cs != 1 || b.rs < n)) {
+    auto* pb = tl_pack_b.get<int8_t>(k * n);
+    pack_rows(pb, n, k, b, k, n);
+    b = MatrixView<int8_t>{pb, n, 1};
+  }
+  // Sums wrap modulo 2^32 like int32 on a TPU; unsigned arithmetic keeps that defined in C++.
+  for (int64_t i = 0; i < m; ++i) {
+    auto* crow = reinterpret_cast<uint32_t*>(c + i * c_rs);
+    if (!accumulate) std::fill(crow, crow + n, 0u);
+    for (int64_t p = 0; p < k; ++p) {
+      const auto av = static_cast<uint32_t>(static_cast<int32_t>(a.data[i * a.rs + p * a.cs]));
+      const int8_t* brow = b.data + p * b.rs;
+      for (int64_t j = 0; j < n; ++j) {
+        crow[j] += av * static_cast<uint32_t>(static_cast<int32_t>(brow[j]));
+      }
+    }
+  }
+}
+
+}  // namespace tessera::detail

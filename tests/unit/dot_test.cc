@@ -1,0 +1,328 @@
+// jnp::dot / lax::dot_general on VMEM refs: every dtype pair, ragged and 1-element shapes,
+// transposed operands read in place, strided views, accumulation, overlapping destinations and
+// errors, against double-precision reference loops. Float results are compared with a bound of
+// the float32 accumulation error, (k + 2) * 2^-24 * sum_p |x_ip * y_pj| (plus the final rounding
+// for bfloat16 results); integer results must be exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "native/gemm.h"
+#include "support/expect_error.h"
+#include "tessera/tessera.h"
+
+namespace {
+using namespace tessera;
+
+template <class T>
+pltpu::VmemRef<T> vref(std::vector<T>& v, Shape s) {
+  return pltpu::VmemRef<T>(v.data(), std::move(s));
+}
+
+template <class T>
+std::vector<T> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<T> v(static_cast<size_t>(n));
+  if constexpr (std::is_same_v<T, int8_t>) {
+    std::uniform_int_distribution<int> d(-128, 127);
+    for (auto& x : v) x = static_cast<int8_t>(d(rng));
+  } else {
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (auto& x : v) x = static_cast<T>(d(rng));
+  }
+  return v;
+}
+
+// Element (i, j) of a 2-D ref, as double.
+template <class T, MemorySpace S>
+double at(const pl::Ref<T, S>& r, int64_t i, int64_t j) {
+  return static_cast<double>(static_cast<float>(r.data()[i * r.strides()[0] + j * r.strides()[1]]));
+}
+template <MemorySpace S>
+double at(const pl::Ref<int8_t, S>& r, int64_t i, int64_t j) {
+  return r.data()[i * r.strides()[0] + j * r.strides()[1]];
+}
+template <MemorySpace S>
+double at(const pl::Ref<int32_t, S>& r, int64_t i, int64_t j) {
+  return r.data()[i * r.strides()[0] + j * r.strides()[1]];
+}
+
+struct Reference {
+  std::vector<double> value;  // (m, n)
+  std::vector<double> bound;  // sum |products|
+};
+
+// out(i, j) = sum_p x(i or p) * y(p or j), with the contracting dimensions lc, rc.
+template <class X, class Y>
+Reference reference(const X& x, const Y& y, int lc, int rc) {
+  const int64_t m = x.shape()[1 - lc], n = y.shape()[1 - rc], k = x.shape()[lc];
+  Reference r{std::vector<double>(static_cast<size_t>(m * n)),
+              std::vector<double>(static_cast<size_t>(m * n))};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, b = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double a = lc == 1 ? at(x, i, p) : at(x, p, i);
+        const double c = rc == 0 ? at(y, p, j) : at(y, j, p);
+        s += a * c;
+        b += std::fabs(a * c);
+      }
+      r.value[static_cast<size_t>(i * n + j)] = s;
+      r.bound[static_cast<size_t>(i * n + j)] = b;
+    }
+  }
+  return r;
+}
+
+// Checks out == before + ref (before = 0 unless accumulating) within the float32 bound.
+template <class O>
+void expect_close(const O& out, const Reference& ref, int64_t k, const std::vector<double>& before,
+                  double result_rel, const std::string& what) {
+  const int64_t m = out.shape()[0], n = out.shape()[1];
+  int bad = 0;
+  for (int64_t i = 0; i < m && bad < 5; ++i) {
+    for (int64_t j = 0; j < n && bad < 5; ++j) {
+      const size_t e = static_cast<size_t>(i * n + j);
+      const double want = (before.empty() ? 0.0 : before[e]) + ref.value[e];
+      const double tol = static_cast<double>(k + 2) * std::ldexp(1.0, -24) * ref.bound[e] +
+                         result_rel * (std::fabs(want) + ref.bound[e]) + 1e-30;
+      const double got = at(out, i, j);
+      if (!(std::fabs(got - want) <= tol)) {
+        ADD_FAILURE() << what << ": out(" << i << ", " << j << ") = " << got << ", want " << want
+                      << " (tolerance " << tol << ")";
+        ++bad;
+      }
+    }
+  }
+}
+
+struct Shape3 {
+  int64_t m, k, n;
+};
+const Shape3 kShapes[] = {{1, 1, 1},     {1, 7, 1},    {3, 5, 7},     {2, 1, 9},
+                          {8, 128, 128}, {17, 33, 65}, {64, 64, 64},  {1, 300, 2},
+                          {130, 1, 129}, {5, 257, 3},  {128, 96, 144}};
+
+class DotModes : public ::testing::TestWithParam<detail::GemmMode> {
+ protected:
+  void SetUp() override { detail::set_gemm_mode(GetParam()); }
+  void TearDown() override { detail::set_gemm_mode(detail::GemmMode::kAuto); }
+};
+
+// Every contracting-dimension pair on f32 and bf16, assigned and accumulated.
+template <class T, class P>
+void check_all_layouts(const std::string& name, double result_rel) {
+  uint32_t seed = 1;
+  for (const Shape3& s : kShapes) {
+    for (int lc : {1, 0}) {
+      for (int rc : {0, 1}) {
+        const Shape xs = lc == 1 ? Shape{s.m, s.k} : Shape{s.k, s.m};
+        const Shape ys = rc == 0 ? Shape{s.k, s.n} : Shape{s.n, s.k};
+        auto xv = random_values<T>(s.m * s.k, seed++);
+        auto yv = random_values<T>(s.k * s.n, seed++);
+        auto x = vref(xv, xs);
+        auto y = vref(yv, ys);
+        const Reference ref = reference(x, y, lc, rc);
+        std::vector<P> ov(static_cast<size_t>(s.m * s.n), static_cast<P>(7.0f));
+        auto o = vref(ov, {s.m, s.n});
+        const std::string what = name + " (" + std::to_string(s.m) + ", " + std::to_string(s.k) +
+                                 ", " + std::to_string(s.n) + ") contracting (" +
+                                 std::to_string(lc) + ", " + std::to_string(rc) + ")";
+        if (lc == 1 && rc == 0) {
+          o = jnp::dot<P>(x, y);
+        } else {
+          o = lax::dot_general<P>(x, y, {{{lc}, {rc}}, {{}, {}}});
+        }
+        expect_close(o, ref, s.k, {}, result_rel, what + " =");
+        std::vector<double> before(ov.size());
+        for (size_t e = 0; e < ov.size(); ++e) before[e] = static_cast<float>(ov[e]);
+        o += lax::dot_general<P>(x, y, {{{lc - 2}, {rc - 2}}});  // negative dims, batch omitted
+        expect_close(o, ref, s.k, before, result_rel * 2, what + " +=");
+      }
+    }
+  }
+}
+
+TEST_P(DotModes, Float32AllLayouts) { check_all_layouts<float, float>("f32", 0.0); }
+
+TEST_P(DotModes, BFloat16ToFloat32AllLayouts) {
+  check_all_layouts<bfloat16, float>("bf16->f32", 0.0);
+}
+
+TEST_P(DotModes, BFloat16ResultIsRoundedOnce) {
+  check_all_layouts<bfloat16, bfloat16>("bf16->bf16", std::ldexp(1.0, -8));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemm, DotModes,
+                         ::testing::Values(detail::GemmMode::kAuto, detail::GemmMode::kPortable),
+                         [](const auto& p) {
+                           return p.param == detail::GemmMode::kAuto ? std::string("Auto")
+                                                                     : std::string("Portable");
+                         });
+
+TEST(Dot, Int8ToInt32IsExact) {
+  uint32_t seed = 100;
+  for (const Shape3& s : kShapes) {
+    for (int rc : {0, 1}) {
+      auto xv = random_values<int8_t>(s.m * s.k, seed++);
+      auto yv = random_values<int8_t>(s.k * s.n, seed++);
+      auto x = vref(xv, {s.m, s.k});
+      auto y = vref(yv, rc == 0 ? Shape{s.k, s.n} : Shape{s.n, s.k});
+      const Reference ref = reference(x, y, 1, rc);
+      std::vector<int32_t> ov(static_cast<size_t>(s.m * s.n), 5);
+      auto o = vref(ov, {s.m, s.n});
+      o = lax::dot_general<int32_t>(x, y, {{{1}, {rc}}});
+      for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], ref.value[e]) << e;
+      o += lax::dot_general<int32_t>(x, y, {{{1}, {rc}}});
+      for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], 2 * ref.value[e]) << e;
+    }
+  }
+}
+
+TEST(Dot, Int8ResultWraps) {
+  std::vector<int8_t> xv{100, 100}, yv{2, 1};
+  std::vector<int8_t> ov{0};
+  auto o = vref(ov, {1, 1});
+  o = jnp::dot(vref(xv, {1, 2}), vref(yv, {2, 1}));  // 300 wraps to 44
+  EXPECT_EQ(ov[0], 44);
+  o += jnp::dot(vref(xv, {1, 2}), vref(yv, {2, 1}));  // 44 + 44
+  EXPECT_EQ(ov[0], 88);
+}
+
+TEST(Dot, StridedViewsAndSubTiles) {
+  // Operands and destinations are sub-views of larger buffers: row strides != columns, and an
+  // element stride of 2 along the columns of x.
+  for (auto mode : {detail::GemmMode::kAuto, detail::GemmMode::kPortable}) {
+    detail::set_gemm_mode(mode);
+    auto big_x = random_values<float>(40 * 64, 7);
+    auto big_y = random_values<float>(50 * 70, 8);
+    std::vector<float> big_o(60 * 80, 3.0f);
+    auto x = vref(big_x, {40, 64}).at(pl::ds(3, 21), pl::ds(1, 19, 2));  // (21, 19), strided
+    auto y = vref(big_y, {50, 70}).at(pl::ds(5, 19), pl::ds(2, 33));     // (19, 33), ld 70
+    auto o = vref(big_o, {60, 80}).at(pl::ds(10, 21), pl::ds(7, 33));    // (21, 33), ld 80
+    const Reference ref = reference(x, y, 1, 0);
+    o = jnp::dot(x, y);
+    expect_close(o, ref, 19, {}, 0.0, "strided f32");
+    EXPECT_EQ(big_o[0], 3.0f);  // untouched outside the view
+    EXPECT_EQ(big_o[10 * 80 + 6], 3.0f);
+    EXPECT_EQ(big_o[10 * 80 + 40], 3.0f);
+    // A destination with a column stride of 2, accumulating.
+    std::vector<float> wide(21 * 66, 1.0f);
+    auto ow = vref(wide, {21, 66}).at(pl::all, pl::ds(0, 33, 2));
+    ow += jnp::dot(x, y);
+    expect_close(ow, ref, 19, std::vector<double>(21 * 33, 1.0), 0.0, "column-strided acc");
+    EXPECT_EQ(wide[1], 1.0f);
+    // bf16 operands through strided views.
+    std::vector<bfloat16> bx(big_x.begin(), big_x.end());
+    std::vector<bfloat16> by(big_y.begin(), big_y.end());
+    auto xb = vref(bx, {40, 64}).at(pl::ds(3, 21), pl::ds(1, 19, 2));
+    auto yb = vref(by, {50, 70}).at(pl::ds(5, 33), pl::ds(2, 19));  // (33, 19): y.T contracted
+    const Reference refb = reference(xb, yb, 1, 1);
+    o = lax::dot_general<float>(xb, yb, {{{1}, {1}}});
+    expect_close(o, refb, 19, {}, 0.0, "strided bf16, transposed rhs");
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
+TEST(Dot, DestinationOverlappingAnOperandIsComputedFirst) {
+  auto av = random_values<float>(16 * 16, 21);
+  auto bv = random_values<float>(16 * 16, 22);
+  auto a = vref(av, {16, 16});
+  auto b = vref(bv, {16, 16});
+  const Reference ref = reference(a, b, 1, 0);
+  a = jnp::dot(a, b);
+  expect_close(a, ref, 16, {}, 0.0, "a = a @ b");
+}
+
+TEST(Dot, ConstAndSmemOperands) {
+  auto xv = random_values<float>(3 * 4, 41);
+  auto yv = random_values<float>(4 * 2, 42);
+  const pl::Ref<const float, MemorySpace::VMEM> x(xv.data(), {3, 4});  // (3, 4) VMEM, read-only
+  const pltpu::SmemRef<float> y(yv.data(), {4, 2});                    // (4, 2) SMEM
+  std::vector<float> ov(6);
+  auto o = vref(ov, {3, 2});
+  EXPECT_EQ(jnp::dot(x, y).shape(), (Shape{3, 2}));
+  o = jnp::dot(x, y);
+  expect_close(o, reference(x, y, 1, 0), 4, {}, 0.0, "const VMEM x SMEM");
+}
+
+TEST(Dot, EmptyContraction) {
+  std::vector<float> xv(1), yv(1), ov(6, 9.0f);
+  auto x = pltpu::VmemRef<float>(xv.data(), {2, 0});
+  auto y = pltpu::VmemRef<float>(yv.data(), {0, 3});
+  auto o = vref(ov, {2, 3});
+  o += jnp::dot(x, y);
+  for (float v : ov) EXPECT_EQ(v, 9.0f);
+  o = jnp::dot(x, y);
+  for (float v : ov) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Dot, ShapeErrors) {
+  std::vector<float> xv(8 * 16), yv(16 * 4), ov(8 * 4), v1(16);
+  auto x = vref(xv, {8, 16});
+  auto y = vref(yv, {16, 4});
+  auto o = vref(ov, {8, 4});
+  auto vec = vref(v1, {16});
+  auto x2 = vref(xv, {16, 8});
+  EXPECT_TESSERA_ERROR(o = jnp::dot(x, x), UsageError, ErrorKind::kShapeMismatch,
+                       "the contracted extents must be equal", __LINE__ - 1);
+  EXPECT_TESSERA_ERROR(o = jnp::dot(vec, y), UsageError, ErrorKind::kInvalidArgument,
+                       "lhs has rank 1", __LINE__ - 1);
+  EXPECT_TESSERA_ERROR(o += jnp::dot(x, x2), UsageError, ErrorKind::kShapeMismatch,
+                       "shape (8, 8), but the destination ref has shape (8, 4)", __LINE__ - 1);
+  EXPECT_TESSERA_ERROR(o = lax::dot_general(x, y, {{{2}, {0}}}), UsageError,
+                       ErrorKind::kInvalidArgument, "contracting dimension 2 of the lhs",
+                       __LINE__ - 2);
+  EXPECT_TESSERA_ERROR(o = lax::dot_general(x, y, {{{1}, {0}}, {{0}, {0}}}), UsageError,
+                       ErrorKind::kInvalidArgument, "no batch dimensions", __LINE__ - 1);
+  EXPECT_TESSERA_ERROR(o = lax::dot_general(x, y, {{{0, 1}, {0, 1}}}), UsageError,
+                       ErrorKind::kInvalidArgument, "exactly one dimension", __LINE__ - 1);
+  // x @ x.T needs dot_general: the message says how.
+  std::vector<float> sq(8 * 8);
+  auto o8 = vref(sq, {8, 8});
+  EXPECT_TESSERA_ERROR(o8 = jnp::dot(x, x), UsageError, ErrorKind::kShapeMismatch,
+                       "lax::dot_general(x, y, {{{1}, {1}}})", __LINE__ - 1);
+}
+
+TEST(Dot, ErrorsInsideAKernelNameTheCore) {
+  auto k = pl::kernel(pl::out_type<float>({8, 8}), pltpu::TensorCoreMesh("core", 1),
+                      pl::scratch_types(pltpu::VMEM<float>({8, 16}), pltpu::VMEM<float>({8, 8})),
+                      pl::name("bad_dot"))([](pltpu::HbmRef<float>, pltpu::VmemRef<float> a,
+                                              pltpu::VmemRef<float> o) { o = jnp::dot(a, a); });
+  auto err = tessera::testing::catch_error<KernelError>([&] { (void)k(); });
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->kind(), ErrorKind::kShapeMismatch);
+  EXPECT_EQ(err->core(), 0);
+  EXPECT_NE(std::string(err->what()).find("bad_dot"), std::string::npos) << err->what();
+}
+
+TEST(Dot, PallasCallMatmulAccumulatesOverK) {
+  constexpr int64_t M = 64, N = 48, K = 96, bm = 32, bn = 16, bk = 32;
+  Array<float> x({M, K}), y({K, N});
+  auto xv = random_values<float>(M * K, 31);
+  auto yv = random_values<float>(K * N, 32);
+  for (int64_t e = 0; e < M * K; ++e) x[e] = xv[static_cast<size_t>(e)];
+  for (int64_t e = 0; e < K * N; ++e) y[e] = yv[static_cast<size_t>(e)];
+  auto mm = pl::pallas_call(
+      [](pltpu::VmemRef<float> xr, pltpu::VmemRef<float> yr, pltpu::VmemRef<float> zr) {
+        if (pl::program_id(2) == 0) zr = jnp::zeros_like(zr);
+        zr += jnp::dot(xr, yr);
+      },
+      pl::out_shape<float>({M, N}), pl::grid({M / bm, N / bn, K / bk}),
+      pl::in_specs(pl::BlockSpec({bm, bk}, [](int i, int, int k) { return pl::idx(i, k); }),
+                   pl::BlockSpec({bk, bn}, [](int, int j, int k) { return pl::idx(k, j); })),
+      pl::out_specs(pl::BlockSpec({bm, bn}, [](int i, int j, int) { return pl::idx(i, j); })),
+      pltpu::CompilerParams{
+          .dimension_semantics = {pltpu::PARALLEL, pltpu::PARALLEL, pltpu::ARBITRARY}});
+  const Array<float> z = mm(x, y);
+  auto xr = vref(xv, {M, K});
+  auto yr = vref(yv, {K, N});
+  const Reference ref = reference(xr, yr, 1, 0);
+  std::vector<float> zv(z.begin(), z.end());
+  expect_close(vref(zv, {M, N}), ref, K, {}, 0.0, "pallas_call matmul");
+}
+
+}  // namespace
