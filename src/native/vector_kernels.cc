@@ -236,8 +236,16 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
     return reinterpret_cast<int32_t*>(lanes + k * static_cast<size_t>(kTile));
   };
 
+  // Short rows (a block viewed in place: 128 elements a row, a large stride between rows) are
+  // batched, several rows to a tile, so that the per-tile work of the interpreter is paid once
+  // for all of them. Rows then sit back to back in the lane buffers, which needs whole vectors
+  // per row, and no iota (whose value depends on the row).
+  bool has_iota = false;
+  for (const plan::Node& n : p.nodes) has_iota = has_iota || n.op == OpCode::kIota;
+  const int64_t max_rows =
+      nd >= 2 && inner % N == 0 && 2 * inner <= kTile && !has_iota ? kTile / inner : 1;
   // Constants never change: fill their buffers once, as far as a tile reaches.
-  const int64_t fill = (std::min(kTile, inner) + N - 1) / N * N;
+  const int64_t fill = max_rows > 1 ? kTile : (std::min(kTile, inner) + N - 1) / N * N;
   for (size_t k = 0; k < nn; ++k) {
     const plan::Node& n = p.nodes[k];
     if (n.op != OpCode::kConst) continue;
@@ -254,10 +262,10 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
   SmallVec idx(nd, 0);
   const bool prefetch_rows = nd >= 2 && inner <= kTile;
   for (;;) {
-    // Row bases for this outer index.
+    const int64_t nrow = max_rows > 1 ? std::min(max_rows, p.extent[nd - 2] - idx[nd - 2]) : 1;
     for (int64_t j0 = 0; j0 < inner; j0 += kTile) {
       const int64_t len = std::min(kTile, inner - j0);
-      const int64_t padded = (len + N - 1) / N * N;
+      const int64_t padded = nrow * ((len + N - 1) / N * N);
       for (size_t k = 0; k < nn; ++k) {
         const plan::Node& n = p.nodes[k];
         switch (n.op) {
@@ -266,20 +274,26 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
           case OpCode::kLoad: {
             int64_t off = j0 * n.stride[nd - 1];
             for (int d = 0; d < nd - 1; ++d) off += idx[d] * n.stride[d];
-            const std::byte* base = n.data + off * itemsize(n.dtype);
+            const int64_t item = itemsize(n.dtype);
+            const std::byte* base = n.data + off * item;
             const int64_t s = n.stride[nd - 1];
+            const int64_t row_step = nd >= 2 ? n.stride[nd - 2] * item : 0;
             // A row of a strided view (a block read in place) is a short run far from the
-            // previous one, which the hardware prefetchers barely follow: ask for the row after
-            // next while this one is read.
-            if (prefetch_rows && s == 1 && idx[nd - 2] + 2 < p.extent[nd - 2]) {
-              const std::byte* ahead = base + 2 * n.stride[nd - 2] * itemsize(n.dtype);
-              const int64_t bytes = len * itemsize(n.dtype);
-              for (int64_t b = 0; b < bytes; b += 64) hwy::Prefetch(ahead + b);
+            // previous one, which the hardware prefetchers barely follow: ask for the next
+            // tile's rows while these are read.
+            if (prefetch_rows && s == 1) {
+              const int64_t ahead = std::min(nrow, p.extent[nd - 2] - idx[nd - 2] - nrow);
+              for (int64_t r = 0; r < ahead; ++r) {
+                const std::byte* row = base + (nrow + r) * row_step;
+                for (int64_t b = 0; b < len * item; b += 64) hwy::Prefetch(row + b);
+              }
             }
-            if (n.flt)
-              load_f(df, n.dtype, base, s, len, fbuf(k));
-            else
-              load_i(di, n.dtype, base, s, len, ibuf(k));
+            for (int64_t r = 0; r < nrow; ++r) {
+              if (n.flt)
+                load_f(df, n.dtype, base + r * row_step, s, len, fbuf(k) + r * len);
+              else
+                load_i(di, n.dtype, base + r * row_step, s, len, ibuf(k) + r * len);
+            }
             break;
           }
           case OpCode::kIota: {
@@ -385,14 +399,19 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
       // Store the result row tile.
       int64_t off = j0 * p.dst_stride[nd - 1];
       for (int d = 0; d < nd - 1; ++d) off += idx[d] * p.dst_stride[d];
-      std::byte* dst = p.dst + off * itemsize(p.dst_dtype);
+      const int64_t item = itemsize(p.dst_dtype);
+      std::byte* dst = p.dst + off * item;
       const int64_t s = p.dst_stride[nd - 1];
-      if (is_floating(p.dst_dtype))
-        store_f(df, p.dst_dtype, fbuf(nn - 1), dst, s, len, p.stream);
-      else
-        store_i(di, p.dst_dtype, ibuf(nn - 1), dst, s, len, p.stream);
-      if (p.prefetch != nullptr) drain_prefetch(*p.prefetch, len * itemsize(p.dst_dtype));
+      const int64_t row_step = nd >= 2 ? p.dst_stride[nd - 2] * item : 0;
+      for (int64_t r = 0; r < nrow; ++r) {
+        if (is_floating(p.dst_dtype))
+          store_f(df, p.dst_dtype, fbuf(nn - 1) + r * len, dst + r * row_step, s, len, p.stream);
+        else
+          store_i(di, p.dst_dtype, ibuf(nn - 1) + r * len, dst + r * row_step, s, len, p.stream);
+      }
+      if (p.prefetch != nullptr) drain_prefetch(*p.prefetch, nrow * len * item);
     }
+    if (nrow > 1) idx[nd - 2] += nrow - 1;  // the rows of this tile
     int d = nd - 2;
     for (; d >= 0; --d) {
       if (++idx[d] < p.extent[d]) break;

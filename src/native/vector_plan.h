@@ -14,7 +14,7 @@ namespace tessera::detail {
 struct PrefetchQueue;
 namespace plan {
 
-inline constexpr int64_t kTile = 256;
+inline constexpr int64_t kTile = 512;
 
 /// A node as the evaluator sees it: per-axis strides already broadcast and coalesced.
 struct Node {
