@@ -391,8 +391,11 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         visit_start[o] = cursor.step();
         // Validates the block index before the body runs.
         const BlockWindow w = window_of(op, b, op.spec->where());
-        st.in_place = st.may_alias && is_full(w);
+        // Only a visit of one step is written in place: a block that several steps accumulate
+        // into is read back each step, and a contiguous VMEM window is the better place for that
+        // (the packing argument of a GEMM's C tile), so it keeps its window and its write-back.
         st.single_visit = cursor.write_back(static_cast<int>(o));
+        st.in_place = st.may_alias && st.single_visit && is_full(w);
         st.win = st.in_place ? WindowRef{block_views(op, w, st.buffer).hbm.data, &st.hbm_strides}
                              : WindowRef{st.buffer, &st.buffer_strides};
       }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "matmul.h"
 #include "pipelined_add.h"
 #include "tessera/tessera.h"
@@ -22,21 +23,6 @@
 namespace tessera::cli {
 
 namespace {
-struct Stats {
-  double min, median, max;
-};
-Stats stats_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v.front(), v[v.size() / 2], v.back()};
-}
-
-template <class F>
-double seconds(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 int run_add(int64_t n, int cores, int repeats, bool json) {
   Array<float> x({n, n});
   Array<float> y({n, n});

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench_command.h"
+#include "bench_timing.h"
 #include "matmul.h"
 #include "tessera/tessera.h"
 
@@ -32,20 +33,6 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace tessera::cli {
 
 namespace {
-struct Stats {
-  double min, median, max;
-};
-Stats stats_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v.front(), v[v.size() / 2], v.back()};
-}
-template <class F>
-double seconds(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 struct Timed {
   std::string name;
   std::vector<double> t;
