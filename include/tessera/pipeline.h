@@ -27,9 +27,9 @@
 //
 // Windows are views with strides: do not assume a window is contiguous. The native engine
 // skips copies the semantics cannot observe — a full block of an input the body takes as
-// `VmemRef<const T>` is read where it lies in HBM, a full output block is written there directly
-// (streaming stores for a one-step visit) — and prefetches the next step's input blocks while
-// the body computes. Operands whose arrays overlap always go through VMEM copies.
+// `VmemRef<const T>` is read where it lies in HBM, a full output block visited for one step is
+// written there directly with streaming stores — and prefetches the next step's input blocks
+// while the body computes. Operands whose arrays overlap always go through VMEM copies.
 // `pl::Buffered(n)` counts n windows per operand against the VMEM budget (inputs n >= 1,
 // outputs 1 or 2; lookahead is for inputs only).
 #pragma once

@@ -44,7 +44,7 @@ TEST(PallasCallWindows, ConstInputsOfFullBlocksAreReadInPlace) {
   EXPECT_EQ(mutable_strides, (std::vector<int64_t>{128, 128, 128, 128}));
 }
 
-TEST(PallasCallWindows, InPlaceOutputsAccumulateAcrossConsecutiveSteps) {
+TEST(PallasCallWindows, AccumulatedOutputsSumAcrossConsecutiveSteps) {
   const Array<float> x = iota_f({16, 512});
   auto f = pl::pallas_call(
       [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) {
