@@ -33,7 +33,8 @@ Results compute() {
   std::vector<int32_t> n(R * C);
   for (size_t k = 0; k < x.size(); ++k) {
     x[k] = std::sin(static_cast<float>(k) * 0.731f) * 20.0f;
-    n[k] = static_cast<int32_t>((k * 2654435761u) >> 7) - (1 << 23);
+    // Spread over [-2^23, 2^23): 24 bits of a multiplicative hash, computed without overflow.
+    n[k] = static_cast<int32_t>(((k * 2654435761u) >> 7) & 0xffffffu) - (1 << 23);
   }
   auto xr = vref(x, {R, C});
   auto nr = vref(n, {R, C});
