@@ -144,6 +144,17 @@ struct CallSignature<R (*)(P...)> {
   using params = std::tuple<P...>;
 };
 
+/// The declared type of parameter `K` of `Body`, without reference or cv; void when the body is
+/// generic or has fewer parameters.
+template <class Body, size_t K, class Sig = CallSignature<Body>>
+struct BodyParam {
+  using type = void;
+};
+template <class Body, size_t K, class Sig>
+requires(Sig::known&& K < std::tuple_size_v<typename Sig::params>) struct BodyParam<Body, K, Sig> {
+  using type = std::remove_cvref_t<std::tuple_element_t<K, typename Sig::params>>;
+};
+
 /// Instantiated once per body parameter; its name in a compiler error shows the position, the
 /// ref type Tessera passes and the parameter type the body declared.
 template <size_t Position, class Passed, class Declared>

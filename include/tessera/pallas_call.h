@@ -87,9 +87,7 @@ void check_pallas_call(const std::vector<PallasOperandInfo>& operands, const Sha
                        const std::vector<pltpu::GridDimensionSemantics>& semantics,
                        const std::vector<ScratchRequest>& scratch, int64_t vmem_limit,
                        const std::vector<std::pair<int, int>>& aliases, int num_prefetch,
-                       const std::vector<DType>& prefetch_dtypes,
-                       const std::vector<Shape>& prefetch_shapes, const std::string& name,
-                       std::source_location where);
+                       const std::string& name, std::source_location where);
 
 /// In place of in_specs / out_specs that were not given: whole-array blocks.
 struct NoSpecs {};
@@ -98,16 +96,8 @@ struct NoSpecs {};
 /// VMEM for those; VMEM when the body is generic or the parameter is not a Ref.
 template <class Body, size_t K>
 constexpr MemorySpace declared_space() {
-  using Sig = CallSignature<Body>;
-  if constexpr (Sig::known) {
-    using Params = typename Sig::params;
-    if constexpr (K < std::tuple_size_v<Params>) {
-      using P = std::remove_cvref_t<std::tuple_element_t<K, Params>>;
-      if constexpr (is_ref_v<P>) {
-        return P::space == MemorySpace::HBM ? MemorySpace::ANY : P::space;
-      }
-    }
-  }
+  using P = typename BodyParam<Body, K>::type;
+  if constexpr (is_ref_v<P>) return P::space == MemorySpace::HBM ? MemorySpace::ANY : P::space;
   return MemorySpace::VMEM;
 }
 
@@ -241,8 +231,7 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         detail::PallasOperandInfo{dtype_of<Outs>, std::get<O>(out_.outs).shape, &specs[NI + O],
                                   true, declared[NI + O]}...};
     detail::check_pallas_call(info, grid_, semantics, scratch, limit, aliases_.pairs,
-                              static_cast<int>(NPs), {dtype_of<std::tuple_element_t<P, ArgT>>...},
-                              {std::get<P>(argv).shape()...}, name_, where_);
+                              static_cast<int>(NPs), name_, where_);
 
     // Outputs, with aliased ones starting as a copy of their input; an aliased input is then
     // read from the output's buffer, so the kernel sees one buffer for both.

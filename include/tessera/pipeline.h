@@ -160,14 +160,8 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
 /// lambda or function); such a window is only read.
 template <class Body, size_t K>
 constexpr bool param_is_const_ref() {
-  using Sig = CallSignature<Body>;
-  if constexpr (Sig::known) {
-    using Params = typename Sig::params;
-    if constexpr (K < std::tuple_size_v<Params>) {
-      using P = std::remove_cvref_t<std::tuple_element_t<K, Params>>;
-      if constexpr (is_ref_v<P>) return std::is_const_v<typename P::element_type>;
-    }
-  }
+  using P = typename BodyParam<Body, K>::type;
+  if constexpr (is_ref_v<P>) return std::is_const_v<typename P::element_type>;
   return false;
 }
 

@@ -205,6 +205,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void interleave_rows_avx512
   }
 }
 
+// An empty product (no rows, columns or contraction): C is zero, or unchanged when accumulating.
+// True when there is nothing more to do.
+template <class C>
+bool empty_product(int64_t m, int64_t n, int64_t k, C* c, int64_t c_rs, bool accumulate) {
+  if (m <= 0 || n <= 0) return true;
+  if (k > 0) return false;
+  if (!accumulate) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * c_rs, c + i * c_rs + n, C{0});
+  }
+  return true;
+}
+
 }  // namespace
 
 void set_gemm_mode(GemmMode mode) noexcept { g_mode.store(mode, std::memory_order_relaxed); }
@@ -224,13 +236,7 @@ bool gemm_bf16_native() noexcept {
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b, float* c,
               int64_t c_rs, bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate) {
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * c_rs, c + i * c_rs + n, 0.0f);
-    }
-    return;
-  }
+  if (empty_product(m, n, k, c, c_rs, accumulate)) return;
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
@@ -253,13 +259,7 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<f
 
 void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixView<bfloat16> b,
                float* c, int64_t c_rs, bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate) {
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * c_rs, c + i * c_rs + n, 0.0f);
-    }
-    return;
-  }
+  if (empty_product(m, n, k, c, c_rs, accumulate)) return;
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);

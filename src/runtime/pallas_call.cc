@@ -56,9 +56,7 @@ void check_memory_space(const std::vector<PallasOperandInfo>& ops, size_t k,
 
 void check_aliases(const std::vector<PallasOperandInfo>& ops,
                    const std::vector<std::pair<int, int>>& aliases, int num_prefetch,
-                   const std::vector<DType>& prefetch_dtypes,
-                   const std::vector<Shape>& prefetch_shapes, const std::string& name,
-                   std::source_location where) {
+                   const std::string& name, std::source_location where) {
   std::vector<const PallasOperandInfo*> inputs;
   std::vector<const PallasOperandInfo*> outputs;
   for (const auto& o : ops) (o.is_output ? outputs : inputs).push_back(&o);
@@ -101,8 +99,6 @@ void check_aliases(const std::vector<PallasOperandInfo>& ops,
                        dtype_name(o.dtype), o.shape.to_string()));
     }
   }
-  (void)prefetch_dtypes;
-  (void)prefetch_shapes;
 }
 
 }  // namespace
@@ -111,9 +107,7 @@ void check_pallas_call(const std::vector<PallasOperandInfo>& operands, const Sha
                        const std::vector<pltpu::GridDimensionSemantics>& semantics,
                        const std::vector<ScratchRequest>& scratch, int64_t vmem_limit,
                        const std::vector<std::pair<int, int>>& aliases, int num_prefetch,
-                       const std::vector<DType>& prefetch_dtypes,
-                       const std::vector<Shape>& prefetch_shapes, const std::string& name,
-                       std::source_location where) {
+                       const std::string& name, std::source_location where) {
   for (int a = 0; a < grid.rank(); ++a) {
     if (grid[a] < 1) {
       fail(ErrorKind::kInvalidArgument, name, where,
@@ -146,7 +140,7 @@ void check_pallas_call(const std::vector<PallasOperandInfo>& operands, const Sha
   };
   std::vector<Use> uses;
   int64_t total = 0;
-  check_aliases(operands, aliases, num_prefetch, prefetch_dtypes, prefetch_shapes, name, where);
+  check_aliases(operands, aliases, num_prefetch, name, where);
   for (size_t k = 0; k < operands.size(); ++k) {
     const PallasOperandInfo& op = operands[k];
     const pl::BlockSpec& s = *op.spec;
