@@ -75,6 +75,13 @@ BlockViews block_views(const PipelineOperand& op, const BlockWindow& w, void* wi
   return v;
 }
 
+// Where block `w` of operand `op` starts in its array (a block read or written in place).
+void* block_data(const PipelineOperand& op, const BlockWindow& w) {
+  int64_t offset = 0;
+  for (int d = 0; d < op.hbm.shape.rank(); ++d) offset += w.start[d] * op.hbm.strides[d];
+  return static_cast<std::byte*>(op.hbm.data) + offset * itemsize(op.hbm.dtype);
+}
+
 BlockWindow window_of(const PipelineOperand& op, const pl::Indices& idx,
                       std::source_location where) {
   if (op.spec->is_whole_array()) {
@@ -363,11 +370,11 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
       if (!op.is_output) {
         if (!cursor.copy_in(static_cast<int>(k))) continue;  // same block: the copy is elided
         const BlockWindow w = window_of(op, cursor.block(static_cast<int>(k)), op.spec->where());
-        const BlockViews v = block_views(op, w, st.buffer);
         st.in_place = st.may_alias && is_full(w);
         if (st.in_place) {
-          st.win = WindowRef{v.hbm.data, &st.hbm_strides};
+          st.win = WindowRef{block_data(op, w), &st.hbm_strides};
         } else {
+          const BlockViews v = block_views(op, w, st.buffer);
           dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config.where);
           st.win = WindowRef{st.buffer, &st.buffer_strides};
         }
@@ -396,7 +403,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         // (the packing argument of a GEMM's C tile), so it keeps its window and its write-back.
         st.single_visit = cursor.write_back(static_cast<int>(o));
         st.in_place = st.may_alias && st.single_visit && is_full(w);
-        st.win = st.in_place ? WindowRef{block_views(op, w, st.buffer).hbm.data, &st.hbm_strides}
+        st.win = st.in_place ? WindowRef{block_data(op, w), &st.hbm_strides}
                              : WindowRef{st.buffer, &st.buffer_strides};
       }
     }

@@ -70,11 +70,37 @@ size_t RevisitTracker::Hash::operator()(const SmallVec& v) const noexcept {
   return h;
 }
 
+namespace {
+// Lexicographic order of block indices of one rank.
+bool index_less(const SmallVec& a, const SmallVec& b) noexcept {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+}
+}  // namespace
+
 void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64_t step) {
+  if (sorted_) {
+    if (log_.empty() || index_less(log_.back().block, block.v)) {
+      log_.push_back(Entry{block.v, Visit{first, step}});
+      return;
+    }
+    sorted_ = false;
+    done_.reserve(log_.size() * 2);
+    for (Entry& e : log_) done_.emplace(std::move(e.block), e.visit);
+    log_.clear();
+    log_.shrink_to_fit();
+  }
   done_.insert_or_assign(block.v, Visit{first, step});
 }
 
 std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Indices& block) const {
+  if (sorted_) {
+    if (log_.empty() || index_less(log_.back().block, block.v)) return std::nullopt;
+    const auto it =
+        std::lower_bound(log_.begin(), log_.end(), block.v,
+                         [](const Entry& e, const SmallVec& v) { return index_less(e.block, v); });
+    if (it == log_.end() || !(it->block == block.v)) return std::nullopt;
+    return it->visit;
+  }
   auto it = done_.find(block.v);
   if (it == done_.end()) return std::nullopt;
   return it->second;

@@ -84,13 +84,23 @@ class RevisitTracker {
   std::optional<Visit> earlier_visit(const pl::Indices& block) const;
 
  private:
+  // Most grids write their output blocks back in increasing (row-major) order of block index.
+  // While they do, the log stays sorted: a block after the last one cannot be a revisit, and
+  // any other is found by binary search, with no hashing and no allocation per step. The first
+  // block out of order moves the log into the hash map, which serves from then on.
+  struct Entry {
+    SmallVec block;
+    Visit visit;
+  };
   struct Hash {
     size_t operator()(const SmallVec& v) const noexcept;
   };
   struct Eq {
     bool operator()(const SmallVec& a, const SmallVec& b) const noexcept { return a == b; }
   };
-  std::unordered_map<SmallVec, Visit, Hash, Eq> done_;
+  bool sorted_ = true;
+  std::vector<Entry> log_;                              // while sorted_
+  std::unordered_map<SmallVec, Visit, Hash, Eq> done_;  // once not
 };
 
 }  // namespace tessera::detail

@@ -91,6 +91,30 @@ TEST(PipelineSchedule, NonConsecutiveRevisitIsFoundAtIteration20) {
   ASSERT_TRUE(v.has_value());
 }
 
+TEST(PipelineSchedule, RevisitTrackerInOrderAndOutOfOrder) {
+  // Written back in increasing order, the tracker keeps a sorted log; the first block out of
+  // order moves it to a map. Both must find every earlier visit and nothing else.
+  detail::RevisitTracker t;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_FALSE(t.earlier_visit(pl::idx(i, j)).has_value()) << i << "," << j;
+      t.written_back(pl::idx(i, j), 10 * i + j, 10 * i + j + 1);
+    }
+  auto v = t.earlier_visit(pl::idx(1, 2));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->first, 12);
+  EXPECT_EQ(v->last, 13);
+  EXPECT_FALSE(t.earlier_visit(pl::idx(1, 7)).has_value());  // between two logged blocks
+  EXPECT_FALSE(t.earlier_visit(pl::idx(5, 0)).has_value());  // after the last
+  t.written_back(pl::idx(0, 9), 40, 41);                     // out of order
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_TRUE(t.earlier_visit(pl::idx(i, j)).has_value());
+  v = t.earlier_visit(pl::idx(0, 9));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->first, 40);
+  EXPECT_FALSE(t.earlier_visit(pl::idx(5, 0)).has_value());
+}
+
 // Pallas' show_program_ids: every grid point writes 10*i + j into its block of the output;
 // what lands in the array (partial blocks clipped) follows from the cursor and block_window.
 std::vector<std::vector<int>> show_program_ids(Shape x, std::vector<pl::BlockDim> block,

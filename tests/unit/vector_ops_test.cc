@@ -121,6 +121,108 @@ TEST(VectorOps, OverlappingShiftIsLikeNumpy) {
   EXPECT_EQ(a[9], 16.0f);
 }
 
+// A copy or one float32 binary op between refs, per-row values and scalars takes the
+// evaluator's fused path (vector_kernels.cc); it must agree with scalar loops on every layout:
+// ragged lengths, strided views on both sides, row broadcasts, rank 3, NaNs, in place.
+TEST(VectorOps, SingleOpsAgreeWithScalarLoopsOnEveryLayout) {
+  enum Op { kAdd, kSub, kMul, kDiv, kMax, kMin };
+  auto scalar_op = [](Op op, float a, float b) {
+    switch (op) {
+      case kAdd:
+        return a + b;
+      case kSub:
+        return a - b;
+      case kMul:
+        return a * b;
+      case kDiv:
+        return a / b;
+      case kMax:
+        return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+      case kMin:
+        return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    }
+    return 0.0f;
+  };
+  auto apply = [](Op op, auto dst, auto a, auto b) {
+    switch (op) {
+      case kAdd:
+        dst = a + b;
+        break;
+      case kSub:
+        dst = a - b;
+        break;
+      case kMul:
+        dst = a * b;
+        break;
+      case kDiv:
+        dst = a / b;
+        break;
+      case kMax:
+        dst = jnp::maximum(a, b);
+        break;
+      case kMin:
+        dst = jnp::minimum(a, b);
+        break;
+    }
+  };
+  auto same = [](float got, float want) {
+    return (std::isnan(got) && std::isnan(want)) || got == want;
+  };
+  // Rows of `cols` elements inside buffers `wide` elements wide, starting at column 3 of row 1.
+  for (int cols : {1, 5, 16, 17, 64, 65, 130, 1000}) {
+    for (int rows : {1, 3}) {
+      const int wide = cols + 7;
+      const auto n = static_cast<size_t>((rows + 1) * wide);
+      std::vector<float> x(n), y(n), col(static_cast<size_t>(rows)), out(n, -7.0f);
+      for (size_t k = 0; k < n; ++k) {
+        x[k] = static_cast<float>(k % 29) * 0.75f - 9.0f;
+        y[k] = k % 11 == 0 ? NAN : static_cast<float>(k % 13) + 0.5f;
+      }
+      for (int r = 0; r < rows; ++r) col[static_cast<size_t>(r)] = 2.0f + static_cast<float>(r);
+      auto view = [&](std::vector<float>& v) {
+        return vref(v, {rows + 1, wide}).at(pl::ds(1, rows), pl::ds(3, cols));
+      };
+      auto at = [&](int r, int c) { return static_cast<size_t>((r + 1) * wide + 3 + c); };
+      auto check = [&](const char* what, Op op, auto want) {
+        for (int r = 0; r < rows; ++r)
+          for (int c = 0; c < cols; ++c)
+            ASSERT_TRUE(same(out[at(r, c)], want(r, c)))
+                << what << " op " << op << " " << rows << "x" << cols << " at " << r << "," << c
+                << ": " << out[at(r, c)] << " vs " << want(r, c);
+        ASSERT_EQ(out[0], -7.0f) << "wrote outside the view";
+      };
+      for (Op op : {kAdd, kSub, kMul, kDiv, kMax, kMin}) {
+        apply(op, view(out), view(x), view(y));
+        check("ref,ref", op, [&](int r, int c) { return scalar_op(op, x[at(r, c)], y[at(r, c)]); });
+        apply(op, view(out), view(x), 1.5f);
+        check("ref,scalar", op, [&](int r, int c) { return scalar_op(op, x[at(r, c)], 1.5f); });
+        apply(op, view(out), -2.5f, view(y));
+        check("scalar,ref", op, [&](int r, int c) { return scalar_op(op, -2.5f, y[at(r, c)]); });
+        apply(op, view(out), view(x), vref(col, {rows, 1}));
+        check("ref,column", op, [&](int r, int c) {
+          return scalar_op(op, x[at(r, c)], col[static_cast<size_t>(r)]);
+        });
+      }
+      view(out) = view(x);
+      check("copy", kAdd, [&](int r, int c) { return x[at(r, c)]; });
+      view(out) = view(out) * view(y);  // in place, same position
+      check("in place", kMul, [&](int r, int c) { return x[at(r, c)] * y[at(r, c)]; });
+    }
+  }
+  // Rank 3, contiguous and as a view of every other plane.
+  std::vector<float> a(4 * 3 * 40), b(4 * 3 * 40), o(4 * 3 * 40, 0.0f);
+  std::iota(a.begin(), a.end(), 1.0f);
+  std::iota(b.begin(), b.end(), -50.0f);
+  vref(o, {4, 3, 40}).at(pl::ds(0, 2, 2)) =
+      vref(a, {4, 3, 40}).at(pl::ds(1, 2, 2)) - vref(b, {4, 3, 40}).at(pl::ds(0, 2, 2));
+  for (int p = 0; p < 4; ++p)
+    for (int k = 0; k < 120; ++k) {
+      const auto i = static_cast<size_t>(p * 120 + k);
+      const float want = p % 2 == 0 ? a[i + 120] - b[i] : 0.0f;
+      ASSERT_EQ(o[i], want) << p << "," << k;
+    }
+}
+
 TEST(VectorOps, Bfloat16RoundsEveryNode) {
   std::vector<bfloat16> x(5), o(5);
   for (int k = 0; k < 5; ++k)
