@@ -28,6 +28,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,8 @@ bool compiled_in() noexcept;
 /// that the output paths can be written (UsageError naming the path otherwise).
 class [[nodiscard]] Session {
  public:
-  explicit Session(Options options = {});
+  explicit Session(Options options = {},
+                   std::source_location where = std::source_location::current());
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

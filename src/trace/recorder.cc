@@ -97,7 +97,7 @@ void record(Event e) {
   b->events.push_back(e);
 }
 
-void begin_session(const char* who) {
+void begin_session(const char* who, std::source_location where) {
 #if TESSERA_TRACE_COMPILED
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -107,7 +107,7 @@ void begin_session(const char* who) {
                                  "{}); one session records at a time: stop the first one (or "
                                  "unset TESSERA_TRACE) before starting another",
                                  who, r.owner),
-                     std::source_location::current());
+                     where);
   }
   r.active = true;
   r.owner = who;
@@ -123,7 +123,7 @@ void begin_session(const char* who) {
                                "(TESSERA_ENABLE_TRACE=OFF); reconfigure with "
                                "-DTESSERA_ENABLE_TRACE=ON to record traces",
                                who),
-                   std::source_location::current());
+                   where);
 #endif
 }
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -222,7 +223,7 @@ struct Collected {
 };
 
 /// Starts recording (throws UsageError when a session is already active).
-void begin_session(const char* who);
+void begin_session(const char* who, std::source_location where);
 /// Stops recording and takes everything recorded since begin_session.
 Collected end_session();
 

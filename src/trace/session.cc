@@ -21,25 +21,28 @@ namespace {
 
 thread_local const char* t_owner = "trace::Session";
 
-[[noreturn]] void fail(const std::string& msg) {
-  throw UsageError(ErrorKind::kInvalidArgument, msg, std::source_location::current());
+[[noreturn]] void fail(const std::string& msg,
+                       std::source_location where = std::source_location::current()) {
+  throw UsageError(ErrorKind::kInvalidArgument, msg, where);
 }
 
 // Checks that `path` can be written without leaving a file behind that was not there.
-void check_writable(const std::string& path, const char* what) {
+void check_writable(const std::string& path, const char* what, std::source_location where) {
   if (path.empty()) return;
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
   if (existed && std::filesystem::is_directory(path, ec)) {
     fail(fmt::format("tessera: trace::Session: the {} path '{}' is a directory; give a file name",
-                     what, path));
+                     what, path),
+         where);
   }
   errno = 0;
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) {
     fail(fmt::format("tessera: trace::Session: cannot write the {} '{}': {}; check that its "
                      "folder exists and is writable",
-                     what, path, std::strerror(errno)));
+                     what, path, std::strerror(errno)),
+         where);
   }
   std::fclose(f);
   if (!existed) std::filesystem::remove(path, ec);
@@ -68,11 +71,11 @@ struct Session::Data {
 
 bool compiled_in() noexcept { return TESSERA_TRACE_COMPILED != 0; }
 
-Session::Session(Options options) : data_(std::make_unique<Data>()) {
+Session::Session(Options options, std::source_location where) : data_(std::make_unique<Data>()) {
   data_->options = std::move(options);
-  check_writable(data_->options.trace_path, "trace file");
-  check_writable(data_->options.timeline_path, "timeline file");
-  detail::begin_session(t_owner);
+  check_writable(data_->options.trace_path, "trace file", where);
+  check_writable(data_->options.timeline_path, "timeline file", where);
+  detail::begin_session(t_owner, where);
 }
 
 Session::~Session() {
