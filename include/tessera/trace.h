@@ -68,7 +68,8 @@ struct KernelSummary {
   int64_t bytes_prefetched = 0;  // of bytes_in, elided blocks whose lines were prefetched
   int64_t dmas = 0;           // DMA events (copied, elided or prefetched)
   int64_t flops = 0;          // VPU + MXU
-  int64_t grid_steps = 0;
+  int64_t grid_steps = 0;     // innermost grid steps, over all cores and launches
+  double mean_step_s = 0;     // their mean duration
   double gbps = 0;            // (bytes_in + bytes_out) / wall
   double gflops = 0;
   double pct_peak_gbps = -1;   // of the calibrated bandwidth; -1 without a calibration

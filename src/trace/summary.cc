@@ -130,14 +130,23 @@ std::vector<KernelSummary> summarize(const Collected& c, const std::optional<Cal
         step_work_ns[k] += std::min(cl.work[j]->t1, st.t1) - cl.work[j]->t0;
       }
     }
+    int operands = 0;
+    int times = 0;
+    int64_t bytes = 0;
     for (const auto& [addr, info] : cl.whole) {
       if (info.second < 2) continue;
+      ++operands;
+      times = std::max(times, info.second);
+      bytes += info.first;
+    }
+    if (operands > 0) {
       out[k].lints.push_back(fmt::format(
-          "whole-array block in a loop: on core {} a pipeline operand whose BlockSpec covers its "
-          "whole array ({}) was set up {} times in one launch, so each pipeline moves the whole "
-          "array again; copy it once outside the loop (pl::run_scoped + sync_copy) or give it a "
-          "block that moves with the grid",
-          key.second, bytes_str(info.first), info.second));
+          "whole-array block in a loop: on core {} {} pipeline operand{} whose BlockSpec covers "
+          "the whole array ({} in all) {} set up {} times in one launch, so each pipeline moves "
+          "the whole array again; copy it once outside the loop (pl::run_scoped + sync_copy) or "
+          "give it a block that moves with the grid",
+          key.second, operands, operands == 1 ? "" : "s", bytes_str(bytes),
+          operands == 1 ? "was" : "were", times));
     }
   }
   for (const auto& [launch, cls] : by_launch) {
@@ -175,6 +184,7 @@ std::vector<KernelSummary> summarize(const Collected& c, const std::optional<Cal
     s.dma_copy_fraction = static_cast<double>(copy_ns[k]) / core_ns;
     s.dma_wait_fraction = static_cast<double>(dma_wait_ns[k]) / core_ns;
     if (step_ns[k] > 0) {
+      s.mean_step_s = static_cast<double>(step_ns[k]) * 1e-9 / static_cast<double>(s.grid_steps);
       s.step_overhead_fraction =
           std::max(0.0, 1.0 - static_cast<double>(step_work_ns[k]) / static_cast<double>(step_ns[k]));
     }
@@ -230,9 +240,7 @@ std::string summary_text(const std::vector<KernelSummary>& sums, const Collected
     if (s.grid_steps > 0) {
       out += fmt::format("  grid steps    {} ({} per step, {:.0f}% of it outside ops, copies and "
                          "waits)\n",
-                         s.grid_steps,
-                         time_str(s.wall_s * std::max(s.cores, 1) / static_cast<double>(s.grid_steps)),
-                         s.step_overhead_fraction * 100);
+                         s.grid_steps, time_str(s.mean_step_s), s.step_overhead_fraction * 100);
     }
     for (const std::string& l : s.lints) out += "  lint: " + l + "\n";
   }

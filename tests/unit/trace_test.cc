@@ -4,6 +4,8 @@
 // results bit-identical; bad paths and a second session are clear errors.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -442,6 +444,7 @@ TEST(Trace, LintsFireOnTheKernelsTheyDescribe) {
   EXPECT_TRUE(has_lint(*loop, "whole-array block in a loop")) << s.summary_text();
   EXPECT_TRUE(clean->lints.empty()) << s.summary_text();
   EXPECT_NE(s.summary_text().find("kernel 'tiny'"), std::string::npos);
+  if (std::getenv("TESSERA_TEST_SHOW_SUMMARY") != nullptr) std::cout << s.summary_text();
 }
 
 // Runs `f`, requires a UsageError whose message contains `text` and which points at this file.
