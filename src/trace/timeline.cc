@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -75,16 +76,20 @@ std::string fmt_time(int64_t ns) {
 
 std::string timeline_svg(const Collected& c) {
   std::set<int> core_set;
-  int64_t t_end = 1;
+  // The axis runs from the first event to the last (not from the session's start).
+  int64_t t_begin = c.events.empty() ? 0 : INT64_MAX;
+  int64_t t_end = 0;
   for (const Event& e : c.events) {
     core_set.insert(e.core);
+    t_begin = std::min(t_begin, e.t0);
     t_end = std::max(t_end, e.t1);
   }
+  const int64_t span = std::max<int64_t>(t_end - t_begin, 1);
   const std::vector<int> cores(core_set.begin(), core_set.end());
   std::map<int, int> lane_of;  // core -> index
   for (size_t i = 0; i < cores.size(); ++i) lane_of[cores[i]] = static_cast<int>(i);
   const double height = kTop + static_cast<double>(cores.size()) * 2 * kLaneH + 60;
-  const double scale = kWidth / static_cast<double>(t_end);
+  const double scale = kWidth / static_cast<double>(span);
 
   std::string out = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -109,7 +114,7 @@ std::string timeline_svg(const Collected& c) {
     out += fmt::format("<line class=\"axis\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\"/>"
                        "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
                        x, axis_y, x, axis_y + 4, x, axis_y + 16,
-                       xml_escape(fmt_time(t_end * i / 10)));
+                       xml_escape(fmt_time(t_begin + span * i / 10)));
   }
   for (size_t i = 0; i < cores.size(); ++i) {
     const double y = kTop + static_cast<double>(i) * 2 * kLaneH;
@@ -195,8 +200,8 @@ std::string timeline_svg(const Collected& c) {
         continue;
     }
     title += ", " + fmt_time(e.t1 - e.t0);
-    const double x0 = kLeft + static_cast<double>(e.t0) * scale;
-    const double x1 = kLeft + static_cast<double>(e.t1) * scale;
+    const double x0 = kLeft + static_cast<double>(e.t0 - t_begin) * scale;
+    const double x1 = kLeft + static_cast<double>(e.t1 - t_begin) * scale;
     const auto key = std::make_pair(2 * lane + (dma ? 1 : 0), std::string(st.cls));
     styles[key] = {st, lane_y};
     Pending& pd = pending[key];
