@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <mutex>
 
 #include "runtime/context.h"
@@ -23,10 +25,38 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct ThreadBuffer {
-  std::vector<Event> events;
+// One thread's events, in chunks: appending never moves what was recorded (a growing vector
+// would copy it all, and fault in twice the memory, in the middle of the kernel it records).
+// Aligned to its own cache lines: the buffers of different cores are allocated next to each
+// other, and a shared line would bounce between the cores on every event.
+struct alignas(128) ThreadBuffer {
+  static constexpr size_t kChunk = 8192;
+  // Raw storage, constructed event by event (a `new Event[n]` would write every slot first).
+  struct Free {
+    void operator()(Event* p) const noexcept { std::allocator<Event>().deallocate(p, kChunk); }
+  };
+  std::vector<std::unique_ptr<Event, Free>> chunks;
+  size_t used = kChunk;  // events in the last chunk
   uint64_t generation = 0;
+
+  void push(const Event& e) {
+    if (used == kChunk) {
+      chunks.emplace_back(std::allocator<Event>().allocate(kChunk));
+      used = 0;
+    }
+    new (chunks.back().get() + used) Event(e);  // Event is trivially destructible
+    ++used;
+  }
+  size_t size() const { return chunks.empty() ? 0 : (chunks.size() - 1) * kChunk + used; }
+  template <class F>
+  void for_each(F&& f) const {
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const size_t n = c + 1 == chunks.size() ? used : kChunk;
+      for (size_t i = 0; i < n; ++i) f(chunks[c].get()[i]);
+    }
+  }
 };
+static_assert(std::is_trivially_destructible_v<Event>);
 
 // What every thread shares. Function-local static: constructed before the first session (also
 // the one TESSERA_TRACE starts, whose destructor runs at exit) and so destroyed after it.
@@ -65,7 +95,6 @@ ThreadBuffer* buffer() {
   if (!r.active || r.generation != gen) return nullptr;  // the session ended meanwhile
   t_buffer = std::make_shared<ThreadBuffer>();
   t_buffer->generation = gen;
-  t_buffer->events.reserve(4096);
   r.buffers.push_back(t_buffer);
   return t_buffer.get();
 }
@@ -94,7 +123,7 @@ void record(Event e) {
   if (b == nullptr) return;
   e.core = t_core;
   e.launch = t_launch;
-  b->events.push_back(e);
+  b->push(e);
 }
 
 void begin_session(const char* who, std::source_location where) {
@@ -138,12 +167,12 @@ Collected end_session() {
   c.duration_ns = steady_ns() - r.start_ns.load(std::memory_order_relaxed);
   c.launches = std::move(r.launches);
   size_t n = 0;
-  for (const auto& b : r.buffers) n += b->events.size();
+  for (const auto& b : r.buffers) n += b->size();
   c.events.reserve(n);
   for (const auto& b : r.buffers) {
-    c.events.insert(c.events.end(), b->events.begin(), b->events.end());
-    b->events.clear();
-    b->events.shrink_to_fit();
+    b->for_each([&](const Event& e) { c.events.push_back(e); });
+    b->chunks.clear();
+    b->used = ThreadBuffer::kChunk;
   }
   r.buffers.clear();
   r.launches.clear();
