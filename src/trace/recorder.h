@@ -220,6 +220,7 @@ struct Collected {
   std::vector<LaunchRecord> launches;
   std::vector<Event> events;  // every thread's, in no particular order
   int64_t duration_ns = 0;
+  int64_t dropped = 0;  // events lost because no buffer memory could be mapped
 };
 
 /// Starts recording (throws UsageError when a session is already active).

@@ -219,6 +219,11 @@ std::string summary_text(const std::vector<KernelSummary>& sums, const Collected
                                 c.launches.size(), c.launches.size() == 1 ? "" : "es",
                                 sums.size(), sums.size() == 1 ? "" : "s", c.events.size(),
                                 time_str(static_cast<double>(c.duration_ns) * 1e-9));
+  if (c.dropped > 0) {
+    out += fmt::format("  warning: {} events were dropped (no memory for trace buffers); the "
+                       "figures below miss them\n",
+                       c.dropped);
+  }
   for (const KernelSummary& s : sums) {
     out += fmt::format("kernel '{}' ({} launch{}, {} core{})\n", s.kernel, s.launches,
                        s.launches == 1 ? "" : "es", s.cores, s.cores == 1 ? "" : "s");
