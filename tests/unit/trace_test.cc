@@ -244,6 +244,44 @@ TEST(Trace, DmaBytesEqualWhatTheKernelMoved) {
   EXPECT_EQ(out, k->bytes_out + e->bytes_out);
 }
 
+TEST(Trace, DmaModesSayWhatTheNativeEngineDid) {
+  SKIP_IF_COMPILED_OUT();
+  const int64_t m = 512, n = 512;
+  // Const input refs with full blocks are read in place; a body of two ops takes the evaluator's
+  // tiled path, which asks the pipeline to prefetch the next step's input blocks.
+  auto k = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1),
+                      pl::name("in_place"))([=](pltpu::HbmRef<const float> x_hbm,
+                                               pltpu::HbmRef<const float> y_hbm,
+                                               pltpu::HbmRef<float> o_hbm) {
+    const pl::BlockSpec spec({128, 128}, [](int i, int j) { return pl::idx(i, j); });
+    pltpu::emit_pipeline(
+        [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
+           pltpu::VmemRef<float> ov) { ov = xv * 2.0f + yv; },
+        pltpu::grid({m / 128, n / 128}), pl::in_specs(spec, spec), pl::out_specs(spec))(
+        x_hbm, y_hbm, o_hbm);
+  });
+  const Array<float> x = random_array({m, n}, 21);
+  const Array<float> y = random_array({m, n}, 22);
+  trace::Session s(quiet());
+  const Array<float> o = k(x, y);
+  s.stop();
+  for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] * 2.0f + y[i]);
+  const trace::KernelSummary* ks = find_kernel(s, "in_place");
+  ASSERT_NE(ks, nullptr);
+  EXPECT_EQ(ks->bytes_in, 2 * m * n * 4);
+  EXPECT_EQ(ks->bytes_out, m * n * 4);
+  EXPECT_EQ(ks->bytes_copied, 0);  // nothing copied: inputs read and the output written in place
+  EXPECT_GT(ks->bytes_prefetched, 0);  // after the first step, the next blocks were queued
+  EXPECT_LT(ks->bytes_prefetched, ks->bytes_in);  // the first step's blocks were not
+  std::map<std::string, int> modes;
+  for (const json& e : complete_events(json::parse(s.chrome_json()))) {
+    if (e.at("cat") == "dma") ++modes[e.at("args").at("mode").get<std::string>()];
+  }
+  EXPECT_EQ(modes["copied"], 0);
+  EXPECT_GT(modes["prefetched"], 0);
+  EXPECT_GT(modes["elided"], 0);
+}
+
 TEST(Trace, MxuFlopsAreCounted) {
   SKIP_IF_COMPILED_OUT();
   auto mm = pl::kernel(pl::out_type<float>({64, 64}), pltpu::TensorCoreMesh("core", 1),
