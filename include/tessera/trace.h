@@ -37,10 +37,10 @@ namespace tessera::trace {
 /// This machine's measured peaks (`tessera info --calibrate`), cached in
 /// $XDG_CACHE_HOME/tessera/calibration.json (default ~/.cache/tessera/calibration.json).
 struct Calibration {
-  int cores = 0;              // threads used for the measurement
-  double add_gbps = 0;        // STREAM add c = a + b (bytes read + written), all cores
-  double copy_gbps = 0;       // copy (bytes read + written), all cores
-  double fma_gflops = 0;      // f32 FMA peak, all cores (2 FLOPs per FMA)
+  int cores = 0;          // threads used for the measurement
+  double add_gbps = 0;    // STREAM add c = a + b (bytes read + written), all cores
+  double copy_gbps = 0;   // copy (bytes read + written), all cores
+  double fma_gflops = 0;  // f32 FMA peak, all cores (2 FLOPs per FMA)
   double fma_gflops_per_core = 0;
   double peak_gbps() const noexcept { return add_gbps > copy_gbps ? add_gbps : copy_gbps; }
 };
@@ -61,21 +61,21 @@ struct KernelSummary {
   std::string kernel;
   int launches = 0;
   int cores = 0;
-  double wall_s = 0;          // sum of its launches' wall time
-  int64_t bytes_in = 0;       // HBM -> VMEM/SMEM, as the kernel asked (copied + elided)
-  int64_t bytes_out = 0;      // VMEM/SMEM -> HBM
-  int64_t bytes_copied = 0;   // of both, what the native engine really copied
+  double wall_s = 0;             // sum of its launches' wall time
+  int64_t bytes_in = 0;          // HBM -> VMEM/SMEM, as the kernel asked (copied + elided)
+  int64_t bytes_out = 0;         // VMEM/SMEM -> HBM
+  int64_t bytes_copied = 0;      // of both, what the native engine really copied
   int64_t bytes_prefetched = 0;  // of bytes_in, elided blocks whose lines were prefetched
-  int64_t dmas = 0;           // DMA events (copied, elided or prefetched)
-  int64_t flops = 0;          // VPU + MXU
-  int64_t grid_steps = 0;     // innermost grid steps, over all cores and launches
-  double mean_step_s = 0;     // their mean duration
-  double gbps = 0;            // (bytes_in + bytes_out) / wall
+  int64_t dmas = 0;              // DMA events (copied, elided or prefetched)
+  int64_t flops = 0;             // VPU + MXU
+  int64_t grid_steps = 0;        // innermost grid steps, over all cores and launches
+  double mean_step_s = 0;        // their mean duration
+  double gbps = 0;               // (bytes_in + bytes_out) / wall
   double gflops = 0;
-  double pct_peak_gbps = -1;   // of the calibrated bandwidth; -1 without a calibration
-  double pct_peak_gflops = -1; // of the calibrated FMA peak for `cores` cores
-  double dma_copy_fraction = 0;  // of core time (wall x cores): copying
-  double dma_wait_fraction = 0;  // of core time: blocked in DMA waits
+  double pct_peak_gbps = -1;          // of the calibrated bandwidth; -1 without a calibration
+  double pct_peak_gflops = -1;        // of the calibrated FMA peak for `cores` cores
+  double dma_copy_fraction = 0;       // of core time (wall x cores): copying
+  double dma_wait_fraction = 0;       // of core time: blocked in DMA waits
   double step_overhead_fraction = 0;  // of grid-step time: outside ops, copies and waits
   std::vector<std::string> lints;
 };

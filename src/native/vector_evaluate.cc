@@ -19,10 +19,10 @@
 #include "runtime/context.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
-#include "trace/recorder.h"
 #include "tessera/dma.h"
 #include "tessera/ref.h"
 #include "tessera/vector_reduce.h"
+#include "trace/recorder.h"
 
 namespace tessera::detail {
 

@@ -52,7 +52,8 @@ int64_t FmaChains(int64_t iters, float* sink) {
     a10 = hn::MulAdd(a10, m, c);
     a11 = hn::MulAdd(a11, m, c);
   }
-  auto s = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  auto s =
+      hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
   s = hn::Add(s, hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
   *sink = hn::GetLane(hn::SumOfLanes(d, s));
   return iters * 12 * 2 * static_cast<int64_t>(hn::Lanes(d));
@@ -132,16 +133,17 @@ Calibration calibrate(int cores) {
   double best_add = 1e30, best_copy = 1e30;
   for (int r = 0; r < 5; ++r) {
     best_add = std::min(best_add, parallel(cores, [&](int t) {
-      const auto [lo, hi] = part(t);
-      float* __restrict op = o.get();
-      const float* __restrict ap = a.get();
-      const float* __restrict bp = b.get();
-      for (int64_t i = lo; i < hi; ++i) op[i] = ap[i] + bp[i];
-    }));
+                          const auto [lo, hi] = part(t);
+                          float* __restrict op = o.get();
+                          const float* __restrict ap = a.get();
+                          const float* __restrict bp = b.get();
+                          for (int64_t i = lo; i < hi; ++i) op[i] = ap[i] + bp[i];
+                        }));
     best_copy = std::min(best_copy, parallel(cores, [&](int t) {
-      const auto [lo, hi] = part(t);
-      std::memcpy(o.get() + lo, a.get() + lo, static_cast<size_t>(hi - lo) * sizeof(float));
-    }));
+                           const auto [lo, hi] = part(t);
+                           std::memcpy(o.get() + lo, a.get() + lo,
+                                       static_cast<size_t>(hi - lo) * sizeof(float));
+                         }));
   }
   c.add_gbps = 3 * bytes / best_add * 1e-9;
   c.copy_gbps = 2 * bytes / best_copy * 1e-9;
@@ -153,9 +155,9 @@ Calibration calibrate(int cores) {
     double best = 1e30;
     for (int r = 0; r < 3; ++r) {
       best = std::min(best, parallel(threads, [&](int t) {
-        flops[static_cast<size_t>(t)] =
-            HWY_DYNAMIC_DISPATCH(FmaChains)(iters, &sink[static_cast<size_t>(t) * 16]);
-      }));
+                        flops[static_cast<size_t>(t)] = HWY_DYNAMIC_DISPATCH(FmaChains)(
+                            iters, &sink[static_cast<size_t>(t) * 16]);
+                      }));
     }
     double total = 0;
     for (const int64_t f : flops) total += static_cast<double>(f);
@@ -170,9 +172,11 @@ std::string calibration_path() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   if (xdg != nullptr && *xdg == '/') return std::string(xdg) + "/tessera/calibration.json";
   const char* home = std::getenv("HOME");
-  if (home != nullptr && *home != '\0') return std::string(home) + "/.cache/tessera/calibration.json";
-  fail("tessera: calibration: neither XDG_CACHE_HOME (an absolute path) nor HOME is set, so there "
-       "is no cache folder for calibration.json; set one of them");
+  if (home != nullptr && *home != '\0')
+    return std::string(home) + "/.cache/tessera/calibration.json";
+  fail(
+      "tessera: calibration: neither XDG_CACHE_HOME (an absolute path) nor HOME is set, so there "
+      "is no cache folder for calibration.json; set one of them");
 }
 
 std::string save_calibration(const Calibration& c) {
@@ -208,9 +212,10 @@ std::optional<Calibration> load_calibration() {
   std::stringstream ss;
   ss << f.rdbuf();
   if (!f) {
-    fail(fmt::format("tessera: calibration: cannot read '{}'; delete it and run `tessera info "
-                     "--calibrate` again",
-                     path));
+    fail(
+        fmt::format("tessera: calibration: cannot read '{}'; delete it and run `tessera info "
+                    "--calibrate` again",
+                    path));
   }
   const std::string text = ss.str();
   Calibration c;
@@ -222,10 +227,11 @@ std::optional<Calibration> load_calibration() {
   const auto fma1 = json_number(text, "fma_gflops_per_core");
   if (!version || *version != 1 || !cores || *cores < 1 || !add || *add <= 0 || !copy ||
       *copy <= 0 || !fma || *fma <= 0 || !fma1 || *fma1 <= 0) {
-    fail(fmt::format("tessera: calibration: '{}' is damaged or from another version (it needs "
-                     "version 1 and positive cores, add_gbps, copy_gbps, fma_gflops and "
-                     "fma_gflops_per_core); run `tessera info --calibrate` again",
-                     path));
+    fail(
+        fmt::format("tessera: calibration: '{}' is damaged or from another version (it needs "
+                    "version 1 and positive cores, add_gbps, copy_gbps, fma_gflops and "
+                    "fma_gflops_per_core); run `tessera info --calibrate` again",
+                    path));
   }
   c.cores = static_cast<int>(*cores);
   c.add_gbps = *add;

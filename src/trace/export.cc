@@ -51,7 +51,9 @@ const char* category(Kind k) {
 }
 
 // ns as microseconds with three decimals: exact, so that nesting survives the round trip.
-std::string us(int64_t ns) { return fmt::format("{}.{:03d}", ns / 1000, static_cast<int>(ns % 1000)); }
+std::string us(int64_t ns) {
+  return fmt::format("{}.{:03d}", ns / 1000, static_cast<int>(ns % 1000));
+}
 
 }  // namespace
 
@@ -76,8 +78,9 @@ std::string chrome_json(const Collected& c) {
   out += "{\"displayTimeUnit\": \"ns\",\n\"otherData\": {\"producer\": \"tessera\", ";
   out += fmt::format("\"launches\": {}, \"duration_us\": {}}},\n\"traceEvents\": [\n",
                      c.launches.size(), us(c.duration_ns));
-  out += "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": "
-         "{\"name\": \"device 0 (this CPU)\"}}";
+  out +=
+      "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": "
+      "{\"name\": \"device 0 (this CPU)\"}}";
   for (const int core : cores) {
     out += fmt::format(
         ",\n{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": {}, \"args\": "
@@ -96,16 +99,16 @@ std::string chrome_json(const Collected& c) {
   }
   for (const Event* p : ev) {
     const Event& e = *p;
-    const LaunchRecord* l =
-        e.launch >= 0 && static_cast<size_t>(e.launch) < c.launches.size() ? &c.launches[e.launch]
-                                                                           : nullptr;
+    const LaunchRecord* l = e.launch >= 0 && static_cast<size_t>(e.launch) < c.launches.size()
+                                ? &c.launches[e.launch]
+                                : nullptr;
     std::string name;
     std::string args = fmt::format("\"launch\": {}", e.launch);
     switch (e.kind) {
       case Kind::kCore:
         name = l != nullptr ? l->kernel : std::string("kernel");
-        args += fmt::format(", \"kernel\": \"{}\", \"num_cores\": {}",
-                            json_escape(name), l != nullptr ? l->num_cores : 0);
+        args += fmt::format(", \"kernel\": \"{}\", \"num_cores\": {}", json_escape(name),
+                            l != nullptr ? l->num_cores : 0);
         break;
       case Kind::kStep:
         name = fmt::format("step {}", e.step);

@@ -3,14 +3,13 @@
 #include "trace/recorder.h"
 
 #include <fmt/format.h>
-
-#include <cstdlib>
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <type_traits>
-#include <mutex>
 
 #include "runtime/context.h"
 #include "tessera/detail/expr_program.h"

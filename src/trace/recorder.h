@@ -31,12 +31,12 @@ namespace tessera::trace::detail {
 
 /// What an event records. The order is the export's lane order within a core.
 enum class Kind : uint8_t {
-  kCore,      // a core ran the launch's body: [t0, t1)
-  kStep,      // one grid step of a pipeline
-  kVpu,       // an elementwise/reduction expression evaluated into a ref
-  kMxu,       // a jnp::dot / lax::dot_general tile product
-  kWait,      // a semaphore or DMA wait; its duration is the stall
-  kDma,       // a DMA: copied, elided (block used where it lies) or prefetched
+  kCore,        // a core ran the launch's body: [t0, t1)
+  kStep,        // one grid step of a pipeline
+  kVpu,         // an elementwise/reduction expression evaluated into a ref
+  kMxu,         // a jnp::dot / lax::dot_general tile product
+  kWait,        // a semaphore or DMA wait; its duration is the stall
+  kDma,         // a DMA: copied, elided (block used where it lies) or prefetched
   kWholeArray,  // marker: a pipeline operand whose block is its whole array (for a lint)
 };
 
@@ -60,9 +60,9 @@ struct Event {
   int64_t t1 = 0;
   int64_t bytes = 0;
   int64_t flops = 0;
-  int64_t step = -1;         // kStep: this core's step count within the pipeline
+  int64_t step = -1;           // kStep: this core's step count within the pipeline
   const void* addr = nullptr;  // kWholeArray / kDma: the HBM side, for the re-copy lint
-  const char* name = "";     // a string literal (op names) with static storage
+  const char* name = "";       // a string literal (op names) with static storage
 };
 
 /// One launch of a kernel, recorded by the launching thread.

@@ -53,9 +53,10 @@ void write_file(const std::string& path, const std::string& text, const char* wh
   if (f) f.write(text.data(), static_cast<std::streamsize>(text.size()));
   if (f) f.close();
   if (!f) {
-    fail(fmt::format("tessera: trace::Session: writing the {} '{}' failed: {}; check the path and "
-                     "the free space",
-                     what, path, std::strerror(errno)));
+    fail(
+        fmt::format("tessera: trace::Session: writing the {} '{}' failed: {}; check the path and "
+                    "the free space",
+                    what, path, std::strerror(errno)));
   }
 }
 
@@ -142,10 +143,10 @@ void start_from_env() {
       options.trace_path = env;
       session = std::make_unique<Session>(std::move(options));
     } catch (const Error& e) {
-      throw UsageError(e.kind(),
-                       fmt::format("{} (from TESSERA_TRACE='{}'; unset it to run untraced)",
-                                   e.what(), env),
-                       std::source_location::current());
+      throw UsageError(
+          e.kind(),
+          fmt::format("{} (from TESSERA_TRACE='{}'; unset it to run untraced)", e.what(), env),
+          std::source_location::current());
     }
   });
 }

@@ -186,19 +186,19 @@ std::vector<KernelSummary> summarize(const Collected& c, const std::optional<Cal
     s.dma_wait_fraction = static_cast<double>(dma_wait_ns[k]) / core_ns;
     if (step_ns[k] > 0) {
       s.mean_step_s = static_cast<double>(step_ns[k]) * 1e-9 / static_cast<double>(s.grid_steps);
-      s.step_overhead_fraction =
-          std::max(0.0, 1.0 - static_cast<double>(step_work_ns[k]) / static_cast<double>(step_ns[k]));
+      s.step_overhead_fraction = std::max(
+          0.0, 1.0 - static_cast<double>(step_work_ns[k]) / static_cast<double>(step_ns[k]));
     }
     if (cal) {
       if (cal->peak_gbps() > 0) s.pct_peak_gbps = 100.0 * s.gbps / cal->peak_gbps();
       const double peak = cal->fma_gflops_per_core * std::max(s.cores, 1);
       if (peak > 0) s.pct_peak_gflops = 100.0 * s.gflops / peak;
     }
-    if (s.dmas >= kTinyBlockMinDmas &&
-        (s.bytes_in + s.bytes_out) / s.dmas < kTinyBlockBytes) {
+    if (s.dmas >= kTinyBlockMinDmas && (s.bytes_in + s.bytes_out) / s.dmas < kTinyBlockBytes) {
       s.lints.push_back(fmt::format(
           "tiny blocks: {} DMAs of {} on average; below about {} per block the fixed cost of each "
-          "DMA and grid step dominates, so use larger blocks (e.g. (128, 128) f32 = 64 KiB or more)",
+          "DMA and grid step dominates, so use larger blocks (e.g. (128, 128) f32 = 64 KiB or "
+          "more)",
           s.dmas, bytes_str((s.bytes_in + s.bytes_out) / s.dmas), bytes_str(kTinyBlockBytes)));
     }
     if (s.grid_steps >= kOverheadMinSteps && s.step_overhead_fraction > kOverheadFraction) {
@@ -215,38 +215,42 @@ std::vector<KernelSummary> summarize(const Collected& c, const std::optional<Cal
 
 std::string summary_text(const std::vector<KernelSummary>& sums, const Collected& c,
                          const std::string& calibration_note) {
-  std::string out = fmt::format("tessera trace: {} launch{} of {} kernel{}, {} events, {}\n",
-                                c.launches.size(), c.launches.size() == 1 ? "" : "es",
-                                sums.size(), sums.size() == 1 ? "" : "s", c.events.size(),
-                                time_str(static_cast<double>(c.duration_ns) * 1e-9));
+  std::string out =
+      fmt::format("tessera trace: {} launch{} of {} kernel{}, {} events, {}\n", c.launches.size(),
+                  c.launches.size() == 1 ? "" : "es", sums.size(), sums.size() == 1 ? "" : "s",
+                  c.events.size(), time_str(static_cast<double>(c.duration_ns) * 1e-9));
   if (c.dropped > 0) {
-    out += fmt::format("  warning: {} events were dropped (no memory for trace buffers); the "
-                       "figures below miss them\n",
-                       c.dropped);
+    out += fmt::format(
+        "  warning: {} events were dropped (no memory for trace buffers); the "
+        "figures below miss them\n",
+        c.dropped);
   }
   for (const KernelSummary& s : sums) {
     out += fmt::format("kernel '{}' ({} launch{}, {} core{})\n", s.kernel, s.launches,
                        s.launches == 1 ? "" : "es", s.cores, s.cores == 1 ? "" : "s");
     out += fmt::format("  wall time     {}\n", time_str(s.wall_s));
-    out += fmt::format("  HBM->VMEM     {}   VMEM->HBM {}   ({} copied, {} prefetched, the rest "
-                       "elided: used where it lies)\n",
-                       bytes_str(s.bytes_in), bytes_str(s.bytes_out), bytes_str(s.bytes_copied),
-                       bytes_str(s.bytes_prefetched));
+    out += fmt::format(
+        "  HBM->VMEM     {}   VMEM->HBM {}   ({} copied, {} prefetched, the rest "
+        "elided: used where it lies)\n",
+        bytes_str(s.bytes_in), bytes_str(s.bytes_out), bytes_str(s.bytes_copied),
+        bytes_str(s.bytes_prefetched));
     out += fmt::format("  bandwidth     {:.2f} GB/s{}\n", s.gbps,
-                       s.pct_peak_gbps >= 0 ? fmt::format("  ({:.0f}% of the calibrated peak)",
-                                                          s.pct_peak_gbps)
-                                            : std::string());
-    out += fmt::format("  compute       {:.4g} GFLOP, {:.2f} GFLOP/s{}\n",
-                       static_cast<double>(s.flops) * 1e-9, s.gflops,
-                       s.pct_peak_gflops >= 0
-                           ? fmt::format("  ({:.1f}% of the calibrated FMA peak)", s.pct_peak_gflops)
+                       s.pct_peak_gbps >= 0
+                           ? fmt::format("  ({:.0f}% of the calibrated peak)", s.pct_peak_gbps)
                            : std::string());
+    out +=
+        fmt::format("  compute       {:.4g} GFLOP, {:.2f} GFLOP/s{}\n",
+                    static_cast<double>(s.flops) * 1e-9, s.gflops,
+                    s.pct_peak_gflops >= 0
+                        ? fmt::format("  ({:.1f}% of the calibrated FMA peak)", s.pct_peak_gflops)
+                        : std::string());
     out += fmt::format("  DMA stall     {:.1f}% of core time copying, {:.1f}% waiting\n",
                        s.dma_copy_fraction * 100, s.dma_wait_fraction * 100);
     if (s.grid_steps > 0) {
-      out += fmt::format("  grid steps    {} ({} per step, {:.0f}% of it outside ops, copies and "
-                         "waits)\n",
-                         s.grid_steps, time_str(s.mean_step_s), s.step_overhead_fraction * 100);
+      out += fmt::format(
+          "  grid steps    {} ({} per step, {:.0f}% of it outside ops, copies and "
+          "waits)\n",
+          s.grid_steps, time_str(s.mean_step_s), s.step_overhead_fraction * 100);
     }
     for (const std::string& l : s.lints) out += "  lint: " + l + "\n";
   }

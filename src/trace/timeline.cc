@@ -48,7 +48,7 @@ std::string xml_escape(const std::string& s) {
 
 namespace {
 
-constexpr double kLeft = 110;   // room for lane labels
+constexpr double kLeft = 110;    // room for lane labels
 constexpr double kWidth = 1100;  // the time axis
 constexpr double kTop = 40;
 constexpr double kLaneH = 26;
@@ -101,37 +101,44 @@ std::string timeline_svg(const Collected& c) {
       ".prefetched{{fill:#a1d99b}} .axis{{stroke:#444;stroke-width:0.5}}</style>\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       kLeft + kWidth + 20, height, kLeft + kWidth + 20, height);
-  out += fmt::format("<text x=\"{}\" y=\"16\" font-size=\"13\">tessera trace: {} launch{}, {} "
-                     "events, {}</text>\n",
-                     kLeft, c.launches.size(), c.launches.size() == 1 ? "" : "es",
-                     c.events.size(), xml_escape(fmt_time(c.duration_ns)));
+  out += fmt::format(
+      "<text x=\"{}\" y=\"16\" font-size=\"13\">tessera trace: {} launch{}, {} "
+      "events, {}</text>\n",
+      kLeft, c.launches.size(), c.launches.size() == 1 ? "" : "es", c.events.size(),
+      xml_escape(fmt_time(c.duration_ns)));
   // Time axis with 10 ticks.
   const double axis_y = kTop + static_cast<double>(cores.size()) * 2 * kLaneH + 8;
   out += fmt::format("<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", kLeft,
                      axis_y, kLeft + kWidth, axis_y);
   for (int i = 0; i <= 10; ++i) {
     const double x = kLeft + kWidth * i / 10.0;
-    out += fmt::format("<line class=\"axis\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\"/>"
-                       "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                       x, axis_y, x, axis_y + 4, x, axis_y + 16,
-                       xml_escape(fmt_time(t_begin + span * i / 10)));
+    out += fmt::format(
+        "<line class=\"axis\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\"/>"
+        "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+        x, axis_y, x, axis_y + 4, x, axis_y + 16, xml_escape(fmt_time(t_begin + span * i / 10)));
   }
   for (size_t i = 0; i < cores.size(); ++i) {
     const double y = kTop + static_cast<double>(i) * 2 * kLaneH;
-    out += fmt::format("<text x=\"4\" y=\"{}\">core {}</text><text x=\"4\" y=\"{}\">core {} "
-                       "DMA</text>\n",
-                       y + 16, cores[i], y + kLaneH + 16, cores[i]);
+    out += fmt::format(
+        "<text x=\"4\" y=\"{}\">core {}</text><text x=\"4\" y=\"{}\">core {} "
+        "DMA</text>\n",
+        y + 16, cores[i], y + kLaneH + 16, cores[i]);
   }
   // Legend.
   const double ly = axis_y + 34;
-  const std::pair<const char*, const char*> legend[] = {
-      {"step0", "grid step"}, {"vpu", "VPU op"},   {"mxu", "MXU op"},          {"wait", "wait"},
-      {"copied", "DMA copied"}, {"elided", "DMA elided"}, {"prefetched", "DMA prefetched"}};
+  const std::pair<const char*, const char*> legend[] = {{"step0", "grid step"},
+                                                        {"vpu", "VPU op"},
+                                                        {"mxu", "MXU op"},
+                                                        {"wait", "wait"},
+                                                        {"copied", "DMA copied"},
+                                                        {"elided", "DMA elided"},
+                                                        {"prefetched", "DMA prefetched"}};
   double lx = kLeft;
   for (const auto& [cls, label] : legend) {
-    out += fmt::format("<rect class=\"{}\" x=\"{}\" y=\"{}\" width=\"10\" height=\"10\"/><text "
-                       "x=\"{}\" y=\"{}\">{}</text>\n",
-                       cls, lx, ly - 9, lx + 14, ly, label);
+    out += fmt::format(
+        "<rect class=\"{}\" x=\"{}\" y=\"{}\" width=\"10\" height=\"10\"/><text "
+        "x=\"{}\" y=\"{}\">{}</text>\n",
+        cls, lx, ly - 9, lx + 14, ly, label);
     lx += 130;
   }
 
@@ -154,8 +161,8 @@ std::string timeline_svg(const Collected& c) {
         "<rect class=\"{}\" x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\"><title>{}"
         "</title></rect>\n",
         st.cls, p.x0, lane_y + st.y, w, st.h,
-        p.count == 1 ? xml_escape(p.title) : fmt::format("{} spans ({} ...)", p.count,
-                                                         xml_escape(p.title)));
+        p.count == 1 ? xml_escape(p.title)
+                     : fmt::format("{} spans ({} ...)", p.count, xml_escape(p.title)));
     p = Pending{};
   };
   std::map<std::pair<int, std::string>, std::pair<Style, double>> styles;
@@ -193,8 +200,8 @@ std::string timeline_svg(const Collected& c) {
         break;
       case Kind::kDma:
         st = Style{to_string(e.mode), 4, 18};
-        title = fmt::format("{} {}->{} {} bytes ({})", e.name, to_string(e.src),
-                            to_string(e.dst), e.bytes, to_string(e.mode));
+        title = fmt::format("{} {}->{} {} bytes ({})", e.name, to_string(e.src), to_string(e.dst),
+                            e.bytes, to_string(e.mode));
         break;
       case Kind::kWholeArray:
         continue;

@@ -4,12 +4,11 @@
 // results bit-identical; bad paths and a second session are clear errors.
 #include <gtest/gtest.h>
 
-#include <iostream>
-
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -22,13 +21,13 @@
 
 namespace {
 using namespace tessera;
+using nlohmann::json;
 using pltpu::ARBITRARY;
 using pltpu::PARALLEL;
-using nlohmann::json;
 
-#define SKIP_IF_COMPILED_OUT()                                      \
-  if (!trace::compiled_in()) {                                      \
-    GTEST_SKIP() << "built with TESSERA_ENABLE_TRACE=OFF";          \
+#define SKIP_IF_COMPILED_OUT()                             \
+  if (!trace::compiled_in()) {                             \
+    GTEST_SKIP() << "built with TESSERA_ENABLE_TRACE=OFF"; \
   }
 
 // o = x + y in (bm, bn) blocks, the first grid axis split over the cores.
@@ -36,19 +35,18 @@ Array<float> add_blocks(const Array<float>& x, const Array<float>& y, int cores,
                         int64_t bn, const std::string& name = "add") {
   const int64_t m = x.shape()[0];
   const int64_t n = x.shape()[1];
-  auto k = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", cores),
-                      pl::name(name))([=](pltpu::HbmRef<const float> x_hbm,
-                                          pltpu::HbmRef<const float> y_hbm,
-                                          pltpu::HbmRef<float> o_hbm) {
-    const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
-    pltpu::emit_pipeline(
-        [](pltpu::VmemRef<float> xv, pltpu::VmemRef<float> yv, pltpu::VmemRef<float> ov) {
-          ov = xv + yv;
-        },
-        pltpu::grid({(m + bm - 1) / bm, (n + bn - 1) / bn}), pl::in_specs(spec, spec),
-        pl::out_specs(spec), pltpu::core_axis_name("core"),
-        pltpu::dimension_semantics(PARALLEL, ARBITRARY))(x_hbm, y_hbm, o_hbm);
-  });
+  auto k =
+      pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", cores),
+                 pl::name(name))([=](pltpu::HbmRef<const float> x_hbm,
+                                     pltpu::HbmRef<const float> y_hbm, pltpu::HbmRef<float> o_hbm) {
+        const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
+        pltpu::emit_pipeline([](pltpu::VmemRef<float> xv, pltpu::VmemRef<float> yv,
+                                pltpu::VmemRef<float> ov) { ov = xv + yv; },
+                             pltpu::grid({(m + bm - 1) / bm, (n + bn - 1) / bn}),
+                             pl::in_specs(spec, spec), pl::out_specs(spec),
+                             pltpu::core_axis_name("core"),
+                             pltpu::dimension_semantics(PARALLEL, ARBITRARY))(x_hbm, y_hbm, o_hbm);
+      });
   return k(x, y);
 }
 
@@ -249,16 +247,15 @@ TEST(Trace, DmaModesSayWhatTheNativeEngineDid) {
   const int64_t m = 512, n = 512;
   // Const input refs with full blocks are read in place; a body of two ops takes the evaluator's
   // tiled path, which asks the pipeline to prefetch the next step's input blocks.
-  auto k = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1),
-                      pl::name("in_place"))([=](pltpu::HbmRef<const float> x_hbm,
-                                               pltpu::HbmRef<const float> y_hbm,
-                                               pltpu::HbmRef<float> o_hbm) {
+  auto k = pl::kernel(
+      pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1),
+      pl::name("in_place"))([=](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<const float> y_hbm,
+                                pltpu::HbmRef<float> o_hbm) {
     const pl::BlockSpec spec({128, 128}, [](int i, int j) { return pl::idx(i, j); });
-    pltpu::emit_pipeline(
-        [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
-           pltpu::VmemRef<float> ov) { ov = xv * 2.0f + yv; },
-        pltpu::grid({m / 128, n / 128}), pl::in_specs(spec, spec), pl::out_specs(spec))(
-        x_hbm, y_hbm, o_hbm);
+    pltpu::emit_pipeline([](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
+                            pltpu::VmemRef<float> ov) { ov = xv * 2.0f + yv; },
+                         pltpu::grid({m / 128, n / 128}), pl::in_specs(spec, spec),
+                         pl::out_specs(spec))(x_hbm, y_hbm, o_hbm);
   });
   const Array<float> x = random_array({m, n}, 21);
   const Array<float> y = random_array({m, n}, 22);
@@ -455,16 +452,15 @@ TEST(Trace, LintsFireOnTheKernelsTheyDescribe) {
   // Uneven split: 3 row blocks over 2 cores.
   const Array<float> wide = random_array({384, 4096}, 13);
   // A whole-array block inside a loop: three pipelines each copy the whole array.
-  auto looped = pl::kernel(pl::out_type<float>({256, 256}), pltpu::TensorCoreMesh("core", 1),
-                           pl::name("looped"))(
-      [](pltpu::HbmRef<const float> x, pltpu::HbmRef<float> o) {
-        for (int r = 0; r < 3; ++r) {
-          pltpu::emit_pipeline(
-              [](pltpu::VmemRef<float> xv, pltpu::VmemRef<float> ov) { ov = xv + 1.0f; },
-              pltpu::grid({1}), pl::in_specs(pl::BlockSpec()), pl::out_specs(pl::BlockSpec()))(
-              x, o);
-        }
-      });
+  auto looped = pl::kernel(
+      pl::out_type<float>({256, 256}), pltpu::TensorCoreMesh("core", 1),
+      pl::name("looped"))([](pltpu::HbmRef<const float> x, pltpu::HbmRef<float> o) {
+    for (int r = 0; r < 3; ++r) {
+      pltpu::emit_pipeline(
+          [](pltpu::VmemRef<float> xv, pltpu::VmemRef<float> ov) { ov = xv + 1.0f; },
+          pltpu::grid({1}), pl::in_specs(pl::BlockSpec()), pl::out_specs(pl::BlockSpec()))(x, o);
+    }
+  });
   trace::Session s(quiet());
   (void)add_blocks(small, small, 2, 8, 128, "tiny");
   (void)add_blocks(wide, wide, 2, 128, 128, "uneven");

@@ -127,9 +127,10 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--repeats", repeats, "Timed repetitions (default 5)")
       ->check(CLI::Range(1, 1000));
   bench->add_flag("--json", json, "Print one JSON object (architecture.md section 6)");
-  bench->add_option("--trace", trace_path,
-                    "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
-                    "stderr); the timings then include tracing's cost")
+  bench
+      ->add_option("--trace", trace_path,
+                   "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
+                   "stderr); the timings then include tracing's cost")
       ->type_name("FILE");
   static MatmulBenchOptions mm{2048,
                                2048,

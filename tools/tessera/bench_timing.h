@@ -40,7 +40,9 @@ double seconds(F&& f) {
 class Progress {
  public:
   Progress(std::string what, int total)
-      : what_(std::move(what)), total_(total), tty_(isatty(STDERR_FILENO) == 1),
+      : what_(std::move(what)),
+        total_(total),
+        tty_(isatty(STDERR_FILENO) == 1),
         t0_(std::chrono::steady_clock::now()) {}
   ~Progress() {
     if (shown_) std::cerr << (tty_ ? "\n" : "") << std::flush;
@@ -48,8 +50,7 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
   void done(int r) {
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     if (!tty_ && s <= 1.0) return;
     shown_ = true;
     std::cerr << (tty_ ? "\r" : "") << what_ << ": repeat " << r << "/" << total_ << " ("

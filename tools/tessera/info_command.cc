@@ -251,9 +251,10 @@ void run_calibrate(bool json) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << printf_string("memory bandwidth  %.1f GB/s (STREAM add c = a + b), %.1f GB/s (copy), "
-                             "%d cores\n",
-                             c.add_gbps, c.copy_gbps, c.cores)
+  std::cout << printf_string(
+                   "memory bandwidth  %.1f GB/s (STREAM add c = a + b), %.1f GB/s (copy), "
+                   "%d cores\n",
+                   c.add_gbps, c.copy_gbps, c.cores)
             << printf_string("f32 FMA peak      %.1f GFLOP/s (%d cores), %.1f GFLOP/s per core\n",
                              c.fma_gflops, c.cores, c.fma_gflops_per_core)
             << "cached in         " << path << "\n";
