@@ -112,8 +112,8 @@ void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64
       for (int64_t i = 0; i < e.length; ++i) {
         SmallVec b = e.block;
         b[b.size() - 1] = e.last_index(i);
-        done_.emplace(std::move(b), Visit{e.visit.first + i * e.step_stride,
-                                          e.visit.last + i * e.step_stride});
+        done_.emplace(std::move(b),
+                      Visit{e.visit.first + i * e.step_stride, e.visit.last + i * e.step_stride});
       }
     }
     log_.clear();
@@ -125,12 +125,14 @@ void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64
 std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Indices& block) const {
   if (sorted_) {
     // The last run that does not start after `block`.
-    const auto it = std::upper_bound(log_.begin(), log_.end(), block.v,
-                                     [](const SmallVec& v, const Entry& e) { return compare(e, v) < 0; });
+    const auto it =
+        std::upper_bound(log_.begin(), log_.end(), block.v,
+                         [](const SmallVec& v, const Entry& e) { return compare(e, v) < 0; });
     if (it == log_.begin()) return std::nullopt;
     const Entry& e = *(it - 1);
     if (compare(e, block.v) != 0) return std::nullopt;
-    const int64_t i = e.block.size() == 0 ? 0 : block.v[block.v.size() - 1] - e.block[e.block.size() - 1];
+    const int64_t i =
+        e.block.size() == 0 ? 0 : block.v[block.v.size() - 1] - e.block[e.block.size() - 1];
     return Visit{e.visit.first + i * e.step_stride, e.visit.last + i * e.step_stride};
   }
   auto it = done_.find(block.v);

@@ -3,9 +3,9 @@
 // reproduced through the same index algebra.
 #include "runtime/pipeline_schedule.h"
 
-#include <map>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <vector>
 
 #include "tessera/block_spec.h"
@@ -131,8 +131,13 @@ TEST(PipelineSchedule, RevisitTrackerAgreesWithAMapOnRunsAndBreaks) {
   };
   const std::vector<std::vector<Write>> sequences = {
       // a row walked one step per block, then the next row, then a skipped block
-      {{{0, 0}, 0, 0}, {{0, 1}, 1, 1}, {{0, 2}, 2, 2}, {{1, 0}, 3, 3}, {{1, 1}, 4, 4},
-       {{1, 3}, 5, 5}, {{1, 4}, 6, 6}},
+      {{{0, 0}, 0, 0},
+       {{0, 1}, 1, 1},
+       {{0, 2}, 2, 2},
+       {{1, 0}, 3, 3},
+       {{1, 1}, 4, 4},
+       {{1, 3}, 5, 5},
+       {{1, 4}, 6, 6}},
       // two-step visits (accumulation), evenly spaced, then one spaced unevenly
       {{{0, 0}, 0, 1}, {{0, 1}, 2, 3}, {{0, 2}, 4, 5}, {{0, 3}, 7, 8}, {{0, 4}, 9, 10}},
       // visit lengths that change inside a row
@@ -155,8 +160,8 @@ TEST(PipelineSchedule, RevisitTrackerAgreesWithAMapOnRunsAndBreaks) {
               w.block.size() == 1 ? std::vector<int64_t>{j} : std::vector<int64_t>{i, j};
           const auto got = t.earlier_visit(to_indices(b));
           const auto want = ref.find(b);
-          ASSERT_EQ(got.has_value(), want != ref.end()) << "sequence " << s << " block " << i
-                                                        << "," << j;
+          ASSERT_EQ(got.has_value(), want != ref.end())
+              << "sequence " << s << " block " << i << "," << j;
           if (got) {
             EXPECT_EQ(got->first, want->second.first) << "sequence " << s;
             EXPECT_EQ(got->last, want->second.second) << "sequence " << s;
