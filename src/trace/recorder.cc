@@ -92,6 +92,7 @@ std::atomic<uint64_t> g_generation{0};
 thread_local std::shared_ptr<ThreadBuffer> t_buffer;
 thread_local int t_core = 0;
 thread_local int t_launch = -1;  // the launch this thread's core works for; -1: not recording
+thread_local uint64_t t_generation = 0;  // the session that launch belongs to
 
 int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -131,7 +132,9 @@ int64_t now_ns() noexcept {
 void record(Event e) {
   if (t_launch < 0) return;
   ThreadBuffer* b = buffer();
-  if (b == nullptr) return;
+  // A launch of an earlier session (stopped while it ran, on another host thread) records
+  // nothing into a later one: its launch index would name another kernel there.
+  if (b == nullptr || b->generation != t_generation) return;
   e.core = t_core;
   e.launch = t_launch;
   b->push(e);
@@ -205,6 +208,7 @@ LaunchScope::LaunchScope(const std::string& kernel, int num_cores) {
   std::lock_guard<std::mutex> lock(r.mu);
   if (!r.active) return;
   id_ = static_cast<int>(r.launches.size());
+  generation_ = r.generation;
   r.launches.push_back(LaunchRecord{kernel, num_cores, t0, t0});
 }
 
@@ -213,15 +217,19 @@ LaunchScope::~LaunchScope() {
   Registry& r = registry();
   const int64_t t1 = now_ns();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (r.active && static_cast<size_t>(id_) < r.launches.size()) r.launches[id_].t1 = t1;
+  if (r.active && r.generation == generation_ && static_cast<size_t>(id_) < r.launches.size()) {
+    r.launches[static_cast<size_t>(id_)].t1 = t1;
+  }
 }
 
 CoreScope::CoreScope(const LaunchScope& launch, int core) {
   if (launch.id() < 0) return;
   saved_core_ = t_core;
   saved_launch_ = t_launch;
+  saved_generation_ = t_generation;
   t_core = core;
   t_launch = launch.id();
+  t_generation = launch.generation();
   t0_ = now_ns();
 }
 
@@ -235,6 +243,7 @@ CoreScope::~CoreScope() {
   record(e);
   t_core = saved_core_;
   t_launch = saved_launch_;
+  t_generation = saved_generation_;
 }
 
 void SpanScope::begin(Kind kind, const char* name, int64_t step, bool dma_wait) {

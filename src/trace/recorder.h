@@ -100,9 +100,11 @@ class LaunchScope {
   LaunchScope(const LaunchScope&) = delete;
   LaunchScope& operator=(const LaunchScope&) = delete;
   int id() const noexcept { return id_; }
+  uint64_t generation() const noexcept { return generation_; }
 
  private:
   int id_ = -1;
+  uint64_t generation_ = 0;  // the session it belongs to (a later one must not take its events)
 };
 
 /// Around one core's body: sets the thread's core and launch for the events it records.
@@ -117,6 +119,7 @@ class CoreScope {
   int64_t t0_ = -1;
   int saved_core_ = 0;
   int saved_launch_ = -1;
+  uint64_t saved_generation_ = 0;
 };
 
 /// A span of kind `kind` (grid step, semaphore wait), recorded when it ends.
