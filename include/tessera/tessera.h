@@ -34,6 +34,7 @@
 #include "tessera/shape.h"
 #include "tessera/slice.h"
 #include "tessera/tpu_info.h"
+#include "tessera/trace.h"
 #include "tessera/vector_math.h"
 #include "tessera/vector_ops.h"
 #include "tessera/vector_reduce.h"

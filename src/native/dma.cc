@@ -16,6 +16,7 @@
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "tessera/detail/runtime.h"
+#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -66,6 +67,7 @@ void dma_copy(const RawRef& src, const RawRef& dst, const char* op, std::source_
                       dtype_name(dst.dtype)));
   }
   if (src.shape.size() == 0) return;
+  const trace::detail::CopyScope trace_copy(src, dst, op);
   const int item = itemsize(src.dtype);
   const int rank = src.shape.rank();
   const auto* s0 = static_cast<const std::byte*>(src.data);

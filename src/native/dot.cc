@@ -17,6 +17,7 @@
 
 #include "native/gemm.h"
 #include "tessera/detail/runtime.h"
+#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -214,6 +215,10 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
                       dtype_name(dst.dtype), dtype_name(call.result)));
   }
   if (o.m == 0 || o.n == 0) return;
+  const trace::detail::MxuScope trace_op(call.op, o.m, o.n, o.k,
+                                         (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
+                                             (call.rhs.shape.size() * itemsize(call.rhs.dtype)) +
+                                             dst.shape.size() * itemsize(dst.dtype));
   const DType acc_dtype = call.lhs.dtype == DType::kInt8 ? DType::kInt32 : DType::kFloat32;
   const bool direct = dst.dtype == acc_dtype && (dst.strides[1] == 1 || o.n == 1) &&
                       (dst.strides[0] >= o.n || o.m == 1) && !overlaps(dst, call.lhs) &&

@@ -22,6 +22,7 @@
 #include "tessera/dma.h"
 #include "tessera/ref.h"
 #include "tessera/vector_reduce.h"
+#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -723,6 +724,7 @@ void check_integer_pow(bool integral, int64_t n, std::source_location where) {
 }
 
 void evaluate(const ExprProgram& prog, const RawRef& dst) {
+  const trace::detail::VpuScope trace_op(prog, dst);
   bool plain = true;
   for (const ExprNode& e : prog.nodes) plain = plain && !is_non_elementwise(e.op);
   if (plain) return evaluate_flat(prog.nodes, prog.where, dst);

@@ -18,6 +18,7 @@
 #include "tessera/compiler_params.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/error.h"
+#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -177,6 +178,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
       spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms();
   state.semaphore_high.store(spec.semaphore_used, std::memory_order_relaxed);
   CorePool& pool = CorePool::instance();
+  const trace::detail::LaunchScope trace_launch(spec.name, spec.num_cores);
   auto run_core = [&](int core) {
     CoreContext ctx;
     ctx.core = core;
@@ -209,6 +211,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
     }
     set_current_context(&ctx);
     try {
+      const trace::detail::CoreScope trace_core(trace_launch, core);
       body(core, ptrs);
     } catch (...) {
       {

@@ -27,6 +27,7 @@
 #include "runtime/pipeline_schedule.h"
 #include "runtime/scoped_vmem.h"
 #include "tessera/dma.h"
+#include "trace/recorder.h"
 
 namespace tessera {
 namespace detail {
@@ -368,6 +369,8 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
       }
     }
     st.win = WindowRef{st.buffer, &st.buffer_strides};
+    trace::detail::pipeline_operand(op.hbm.data, st.bytes,
+                                    op.hbm.shape.size() * itemsize(op.hbm.dtype));
   }
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
@@ -394,6 +397,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
   std::vector<int64_t> visit_start(num_outputs, 0);
   std::vector<bool> starting(num_outputs, true);
   for (; !cursor.done(); cursor.advance()) {
+    const trace::detail::SpanScope trace_step(trace::detail::Kind::kStep, config.op, cursor.step());
     ctx->grid_step.assign(cursor.grid_point().begin(), cursor.grid_point().end());
     int64_t window_bytes = 0;  // what this step's body reads and writes, for the prefetch rate
     int64_t output_bytes = 0;
@@ -407,6 +411,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         st.in_place = st.may_alias && is_full(w);
         if (st.in_place) {
           st.win = WindowRef{block_data(op, w), &st.hbm_strides};
+          trace::detail::block_in_place(st.win.data, st.bytes, true, &hints.prefetch);
         } else {
           const BlockViews v = block_views(op, w, st.buffer);
           dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config.where);
@@ -476,6 +481,8 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         const BlockWindow w = window_of(op, b, op.spec->where());
         const BlockViews v = block_views(op, w, state[k].buffer);
         dma_copy(v.vmem, v.hbm, "emit_pipeline write-back", config.where);
+      } else {
+        trace::detail::block_in_place(state[k].win.data, state[k].bytes, false, nullptr);
       }
       revisits[o].written_back(b, visit_start[o], cursor.step());
     }

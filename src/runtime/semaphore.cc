@@ -25,6 +25,7 @@
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
 #include "runtime/spin.h"
+#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -128,6 +129,8 @@ struct WaitSite {
 // Blocks until `cell` (slot `slot` of the calling core) holds at least `amount`, then takes it.
 void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
                  const WaitSite& site) {
+  const trace::detail::SpanScope trace_wait(trace::detail::Kind::kWait, site.op, -1,
+                                            *site.unit != '\0');  // " bytes": a DMA wait
   if (try_take(cell, amount)) return;
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,7 +24,7 @@
 namespace tessera::cli {
 
 namespace {
-int run_add(int64_t n, int cores, int repeats, bool json) {
+int run_add(int64_t n, int cores, int repeats, bool json, const std::string& trace_path) {
   Array<float> x({n, n});
   Array<float> y({n, n});
   std::mt19937 rng(11);
@@ -52,13 +53,22 @@ int run_add(int64_t n, int cores, int repeats, bool json) {
     (void)plain();
   }
   std::vector<double> t_pipe, t_plain;
-  for (int r = 0; r < repeats; ++r) {
-    t_pipe.push_back(seconds([&] { (void)examples::pipelined_add(x, y, cores); }));
-    t_plain.push_back(seconds([&] { (void)plain(); }));
-    if (!json)
-      std::cerr << "\rtessera bench add: repeat " << (r + 1) << "/" << repeats << std::flush;
+  {
+    // With --trace the timed runs of the pipeline are traced (the plain loop has no kernels),
+    // so the timings include what tracing costs; the summary goes to stderr.
+    std::optional<trace::Session> session;
+    if (!trace_path.empty()) {
+      trace::Options o;
+      o.trace_path = trace_path;
+      session.emplace(std::move(o));
+    }
+    Progress progress("tessera bench add", repeats);
+    for (int r = 0; r < repeats; ++r) {
+      t_pipe.push_back(seconds([&] { (void)examples::pipelined_add(x, y, cores); }));
+      t_plain.push_back(seconds([&] { (void)plain(); }));
+      progress.done(r + 1);
+    }
   }
-  if (!json) std::cerr << "\n";
   const Stats sp = stats_of(t_pipe);
   const Stats sr = stats_of(t_plain);
   nlohmann::json j;
@@ -70,6 +80,7 @@ int run_add(int64_t n, int cores, int repeats, bool json) {
   j["seconds"] = {{"min", sp.min}, {"median", sp.median}, {"max", sp.max}};
   j["gbps"] = bytes / sp.median / 1e9;
   j["max_error"] = max_error;
+  j["traced"] = !trace_path.empty();
   j["reference"] = {{"name", "plain loop (OpenMP)"},
                     {"seconds", {{"min", sr.min}, {"median", sr.median}, {"max", sr.max}}},
                     {"gbps", bytes / sr.median / 1e9}};
@@ -105,6 +116,7 @@ void register_bench_command(CLI::App& app) {
   static int cores = 0;
   static int repeats = 5;
   static bool json = false;
+  static std::string trace_path;
   bench->add_option("kernel", kernel, "The kernel to time")
       ->required()
       ->check(CLI::IsMember({"add", "matmul"}));
@@ -115,6 +127,11 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--repeats", repeats, "Timed repetitions (default 5)")
       ->check(CLI::Range(1, 1000));
   bench->add_flag("--json", json, "Print one JSON object (architecture.md section 6)");
+  bench
+      ->add_option("--trace", trace_path,
+                   "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
+                   "stderr); the timings then include tracing's cost")
+      ->type_name("FILE");
   static MatmulBenchOptions mm{2048,
                                2048,
                                2048,
@@ -140,11 +157,12 @@ void register_bench_command(CLI::App& app) {
       mm.cores = c;
       mm.repeats = repeats;
       mm.json = json;
+      mm.trace_path = trace_path;
       const int rc = run_matmul_bench(mm);
       if (rc != 0) throw CLI::RuntimeError(rc);
       return;
     }
-    const int rc = run_add(size, c, repeats, json);
+    const int rc = run_add(size, c, repeats, json, trace_path);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

@@ -16,6 +16,7 @@ struct MatmulBenchOptions {
   int cores;
   int repeats;
   bool json;
+  std::string trace_path = {};  // --trace: trace the timed runs of ours
 };
 int run_matmul_bench(const MatmulBenchOptions& options);
 }  // namespace tessera::cli

@@ -19,6 +19,7 @@
 #include <dnnl.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,6 +90,14 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   Timed ours_f32{"tessera pallas_call matmul, float32 on the same values", {}, 0};
   std::vector<Timed> refs;
   double max_error = 0;
+  // --trace: the timed runs of ours are traced (after the warm-up); summary to stderr.
+  std::optional<trace::Session> session;
+  auto start_trace = [&] {
+    if (o.trace_path.empty()) return;
+    trace::Options t;
+    t.trace_path = o.trace_path;
+    session.emplace(std::move(t));
+  };
   const bool bf16 = o.dtype == "bf16";
 
   if (!bf16) {
@@ -114,11 +123,13 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
         refs[1].max_diff = std::max<double>(refs[1].max_diff, std::fabs(z[e] - c_blas[e]));
       }
     }
+    start_trace();
+    Progress progress("tessera bench matmul", o.repeats);
     for (int r = 0; r < o.repeats; ++r) {
       ours.t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
       refs[0].t.push_back(seconds(dnnl_run));
       refs[1].t.push_back(seconds(blas_run));
-      if (!o.json) std::cerr << "\rtessera bench matmul: repeat " << (r + 1) << "/" << o.repeats;
+      progress.done(r + 1);
     }
   } else {
     const auto x = random_array<bfloat16>(m, k, 1);
@@ -162,14 +173,16 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
                                         static_cast<float>(c_dnnl[static_cast<size_t>(e)])));
       }
     }
+    start_trace();
+    Progress progress("tessera bench matmul", o.repeats);
     for (int r = 0; r < o.repeats; ++r) {
       ours.t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
       refs[0].t.push_back(seconds(dnnl_run));
       ours_f32.t.push_back(seconds([&] { (void)examples::matmul(xf, yf, b, o.cores); }));
-      if (!o.json) std::cerr << "\rtessera bench matmul: repeat " << (r + 1) << "/" << o.repeats;
+      progress.done(r + 1);
     }
   }
-  if (!o.json) std::cerr << "\n";
+  session.reset();  // writes the trace and prints its summary (stderr)
 
   const Stats so = stats_of(ours.t);
   double best = 1e300, best_min = 1e300;
@@ -194,6 +207,7 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   j["block"] = {b.bm, b.bn, b.bk};
   j["cores"] = o.cores;
   j["repeats"] = o.repeats;
+  j["traced"] = !o.trace_path.empty();
   j["seconds"] = stats_json(so);
   j["gflops"] = flops / so.median / 1e9;
   j["max_error"] = max_error;

@@ -1,8 +1,12 @@
 // Timing helpers shared by `tessera bench` kernels.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <iostream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,5 +33,36 @@ double seconds(F&& f) {
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+/// "repeat r/R" on stderr for a long benchmark: shown when stderr is a terminal, or once the
+/// run has taken more than a second (a log then shows that it is alive); never on stdout, so
+/// `--json` output stays one object.
+class Progress {
+ public:
+  Progress(std::string what, int total)
+      : what_(std::move(what)),
+        total_(total),
+        tty_(isatty(STDERR_FILENO) == 1),
+        t0_(std::chrono::steady_clock::now()) {}
+  ~Progress() {
+    if (shown_) std::cerr << (tty_ ? "\n" : "") << std::flush;
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  void done(int r) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (!tty_ && s <= 1.0) return;
+    shown_ = true;
+    std::cerr << (tty_ ? "\r" : "") << what_ << ": repeat " << r << "/" << total_ << " ("
+              << static_cast<int>(s) << " s)" << (tty_ ? "" : "\n") << std::flush;
+  }
+
+ private:
+  std::string what_;
+  int total_;
+  bool tty_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 }  // namespace tessera::cli

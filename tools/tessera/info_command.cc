@@ -5,6 +5,7 @@
 //   tessera info --json           # one JSON object, every TpuInfo field by its snake_case name
 //   tessera info --chip v5e       # the v5e table
 //   tessera info --chip v5p --cores 2 --json   # megacore v5p
+//   tessera info --calibrate      # measure bandwidth and FMA peak, cache them for traces
 #include <algorithm>
 #include <cctype>
 #include <cinttypes>
@@ -18,6 +19,7 @@
 
 #include "commands.h"
 #include "tessera/tpu_info.h"
+#include "tessera/trace.h"
 
 namespace {
 
@@ -30,6 +32,7 @@ struct InfoOptions {
   bool json = false;
   std::string chip = "cpu";
   int cores = 1;
+  bool calibrate = false;
 };
 
 /// printf into a std::string (the CLI does not link fmt; the library keeps it private).
@@ -227,6 +230,36 @@ void run_info(const InfoOptions& opts, bool cores_given) {
   }
 }
 
+/// `tessera info --calibrate`: measures this machine's bandwidth and FMA peak, caches them for
+/// the trace summary's "% of peak", and prints them.
+void run_calibrate(bool json) {
+  const int cores = tessera::pltpu::get_tpu_info().num_cores;
+  if (!json) {
+    std::cerr << "tessera info --calibrate: measuring memory bandwidth and FMA peak on " << cores
+              << " cores (a few seconds)...\n";
+  }
+  const tessera::trace::Calibration c = tessera::trace::calibrate(cores);
+  const std::string path = tessera::trace::save_calibration(c);
+  if (json) {
+    nlohmann::json j;
+    j["cores"] = c.cores;
+    j["add_gbps"] = c.add_gbps;
+    j["copy_gbps"] = c.copy_gbps;
+    j["fma_gflops"] = c.fma_gflops;
+    j["fma_gflops_per_core"] = c.fma_gflops_per_core;
+    j["path"] = path;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << printf_string(
+                   "memory bandwidth  %.1f GB/s (STREAM add c = a + b), %.1f GB/s (copy), "
+                   "%d cores\n",
+                   c.add_gbps, c.copy_gbps, c.cores)
+            << printf_string("f32 FMA peak      %.1f GFLOP/s (%d cores), %.1f GFLOP/s per core\n",
+                             c.fma_gflops, c.cores, c.fma_gflops_per_core)
+            << "cached in         " << path << "\n";
+}
+
 std::string known_chips_list() {
   std::string out;
   for (const std::string& name : tessera::pltpu::known_chips()) {
@@ -263,5 +296,16 @@ void register_info_command(CLI::App& app) {
                            ->type_name("N")
                            ->capture_default_str()
                            ->needs(chip);
-  info->callback([opts, cores] { run_info(*opts, cores->count() > 0); });
+  info->add_flag("--calibrate", opts->calibrate,
+                 "Measure this machine's memory bandwidth and f32 FMA peak and cache them "
+                 "($XDG_CACHE_HOME/tessera/calibration.json, default ~/.cache/tessera) for the "
+                 "trace summary's % of peak")
+      ->excludes(chip);
+  info->callback([opts, cores] {
+    if (opts->calibrate) {
+      run_calibrate(opts->json);
+      return;
+    }
+    run_info(*opts, cores->count() > 0);
+  });
 }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "pipelined_add.h"
 #include "quickstart.h"
 #include "tessera/error.h"
+#include "tessera/trace.h"
 
 namespace tessera::cli {
 
@@ -54,14 +56,32 @@ void register_run_command(CLI::App& app) {
                  std::string("\nExamples:") + example_list());
   static std::string name;
   static int cores = 0;
+  static std::string trace_path;
+  static std::string timeline_path;
   run->add_option("example", name, "The example to run")->required();
+  run->add_option("--trace", trace_path,
+                  "Trace every kernel of the run: write Chrome Trace Event JSON to this file (open "
+                  "it in ui.perfetto.dev) and print the per-kernel summary")
+      ->type_name("FILE");
+  run->add_option("--timeline", timeline_path,
+                  "Trace the run and draw the per-core timeline as an SVG file")
+      ->type_name("FILE");
   run->add_option("--cores", cores, "Mesh cores (sets TESSERA_NUM_CORES for this run)")
       ->check(CLI::Range(1, 256));
   run->callback([] {
     if (cores > 0) setenv("TESSERA_NUM_CORES", std::to_string(cores).c_str(), 1);
     for (const auto& e : examples()) {
       if (name == e.name) {
+        std::optional<trace::Session> session;
+        if (!trace_path.empty() || !timeline_path.empty()) {
+          trace::Options o;
+          o.trace_path = trace_path;
+          o.timeline_path = timeline_path;
+          o.summary_stream = &std::cout;
+          session.emplace(std::move(o));
+        }
         const bool ok = e.run(std::cout);
+        if (session) session->stop();
         std::cout << name << ": " << (ok ? "verified" : "WRONG RESULT") << "\n";
         if (!ok) throw CLI::RuntimeError(1);
         return;
