@@ -9,9 +9,11 @@
 #include <mutex>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
@@ -146,7 +148,16 @@ void prepare_launch(LaunchSpec& spec) {
   }
 }
 
-void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
+bool interpret_from_env() noexcept {
+  static const bool on = [] {
+    const char* env = std::getenv("TESSERA_INTERPRET");
+    return env != nullptr && *env != '\0' && std::string_view(env) != "0";
+  }();
+  return on;
+}
+
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
+            const LaunchBuffer* buffers, int num_buffers) {
   if (in_kernel()) {
     raise(ErrorKind::kInvalidArgument, "pl::kernel", spec.where,
           fmt::format("kernel '{}' was launched from inside a kernel body; kernels cannot nest "
@@ -171,8 +182,15 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
                        .c_str());
   }
 
+  // Checked mode (issue #5): the engine's books for this launch; null on the native path.
+  CheckedLaunchPtr checked;
+  if (spec.interpret || interpret_from_env()) {
+    checked = checked_begin(spec, buffers, num_buffers, vmem_limit);
+  }
+
   LaunchState state;
   state.spec = &spec;
+  state.checked = checked.get();
   state.wait_timeout_ms =
       spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms();
   state.semaphore_high.store(spec.semaphore_used, std::memory_order_relaxed);
@@ -187,7 +205,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
     ctx.kernel_where = spec.where;
     CoreArena& arena = pool.arena(core);
     ctx.arena = &arena;
-    ctx.vmem_limit = vmem_limit;
+    ctx.vmem_limit = checked ? checked_vmem_limit(*checked, vmem_limit) : vmem_limit;
     ctx.vmem_top = vmem_used;
     ctx.smem_top = smem_used;
     ctx.semaphore_top = spec.semaphore_used;
@@ -209,7 +227,13 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
     }
     set_current_context(&ctx);
     try {
-      body(core, ptrs);
+      if (checked) {
+        checked_core_begin(*checked, ctx, ptrs);
+        body(core, ptrs);
+        checked_core_end(ctx);
+      } else {
+        body(core, ptrs);
+      }
     } catch (...) {
       {
         std::lock_guard<std::mutex> lock(state.mu);
@@ -219,11 +243,15 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
       // Cores blocked in a semaphore wait would otherwise sleep until their timeout.
       wake_semaphore_waiters(spec.num_cores);
     }
+    if (checked) checked_core_finished(ctx);
     set_current_context(nullptr);
   };
   // The semaphore exit check and clearing run under the pool's launch lock: a launch from
   // another host thread must not start on these arenas before they are clear again.
-  auto after = [&] { finish_semaphores(spec, state); };
+  auto after = [&] {
+    finish_semaphores(spec, state);
+    if (checked) checked_finish(*checked, state);
+  };
   pool.run(spec.num_cores, run_core, after);
   if (state.first_error) std::rethrow_exception(state.first_error);
 }

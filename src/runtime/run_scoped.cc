@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/messages.h"
+#include "check/checked.h"
 #include "runtime/context.h"
 
 namespace tessera::detail {
@@ -104,6 +105,8 @@ ScopedScratch::ScopedScratch(const ScratchRequest* requests, int n, void** ptrs,
     ptrs[i] = base + top;
     if (r.space == MemorySpace::SEMAPHORE) {
       ctx->scoped_semaphores.push_back(ScopedSemaphore{top, r.shape, r.semaphore_kind, i, where});
+    } else if (ctx->checked != nullptr) {
+      checked_fresh(*ctx, ptrs[i], r.bytes, r.dtype);  // poison, never written
     }
     top = align_up(top + r.bytes);
   }

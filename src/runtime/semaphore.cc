@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
@@ -128,6 +129,11 @@ struct WaitSite {
 // Blocks until `cell` (slot `slot` of the calling core) holds at least `amount`, then takes it.
 void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
                  const WaitSite& site) {
+  if (ctx.checked != nullptr) {
+    checked_block_until(ctx, cell, slot, amount, site.op, site.where,
+                        name_semaphore(*ctx.launch->spec, &ctx, slot), site.unit);
+    return;
+  }
   if (try_take(cell, amount)) return;
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();
@@ -233,7 +239,11 @@ void semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kin
                       ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
   }
   CoreArena& arena = target == ctx.core ? *ctx.arena : core_arena(target);
-  arena.semaphores()[slot].fetch_add(inc);
+  if (ctx.checked != nullptr) {
+    checked_signal(ctx, target, slot, inc);
+  } else {
+    arena.semaphores()[slot].fetch_add(inc);
+  }
   arena.wait_queue().wake();
 }
 
@@ -279,7 +289,11 @@ void core_barrier(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
   for (int k = 0; k < n; ++k) {
     if (k == ctx.core) continue;
     CoreArena& arena = core_arena(k);
-    arena.semaphores()[slot].fetch_add(1);
+    if (ctx.checked != nullptr) {
+      checked_signal(ctx, k, slot, 1);
+    } else {
+      arena.semaphores()[slot].fetch_add(1);
+    }
     arena.wait_queue().wake();
   }
   block_until(ctx, *cell, slot, n - 1,
