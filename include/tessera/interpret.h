@@ -58,4 +58,19 @@ struct InterpretParams {
   std::string chip = {};
 };
 
+/// `pltpu.force_tpu_interpret_mode(params)`: while an instance lives, every kernel and
+/// pallas_call launched in the process runs checked with `params` (a kernel's own
+/// InterpretParams win). For tests and tools that run unchanged kernel code checked, like
+/// `tessera run <example> --check`. Instances must not overlap.
+class ForceTpuInterpretMode {
+ public:
+  explicit ForceTpuInterpretMode(InterpretParams params = {});
+  ~ForceTpuInterpretMode();
+  ForceTpuInterpretMode(const ForceTpuInterpretMode&) = delete;
+  ForceTpuInterpretMode& operator=(const ForceTpuInterpretMode&) = delete;
+
+ private:
+  InterpretParams params_;
+};
+
 }  // namespace tessera::pltpu

@@ -278,7 +278,7 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
             pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]), std::get<O>(out_.outs).shape)...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };
-    if (!spec_.interpret && !detail::interpret_from_env()) {
+    if (!spec_.interpret && detail::forced_interpret() == nullptr) {
       detail::launch(spec_, per_core);
       return;
     }

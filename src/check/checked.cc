@@ -540,11 +540,11 @@ CheckedCore& core_of(CoreContext& ctx) { return *ctx.checked; }
 
 void CheckedLaunchDeleter::operator()(CheckedLaunch* p) const noexcept { delete p; }
 
-CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const LaunchBuffer* buffers,
-                               int num_buffers, int64_t vmem_limit) {
+CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretParams& params,
+                               const LaunchBuffer* buffers, int num_buffers, int64_t vmem_limit) {
   CheckedLaunchPtr L(new CheckedLaunch());
   L->spec = &spec;
-  L->params = spec.interpret.value_or(pltpu::InterpretParams{});
+  L->params = params;
   L->num_cores = spec.num_cores;
   L->vmem_limit = vmem_limit;
   if (!L->params.chip.empty()) {
@@ -983,7 +983,9 @@ void checked_element(const void* p, int size, bool is_const, std::source_locatio
                         describe(*ctx, a)));
     }
   }
-  check_compute_vs_dma(*ctx, r, false, "Ref element access", where);
+  // A ref of non-const elements may be written through: judged as a write (it must not touch
+  // the source of an in-flight copy either); read through a ref of const elements to read only.
+  check_compute_vs_dma(*ctx, r, !is_const, "Ref element access", where);
   if (!is_const && reg != nullptr) mark(*reg, r, 1);
 }
 

@@ -148,12 +148,18 @@ void prepare_launch(LaunchSpec& spec) {
   }
 }
 
-bool interpret_from_env() noexcept {
+namespace {
+std::atomic<const pltpu::InterpretParams*> g_forced{nullptr};
+}  // namespace
+
+const pltpu::InterpretParams* forced_interpret() noexcept {
+  if (const pltpu::InterpretParams* p = g_forced.load(std::memory_order_acquire)) return p;
+  static const pltpu::InterpretParams env_params{};
   static const bool on = [] {
     const char* env = std::getenv("TESSERA_INTERPRET");
     return env != nullptr && *env != '\0' && std::string_view(env) != "0";
   }();
-  return on;
+  return on ? &env_params : nullptr;
 }
 
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
@@ -184,8 +190,10 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
 
   // Checked mode (issue #5): the engine's books for this launch; null on the native path.
   CheckedLaunchPtr checked;
-  if (spec.interpret || interpret_from_env()) {
-    checked = checked_begin(spec, buffers, num_buffers, vmem_limit);
+  if (spec.interpret) {
+    checked = checked_begin(spec, *spec.interpret, buffers, num_buffers, vmem_limit);
+  } else if (const pltpu::InterpretParams* forced = forced_interpret()) {
+    checked = checked_begin(spec, *forced, buffers, num_buffers, vmem_limit);
   }
 
   LaunchState state;
@@ -259,6 +267,13 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
 }  // namespace tessera::detail
 
 namespace tessera::pltpu {
+ForceTpuInterpretMode::ForceTpuInterpretMode(InterpretParams params) : params_(std::move(params)) {
+  detail::g_forced.store(&params_, std::memory_order_release);
+}
+ForceTpuInterpretMode::~ForceTpuInterpretMode() {
+  detail::g_forced.store(nullptr, std::memory_order_release);
+}
+
 void check_compiler_params(const CompilerParams& params, std::source_location where) {
   if (params.wait_timeout_ms.has_value() && *params.wait_timeout_ms < 1) {
     detail::raise(ErrorKind::kInvalidArgument, "pltpu::CompilerParams", where,

@@ -23,7 +23,7 @@
 namespace tessera::cli {
 
 namespace {
-int run_add(int64_t n, int cores, int repeats, bool json) {
+int run_add(int64_t n, int cores, int repeats, bool json, bool check) {
   Array<float> x({n, n});
   Array<float> y({n, n});
   std::mt19937 rng(11);
@@ -59,6 +59,14 @@ int run_add(int64_t n, int cores, int repeats, bool json) {
       std::cerr << "\rtessera bench add: repeat " << (r + 1) << "/" << repeats << std::flush;
   }
   if (!json) std::cerr << "\n";
+  std::vector<double> t_checked;
+  if (check) {
+    const pltpu::ForceTpuInterpretMode force;
+    (void)examples::pipelined_add(x, y, cores);  // warm-up, and any diagnostic
+    for (int r = 0; r < repeats; ++r) {
+      t_checked.push_back(seconds([&] { (void)examples::pipelined_add(x, y, cores); }));
+    }
+  }
   const Stats sp = stats_of(t_pipe);
   const Stats sr = stats_of(t_plain);
   nlohmann::json j;
@@ -74,6 +82,11 @@ int run_add(int64_t n, int cores, int repeats, bool json) {
                     {"seconds", {{"min", sr.min}, {"median", sr.median}, {"max", sr.max}}},
                     {"gbps", bytes / sr.median / 1e9}};
   j["ratio_gbps"] = sr.median / sp.median;
+  if (!t_checked.empty()) {
+    const Stats sc = stats_of(t_checked);
+    j["checked"] = {{"seconds", {{"min", sc.min}, {"median", sc.median}, {"max", sc.max}}},
+                    {"over_native", sc.median / sp.median}};
+  }
   if (json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -82,6 +95,11 @@ int run_add(int64_t n, int cores, int repeats, bool json) {
               << bytes / sp.median / 1e9 << " GB/s), plain loop " << sr.median * 1e3 << " ms ("
               << bytes / sr.median / 1e9 << " GB/s), ratio " << sr.median / sp.median
               << ", max error " << max_error << "\n";
+    if (!t_checked.empty()) {
+      const Stats sc = stats_of(t_checked);
+      std::cout << "checked mode: " << sc.median * 1e3 << " ms, " << sc.median / sp.median
+                << "x native\n";
+    }
   }
   return max_error == 0 ? 0 : 1;
 }
@@ -108,6 +126,10 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--repeats", repeats, "Timed repetitions (default 5)")
       ->check(CLI::Range(1, 1000));
   bench->add_flag("--json", json, "Print one JSON object (architecture.md section 6)");
+  static bool check = false;
+  bench->add_flag("--check", check,
+                  "Also time the kernel in checked mode (docs/checked-mode.md) and report its "
+                  "ratio to native");
   static MatmulBenchOptions mm{2048,
                                2048,
                                2048,
@@ -133,11 +155,12 @@ void register_bench_command(CLI::App& app) {
       mm.cores = c;
       mm.repeats = repeats;
       mm.json = json;
+      mm.check = check;
       const int rc = run_matmul_bench(mm);
       if (rc != 0) throw CLI::RuntimeError(rc);
       return;
     }
-    const int rc = run_add(size, c, repeats, json);
+    const int rc = run_add(size, c, repeats, json, check);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

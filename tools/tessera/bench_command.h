@@ -16,6 +16,7 @@ struct MatmulBenchOptions {
   int cores;
   int repeats;
   bool json;
+  bool check = false;  // also time the kernel in checked mode (issue #5) and report the ratio
 };
 int run_matmul_bench(const MatmulBenchOptions& options);
 }  // namespace tessera::cli

@@ -74,6 +74,7 @@ nlohmann::json stats_json(const Stats& s) {
 }  // namespace
 
 int run_matmul_bench(const MatmulBenchOptions& o) {
+  std::vector<double> checked_t;  // checked-mode repeats (--check)
   const int64_t m = o.m, n = o.n, k = o.k;
   const examples::MatmulBlocks b{o.bm, o.bn, o.bk};
   if (m % b.bm != 0 || n % b.bn != 0 || k % b.bk != 0) {
@@ -119,6 +120,13 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
       refs[0].t.push_back(seconds(dnnl_run));
       refs[1].t.push_back(seconds(blas_run));
       if (!o.json) std::cerr << "\rtessera bench matmul: repeat " << (r + 1) << "/" << o.repeats;
+    }
+    if (o.check) {
+      const pltpu::ForceTpuInterpretMode force;
+      (void)examples::matmul(x, y, b, o.cores);  // warm-up, and any diagnostic
+      for (int r = 0; r < o.repeats; ++r) {
+        checked_t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
+      }
     }
   } else {
     const auto x = random_array<bfloat16>(m, k, 1);
@@ -168,6 +176,13 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
       ours_f32.t.push_back(seconds([&] { (void)examples::matmul(xf, yf, b, o.cores); }));
       if (!o.json) std::cerr << "\rtessera bench matmul: repeat " << (r + 1) << "/" << o.repeats;
     }
+    if (o.check) {
+      const pltpu::ForceTpuInterpretMode force;
+      (void)examples::matmul_bf16(x, y, b, o.cores);
+      for (int r = 0; r < o.repeats; ++r) {
+        checked_t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
+      }
+    }
   }
   if (!o.json) std::cerr << "\n";
 
@@ -210,6 +225,10 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     j["bf16_over_own_f32"] = sf.median / so.median;
     j["bf16_over_own_f32_min"] = sf.min / so.min;
   }
+  if (!checked_t.empty()) {
+    const Stats sc = stats_of(checked_t);
+    j["checked"] = {{"seconds", stats_json(sc)}, {"over_native", sc.median / so.median}};
+  }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -229,6 +248,11 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     }
     std::cout << "; ratio to the best " << best / so.median << " (of the fastest repeats "
               << best_min / so.min << "); max error " << max_error << "\n";
+    if (!checked_t.empty()) {
+      const Stats sc = stats_of(checked_t);
+      std::cout << "checked mode: " << sc.median * 1e3 << " ms, " << sc.median / so.median
+                << "x native\n";
+    }
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "pipelined_add.h"
 #include "quickstart.h"
 #include "tessera/error.h"
+#include "tessera/interpret.h"
 
 namespace tessera::cli {
 
@@ -57,12 +59,19 @@ void register_run_command(CLI::App& app) {
   run->add_option("example", name, "The example to run")->required();
   run->add_option("--cores", cores, "Mesh cores (sets TESSERA_NUM_CORES for this run)")
       ->check(CLI::Range(1, 256));
+  static bool check = false;
+  run->add_flag("--check", check,
+                "Run every kernel in checked mode (docs/checked-mode.md): races, uninitialised "
+                "reads, bounds, capacity, deadlocks raise");
   run->callback([] {
     if (cores > 0) setenv("TESSERA_NUM_CORES", std::to_string(cores).c_str(), 1);
     for (const auto& e : examples()) {
       if (name == e.name) {
+        std::optional<pltpu::ForceTpuInterpretMode> force;
+        if (check) force.emplace();
         const bool ok = e.run(std::cout);
-        std::cout << name << ": " << (ok ? "verified" : "WRONG RESULT") << "\n";
+        std::cout << name << ": " << (ok ? "verified" : "WRONG RESULT")
+                  << (check ? " (checked mode: no diagnostics)" : "") << "\n";
         if (!ok) throw CLI::RuntimeError(1);
         return;
       }

@@ -91,8 +91,9 @@ struct LaunchBuffer {
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
             const LaunchBuffer* buffers = nullptr, int num_buffers = 0);
 
-/// True when TESSERA_INTERPRET is set to a non-empty value other than "0".
-bool interpret_from_env() noexcept;
+/// The params every kernel without its own runs checked with: pltpu::ForceTpuInterpretMode's,
+/// else defaults when TESSERA_INTERPRET is set (to anything but "" or "0"), else null.
+const pltpu::InterpretParams* forced_interpret() noexcept;
 
 /// The default number of mesh cores: TESSERA_NUM_CORES, else the hardware threads.
 int default_num_cores();
