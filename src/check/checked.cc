@@ -915,6 +915,8 @@ void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& d
   for (const ExprNode& n : prog.nodes) {
     if (n.op != OpCode::kLoad) continue;
     const Runs r = runs_of(n.data, n.dtype, n.shape, n.strides);
+    // A race is the cause when the bytes are also unwritten (on_wait: the copy has not run).
+    check_compute_vs_dma(ctx, r, false, op, n.where.line() != 0 ? n.where : prog.where);
     if (!P.allow_uninitialized_reads) {
       if (Region* reg = region_of(ctx, r.lo)) {
         if (const uintptr_t p = first_unwritten(*reg, r)) {
@@ -927,7 +929,6 @@ void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& d
         }
       }
     }
-    check_compute_vs_dma(ctx, r, false, op, n.where.line() != 0 ? n.where : prog.where);
   }
   const Runs d = runs_of(dst);
   check_compute_vs_dma(ctx, d, true, op, prog.where);
@@ -945,6 +946,7 @@ void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool 
   }
   auto read = [&](const RawRef& r) {
     const Runs runs = runs_of(r);
+    check_compute_vs_dma(ctx, runs, false, call.op, call.where);
     if (!P.allow_uninitialized_reads) {
       if (Region* reg = region_of(ctx, runs.lo)) {
         if (const uintptr_t p = first_unwritten(*reg, runs)) {
@@ -956,7 +958,6 @@ void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool 
         }
       }
     }
-    check_compute_vs_dma(ctx, runs, false, call.op, call.where);
   };
   read(call.lhs);
   read(call.rhs);
@@ -974,6 +975,9 @@ void checked_element(const void* p, int size, bool is_const, std::source_locatio
   r.v.push_back({a, a + static_cast<uintptr_t>(size)});
   r.lo = a;
   r.hi = a + static_cast<uintptr_t>(size);
+  // A ref of non-const elements may be written through: judged as a write (it must not touch
+  // the source of an in-flight copy either); read through a ref of const elements to read only.
+  check_compute_vs_dma(*ctx, r, !is_const, "Ref element access", where);
   Region* reg = region_of(*ctx, a);
   if (is_const && reg != nullptr && !ctx->checked->launch->params.allow_uninitialized_reads) {
     if (first_unwritten(*reg, r) != 0) {
@@ -983,9 +987,6 @@ void checked_element(const void* p, int size, bool is_const, std::source_locatio
                         describe(*ctx, a)));
     }
   }
-  // A ref of non-const elements may be written through: judged as a write (it must not touch
-  // the source of an in-flight copy either); read through a ref of const elements to read only.
-  check_compute_vs_dma(*ctx, r, !is_const, "Ref element access", where);
   if (!is_const && reg != nullptr) mark(*reg, r, 1);
 }
 

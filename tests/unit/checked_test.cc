@@ -38,6 +38,9 @@ pltpu::InterpretParams on_chip(const char* chip) {
 std::atomic<int> g_line{0};
 #define MARK_LINE g_line.store(__LINE__)
 
+// Want::line: the line MARK_LINE recorded while the buggy kernel ran.
+constexpr int kMarked = -1;
+
 struct Want {
   ErrorKind kind;
   int line;
@@ -48,12 +51,13 @@ struct Want {
 
 template <class E = KernelError, class F>
 void expect_bug(F&& f, const Want& w) {
-  auto e = testing::catch_error<E>(f);
+  auto e = tessera::testing::catch_error<E>(f);
   ASSERT_TRUE(e.has_value());
   // TESSERA_PRINT_DIAGNOSTICS=1 prints each message (docs/checked-mode.md quotes them).
   if (std::getenv("TESSERA_PRINT_DIAGNOSTICS") != nullptr) std::cerr << e->what() << "\n\n";
   EXPECT_EQ(e->kind(), w.kind) << e->what();
-  EXPECT_EQ(static_cast<int>(e->where().line()), w.line) << e->what();
+  EXPECT_EQ(static_cast<int>(e->where().line()), w.line == kMarked ? g_line.load() : w.line)
+      << e->what();
   EXPECT_NE(std::string(e->where().file_name()).find("checked_test.cc"), std::string::npos)
       << e->what();
   EXPECT_EQ(e->core(), w.core) << e->what();
@@ -100,9 +104,9 @@ TEST(CheckedRace, ReadOfInFlightDmaDestination) {
     const Array<float> o = read_during_copy(x, m, false);
     for (int64_t i = 0; i < 128; ++i) ASSERT_EQ(o[i], x[i] + 1.0f);
     expect_bug([&] { read_during_copy(x, m, true); },
-               {ErrorKind::kRace, g_line.load(), 0, {}, "may still be writing it"});
+               {ErrorKind::kRace, kMarked, 0, {}, "may still be writing it"});
     expect_bug([&] { read_during_copy(x, m, true); },
-               {ErrorKind::kRace, g_line.load(), 0, {}, "VMEM scratch #0"});
+               {ErrorKind::kRace, kMarked, 0, {}, "VMEM scratch #0"});
   }
 }
 
@@ -131,7 +135,7 @@ TEST(CheckedRace, VectorReadOfInFlightDmaDestination) {
         const Array<float> o = run();
         for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 2.0f * x[i]);
       } else {
-        auto e = testing::catch_error<KernelError>(run);
+        auto e = tessera::testing::catch_error<KernelError>(run);
         ASSERT_TRUE(e);
         EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
         EXPECT_EQ(e->kernel_name(), "vec_race");
@@ -164,7 +168,7 @@ TEST(CheckedRace, WriteOfInFlightDmaSource) {
     const Array<float> o = write_during_copy_out(m, false);
     for (int64_t i = 0; i < 128; ++i) ASSERT_EQ(o[i], 3.0f);
     expect_bug([&] { write_during_copy_out(m, true); },
-               {ErrorKind::kRace, g_line.load(), 0, {}, "element (5,)"});
+               {ErrorKind::kRace, kMarked, 0, {}, "element (5,)"});
   }
 }
 
@@ -191,7 +195,7 @@ TEST(CheckedRace, OverlappingDmas) {
     const Array<float> o = overlapping_copies(x, m, false);
     for (int64_t i = 0; i < 128; ++i) ASSERT_EQ(o[i], x[i]);
     expect_bug([&] { overlapping_copies(x, m, true); },
-               {ErrorKind::kRace, g_line.load(), 0, {}, "both write"});
+               {ErrorKind::kRace, kMarked, 0, {}, "both write"});
   }
 }
 
@@ -217,7 +221,7 @@ TEST(CheckedRace, SyncCopyOverInFlightDma) {
         const Array<float> o = run();
         for (int64_t i = 0; i < 128; ++i) ASSERT_EQ(o[i], x[i]);
       } else {
-        expect_bug(run, {ErrorKind::kRace, g_line.load(), 0, {}, "reads what the other writes"});
+        expect_bug(run, {ErrorKind::kRace, kMarked, 0, {}, "reads what the other writes"});
       }
     }
   }
@@ -240,7 +244,7 @@ Array<float> both_cores_write(bool buggy) {
 TEST(CheckedRace, TwoCoresWriteSameHbmBytes) {
   const Array<float> o = both_cores_write(false);
   for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(o[i], 1.0f);
-  auto e = testing::catch_error<KernelError>([] { both_cores_write(true); });
+  auto e = tessera::testing::catch_error<KernelError>([] { both_cores_write(true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
   EXPECT_EQ(static_cast<int>(e->where().line()), g_line.load());
@@ -272,7 +276,7 @@ TEST(CheckedRace, CoreReadsOtherCoresWriteUnordered) {
   for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(o[i], 5.0f);
   // Whichever core comes second reports (core 1's read, or core 0's write after it); the
   // read may also see the poison first (then it is the output check's job); run until a race.
-  auto e = testing::catch_error<KernelError>([] { handoff(true); });
+  auto e = tessera::testing::catch_error<KernelError>([] { handoff(true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
   EXPECT_NE(std::string(e->what()).find("no happens-before"), std::string::npos) << e->what();
@@ -287,14 +291,14 @@ Array<float> parallel_whole_output(const Array<float>& x, bool buggy) {
       [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv * 2.0f; },
       pl::out_shape<float>({16, 128}), pl::grid({2}), pl::in_specs(buggy ? whole : rows),
       pl::out_specs(buggy ? whole : rows), pltpu::TensorCoreMesh("core", 2),
-      pltpu::CompilerParams{.dimension_semantics = {PARALLEL}}, checked())(x);
+      pltpu::CompilerParams{.dimension_semantics = {pltpu::PARALLEL}}, checked())(x);
 }
 
 TEST(CheckedRace, ParallelGridWholeOutputOnTwoCores) {
   const Array<float> x = ramp({16, 128});
   const Array<float> o = parallel_whole_output(x, false);
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 2.0f * x[i]);
-  auto e = testing::catch_error<KernelError>([&] { parallel_whole_output(x, true); });
+  auto e = tessera::testing::catch_error<KernelError>([&] { parallel_whole_output(x, true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
   EXPECT_EQ(e->grid_step(), std::vector<int64_t>{e->core()}) << e->what();
@@ -317,7 +321,7 @@ TEST(CheckedUninitialized, ReadOfFreshScratch) {
   const Array<float> o = read_fresh_scratch(false);
   for (int64_t i = 0; i < 128; ++i) ASSERT_EQ(o[i], 1.0f);
   expect_bug([] { read_fresh_scratch(true); },
-             {ErrorKind::kUninitialized, g_line.load(), 0, {}, "VMEM scratch #0"});
+             {ErrorKind::kUninitialized, kMarked, 0, {}, "VMEM scratch #0"});
   // Allowed: the read sees the poison (NaN), or zeros.
   pltpu::InterpretParams allow = checked();
   allow.allow_uninitialized_reads = true;
@@ -367,7 +371,7 @@ Array<float> half_written(bool buggy) {
 TEST(CheckedUninitialized, OutputNeverWritten) {
   const Array<float> o = half_written(false);
   for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(o[i], 2.0f);
-  auto e = testing::catch_error<KernelError>([] { half_written(true); });
+  auto e = tessera::testing::catch_error<KernelError>([] { half_written(true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kUninitialized);
   EXPECT_EQ(e->kernel_name(), "half");
@@ -394,7 +398,7 @@ TEST(CheckedUninitialized, RunScopedBufferCopiedOutUnwritten) {
   const Array<float> o = scoped_read(false);
   for (int64_t i = 0; i < 128; ++i) ASSERT_EQ(o[i], 4.0f);
   // The copy itself moves the poison; the output check reports it.
-  auto e = testing::catch_error<KernelError>([] { scoped_read(true); });
+  auto e = tessera::testing::catch_error<KernelError>([] { scoped_read(true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kUninitialized) << e->what();
   EXPECT_NE(std::string(e->what()).find("output 0"), std::string::npos) << e->what();
@@ -418,7 +422,7 @@ TEST(CheckedUninitialized, ScalarReadOfUnwrittenSmem) {
   const Array<int32_t> o = smem_read(false);
   for (int64_t i = 0; i < 8; ++i) ASSERT_EQ(o[i], 11);
   expect_bug([] { smem_read(true); },
-             {ErrorKind::kUninitialized, g_line.load(), 0, {}, "SMEM scratch #0"});
+             {ErrorKind::kUninitialized, kMarked, 0, {}, "SMEM scratch #0"});
 }
 
 // acc += dot(x, y) into an accumulator nobody initialised.
@@ -439,7 +443,7 @@ Array<float> dot_acc(bool buggy) {
 TEST(CheckedUninitialized, DotAccumulatorNotInitialised) {
   const Array<float> o = dot_acc(false);
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 64.0f);
-  expect_bug([] { dot_acc(true); }, {ErrorKind::kUninitialized, g_line.load(), 0, {}, "dot"});
+  expect_bug([] { dot_acc(true); }, {ErrorKind::kUninitialized, kMarked, 0, {}, "dot"});
 }
 
 // Partial edge blocks: the padding is poison; computing on it is fine, and only valid elements
@@ -477,7 +481,7 @@ TEST(CheckedBounds, DmaSliceOutOfBounds) {
   const Array<float> x = ramp({128});
   const Array<float> o = slice_oob(x, false);
   for (int64_t i = 0; i < 16; ++i) ASSERT_EQ(o[i], x[112 + i]);
-  expect_bug([&] { slice_oob(x, true); }, {ErrorKind::kOutOfBounds, g_line.load(), 0, {}, "120"});
+  expect_bug([&] { slice_oob(x, true); }, {ErrorKind::kOutOfBounds, kMarked, 0, {}, "120"});
 }
 
 TEST(CheckedBounds, BlockIndexOutOfBounds) {
@@ -492,7 +496,7 @@ TEST(CheckedBounds, BlockIndexOutOfBounds) {
   };
   const Array<float> o = run(false);
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i]);
-  auto e = testing::catch_error<KernelError>([&] { run(true); });
+  auto e = tessera::testing::catch_error<KernelError>([&] { run(true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kOutOfBounds) << e->what();
   EXPECT_EQ(e->grid_step(), (std::vector<int64_t>{3})) << e->what();
@@ -513,7 +517,7 @@ TEST(CheckedCapacity, ScratchOverChipVmem) {
     })();
   };
   EXPECT_EQ(run("v5e")[0], 1.0f);  // 128 MiB of VMEM
-  auto e = testing::catch_error<UsageError>([&] { run("v4"); });
+  auto e = tessera::testing::catch_error<UsageError>([&] { run("v4"); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kCapacityExceeded) << e->what();
   EXPECT_NE(std::string(e->what()).find("#0 VMEM<float32>(20, 1024, 1024)"), std::string::npos)
@@ -528,11 +532,11 @@ TEST(CheckedCapacity, PipelineWindowsOverChipVmem) {
     return pl::pallas_call(
         [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv + 1.0f; },
         pl::out_shape<float>({4096, 1024}), pl::grid({2}), pl::in_specs(spec),
-        pl::out_specs(spec), pltpu::CompilerParams{.vmem_limit_bytes = int64_t{64} << 20},
+        pl::out_specs(spec), pltpu::TensorCoreMesh("core", 1), pltpu::CompilerParams{.vmem_limit_bytes = int64_t{64} << 20},
         on_chip(chip))(x);
   };
   EXPECT_EQ(run("v5e")[5], 2.0f);
-  auto e = testing::catch_error<KernelError>([&] { run("v4"); });
+  auto e = tessera::testing::catch_error<KernelError>([&] { run("v4"); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kCapacityExceeded) << e->what();
   EXPECT_NE(std::string(e->what()).find("pipeline window"), std::string::npos) << e->what();
@@ -548,7 +552,7 @@ TEST(CheckedCapacity, MeshLargerThanChip) {
         })();
   };
   EXPECT_EQ(run(1)[0], 1.0f);
-  auto e = testing::catch_error<UsageError>([&] { run(2); });
+  auto e = tessera::testing::catch_error<UsageError>([&] { run(2); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kUnsupported) << e->what();
   EXPECT_NE(std::string(e->what()).find("v5e chip has 1 TensorCore"), std::string::npos)
@@ -567,7 +571,7 @@ TEST(CheckedRules, BlockShapeLastTwoDims) {
   const Array<float> x = ramp({16, 128});
   const Array<float> o = blocked_copy(x, 8);
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i]);
-  auto e = testing::catch_error<KernelError>([&] { blocked_copy(x, 4); });
+  auto e = tessera::testing::catch_error<KernelError>([&] { blocked_copy(x, 4); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kBlockShape) << e->what();
   EXPECT_NE(std::string(e->what()).find("divisible by 8 and 128"), std::string::npos) << e->what();
@@ -586,7 +590,7 @@ TEST(CheckedRules, BlockShapeRankOne) {
   };
   EXPECT_EQ(run(1024, 128)[1000], 1000.0f);  // a power of 2 >= 128
   EXPECT_EQ(run(4096, 2048)[4000], 4000.0f);
-  auto e = testing::catch_error<KernelError>([&] { run(128, 64); });
+  auto e = tessera::testing::catch_error<KernelError>([&] { run(128, 64); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kBlockShape) << e->what();
   EXPECT_NE(std::string(e->what()).find("rank-1 block (64,)"), std::string::npos) << e->what();
@@ -607,7 +611,7 @@ TEST(CheckedRules, MatmulDtypePerGeneration) {
     })();
   };
   EXPECT_EQ(run("v5e")[0], 128.0f);
-  expect_bug([&] { run("v3"); }, {ErrorKind::kUnsupported, g_line.load(), 0, {}, "v3"});
+  expect_bug([&] { run("v3"); }, {ErrorKind::kUnsupported, kMarked, 0, {}, "v3"});
 }
 
 // ---- semaphores -------------------------------------------------------------------------------
@@ -631,7 +635,7 @@ TEST(CheckedSemaphore, CopyStartedAndNeverWaited) {
     const Array<float> o = never_waited(x, m, false);
     for (int64_t i = 0; i < 128; ++i) ASSERT_EQ(o[i], x[i]);
     expect_bug([&] { never_waited(x, m, true); },
-               {ErrorKind::kSemaphoreLeak, g_line.load(), 0, {}, "never waited"});
+               {ErrorKind::kSemaphoreLeak, kMarked, 0, {}, "never waited"});
   }
 }
 
@@ -649,7 +653,7 @@ Array<float> signal_leak(bool buggy) {
 
 TEST(CheckedSemaphore, NonZeroAtExit) {
   EXPECT_EQ(signal_leak(false)[0], 1.0f);
-  auto e = testing::catch_error<KernelError>([] { signal_leak(true); });
+  auto e = tessera::testing::catch_error<KernelError>([] { signal_leak(true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kSemaphoreLeak) << e->what();
   EXPECT_EQ(e->core(), 0);
@@ -672,7 +676,7 @@ Array<float> lonely_wait(bool buggy) {
 TEST(CheckedSemaphore, DeadlockOnOneCore) {
   EXPECT_EQ(lonely_wait(false)[0], 1.0f);
   expect_bug([] { lonely_wait(true); },
-             {ErrorKind::kDeadlock, g_line.load(), 0, {}, "core 0 waits in pl::semaphore_wait"});
+             {ErrorKind::kDeadlock, kMarked, 0, {}, "core 0 waits in pl::semaphore_wait"});
 }
 
 // Each core waits for the other before signalling it.
@@ -694,7 +698,7 @@ TEST(CheckedSemaphore, DeadlockAcrossCores) {
   const Array<float> o = crossed_waits(false);
   EXPECT_EQ(o[0], 0.0f);
   EXPECT_EQ(o[200], 1.0f);
-  auto e = testing::catch_error<KernelError>([] { crossed_waits(true); });
+  auto e = tessera::testing::catch_error<KernelError>([] { crossed_waits(true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kDeadlock) << e->what();
   EXPECT_EQ(static_cast<int>(e->where().line()), g_line.load());
@@ -722,7 +726,7 @@ TEST(CheckedSemaphore, DmaWaitWithoutStartIsADeadlock) {
   for (Mode m : kModes) {
     EXPECT_EQ(wait_without_start(x, m, false)[7], 7.0f);
     expect_bug([&] { wait_without_start(x, m, true); },
-               {ErrorKind::kDeadlock, g_line.load(), 0, {}, "async_copy.wait"});
+               {ErrorKind::kDeadlock, kMarked, 0, {}, "async_copy.wait"});
   }
 }
 
@@ -745,7 +749,7 @@ Array<float> barrier_mismatch(bool buggy) {
 TEST(CheckedSemaphore, BarrierMismatchIsADeadlock) {
   EXPECT_EQ(barrier_mismatch(false)[255], 1.0f);
   expect_bug([] { barrier_mismatch(true); },
-             {ErrorKind::kDeadlock, g_line.load(), 0, {}, "core 1 has finished"});
+             {ErrorKind::kDeadlock, kMarked, 0, {}, "core 1 has finished"});
 }
 
 // ---- output revisits --------------------------------------------------------------------------
@@ -767,7 +771,7 @@ TEST(CheckedRevisit, NonConsecutiveOutputRevisit) {
   const Array<float> x = ramp({16, 128});
   const Array<float> o = revisit(x, false);
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i]);
-  auto e = testing::catch_error<KernelError>([&] { revisit(x, true); });
+  auto e = tessera::testing::catch_error<KernelError>([&] { revisit(x, true); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kRevisit) << e->what();
   EXPECT_EQ(e->grid_step(), (std::vector<int64_t>{1, 0})) << e->what();
@@ -794,7 +798,7 @@ TEST(CheckedOrder, ParallelAxisOrderIsRandomised) {
         },
         pl::out_shape<float>({64, 128}), pl::grid({8, 4}), pl::in_specs(spec), pl::out_specs(spec),
         pltpu::TensorCoreMesh("core", 1),
-        pltpu::CompilerParams{.dimension_semantics = {PARALLEL, ARBITRARY}}, p)(ramp({64, 128}));
+        pltpu::CompilerParams{.dimension_semantics = {pltpu::PARALLEL, pltpu::ARBITRARY}}, p)(ramp({64, 128}));
   };
   const Array<float> plain = run(std::nullopt);
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
@@ -816,7 +820,7 @@ TEST(CheckedOrder, RandomDmaModeKeepsCorrectKernelsCorrect) {
         pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
                    pl::scratch_types(pltpu::VMEM<float>({2, 128}), pltpu::VMEM<float>({128}),
                                      pltpu::SemaphoreType::DMA({2})),
-                   p)([](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
+                   p)([](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o_hbm,
                          pltpu::VmemRef<float> buf, pltpu::VmemRef<float> ov, DmaSem sems) {
           auto fetch = [&](int r) {
             return pltpu::make_async_copy(x_hbm.at(r), buf.at(r % 2), sems.at(r % 2));
@@ -826,7 +830,7 @@ TEST(CheckedOrder, RandomDmaModeKeepsCorrectKernelsCorrect) {
             if (r + 1 < 8) fetch(r + 1).start();
             fetch(r).wait();
             ov = buf.at(r % 2) + 1.0f;
-            pltpu::sync_copy(ov, o.at(r));
+            pltpu::sync_copy(ov, o_hbm.at(r));
           }
         })(x);
     for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] + 1.0f) << seed;
@@ -844,15 +848,30 @@ TEST(CheckedOrder, OnWaitRunsCopiesLate) {
       pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                  pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128}),
                                    pltpu::SemaphoreType::DMA),
-                 p)([](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
+                 p)([](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o_hbm,
                        pltpu::VmemRef<float> t, pltpu::VmemRef<float> ov, DmaSem sem) {
         auto cp = pltpu::make_async_copy(x_hbm, t, sem);
         cp.start();
         ov = t + 0.0f;
         cp.wait();
-        pltpu::sync_copy(ov, o);
+        pltpu::sync_copy(ov, o_hbm);
       })(x);
   EXPECT_TRUE(std::isnan(o[3]));
 }
 
+}  // namespace
+
+namespace {
+// pltpu::ForceTpuInterpretMode runs a kernel that names no InterpretParams checked.
+TEST(CheckedForce, ForceTpuInterpretModeChecksUnchangedKernels) {
+  auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+                      pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128})))(
+      [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> acc, pltpu::VmemRef<float> ov) {
+        MARK_LINE; ov = acc + jnp::full_like(acc, 1.0f);
+        pltpu::sync_copy(ov, o);
+      });
+  static_cast<void>(k());  // native: garbage in, no error
+  const pltpu::ForceTpuInterpretMode force;
+  expect_bug([&] { k(); }, {ErrorKind::kUninitialized, kMarked, 0, {}, "VMEM scratch #0"});
+}
 }  // namespace
