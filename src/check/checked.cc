@@ -146,12 +146,56 @@ uintptr_t overlap(const Runs& a, const Runs& b) {
   return 0;
 }
 
-// A region with a "written" shadow byte per byte (init == null: always written).
+// Shadow buffers are kept for reuse, zeroed, keyed by size: a fresh calloc of a large shadow
+// costs a page fault per 4 KiB on first touch, every launch.
+class ShadowCache {
+ public:
+  static ShadowCache& instance() {
+    static ShadowCache* c = new ShadowCache();  // never destroyed: cores may outlive statics
+    return *c;
+  }
+  uint8_t* take(size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(n);
+      if (it != free_.end()) {
+        uint8_t* p = it->second;
+        free_.erase(it);
+        cached_ -= n;
+        return p;
+      }
+    }
+    auto* p = static_cast<uint8_t*>(std::calloc(n, 1));
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  // `p` must be all zero again.
+  void give(uint8_t* p, size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cached_ + n > kMaxCached) {
+      std::free(p);
+      return;
+    }
+    free_.emplace(n, p);
+    cached_ += n;
+  }
+
+ private:
+  static constexpr size_t kMaxCached = size_t{1} << 30;
+  std::mutex mu_;
+  std::multimap<size_t, uint8_t*> free_;
+  size_t cached_ = 0;
+};
+
+// A region with a "written" shadow byte per 2^shift bytes (init == null: always written). VMEM
+// and SMEM hold every dtype (shift 0); an HBM array has one shadow byte per element.
 struct Region {
   uintptr_t base = 0;
   int64_t bytes = 0;
   uint8_t* init = nullptr;
+  int shift = 0;
   bool owned = false;
+  size_t dirty = 0;  // shadow cells below this may be non-zero
   bool contains(uintptr_t p) const noexcept {
     return p >= base && p < base + static_cast<uintptr_t>(bytes);
   }
@@ -159,37 +203,61 @@ struct Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
   ~Region() { reset(); }
+  size_t cells() const noexcept { return static_cast<size_t>(std::max<int64_t>(bytes >> shift, 1)); }
   void reset() noexcept {
-    if (owned) std::free(init);
+    if (owned) {
+      std::memset(init, 0, std::min(dirty, cells()));
+      ShadowCache::instance().give(init, cells());
+    }
+    dirty = 0;
     init = nullptr;
     owned = false;
     base = 0;
     bytes = 0;
   }
+  uint8_t* at(uintptr_t p) const noexcept { return init + ((p - base) >> shift); }
   void allocate() {
-    init = static_cast<uint8_t*>(std::calloc(static_cast<size_t>(std::max<int64_t>(bytes, 1)), 1));
-    if (init == nullptr) throw std::bad_alloc();
+    init = ShadowCache::instance().take(cells());
     owned = true;
+    dirty = 0;
+  }
+  void touched(const uint8_t* last) noexcept {
+    dirty = std::max(dirty, static_cast<size_t>(last - init) + 1);
   }
 };
 
-void mark(const Region& reg, const Runs& runs, uint8_t v) {
+void mark_range(Region& reg, uintptr_t lo, uintptr_t hi, uint8_t v) {
+  lo = std::max(lo, reg.base);
+  hi = std::min(hi, reg.base + static_cast<uintptr_t>(reg.bytes));
+  if (lo >= hi) return;
+  uint8_t* first = reg.at(lo);
+  uint8_t* last = reg.at(hi - 1);
+  std::memset(first, v, static_cast<size_t>(last - first + 1));
+  if (v != 0) reg.touched(last);
+}
+
+void mark(Region& reg, const Runs& runs, uint8_t v) {
   if (reg.init == nullptr) return;
-  for (const Run& r : runs.v) {
-    const uintptr_t lo = std::max(r.lo, reg.base);
-    const uintptr_t hi = std::min(r.hi, reg.base + static_cast<uintptr_t>(reg.bytes));
-    if (lo < hi) std::memset(reg.init + (lo - reg.base), v, hi - lo);
-  }
+  for (const Run& r : runs.v) mark_range(reg, r.lo, r.hi, v);
+}
+
+// The address of the first unwritten byte of [lo, hi), or 0.
+uintptr_t first_unwritten_range(const Region& reg, uintptr_t lo, uintptr_t hi) {
+  lo = std::max(lo, reg.base);
+  hi = std::min(hi, reg.base + static_cast<uintptr_t>(reg.bytes));
+  if (lo >= hi) return 0;
+  const uint8_t* first = reg.at(lo);
+  const uint8_t* last = reg.at(hi - 1);
+  const void* z = std::memchr(first, 0, static_cast<size_t>(last - first + 1));
+  if (z == nullptr) return 0;
+  const auto idx = static_cast<uintptr_t>(static_cast<const uint8_t*>(z) - reg.init);
+  return std::max(lo, reg.base + (idx << reg.shift));
 }
 
 uintptr_t first_unwritten(const Region& reg, const Runs& runs) {
   if (reg.init == nullptr) return 0;
   for (const Run& r : runs.v) {
-    const uintptr_t lo = std::max(r.lo, reg.base);
-    const uintptr_t hi = std::min(r.hi, reg.base + static_cast<uintptr_t>(reg.bytes));
-    if (lo >= hi) continue;
-    const void* z = std::memchr(reg.init + (lo - reg.base), 0, hi - lo);
-    if (z != nullptr) return reg.base + static_cast<uintptr_t>(static_cast<const uint8_t*>(z) - reg.init);
+    if (const uintptr_t p = first_unwritten_range(reg, r.lo, r.hi)) return p;
   }
   return 0;
 }
@@ -241,7 +309,17 @@ struct Dma {
   VC vc_start;
 };
 
+// A view of an HBM array as a box of array coordinates [lo, hi) per axis (`ok` false when the
+// view's strides do not map onto the array's axes; then its byte runs decide).
+struct Box {
+  bool ok = false;
+  int rank = 0;
+  int64_t lo[8] = {};
+  int64_t hi[8] = {};
+};
+
 struct HbmAccess {
+  Box box;
   Runs runs;
   int core = 0;
   uint32_t end = 0;
@@ -258,7 +336,53 @@ struct HbmBuffer {
   bool is_output = false;
   int index = 0;
   std::vector<HbmAccess> history;
+  size_t prune_at = kHistorySoftCap;  // the history size at which ordered accesses are pruned
 };
+
+Box box_of(const HbmBuffer& b, const RawRef& r) {
+  Box x;
+  const int R = b.shape.rank();
+  if (R < 1 || R > 8 || r.shape.size() == 0) return x;
+  const int64_t item = itemsize(b.dtype);
+  int64_t A[8];
+  A[R - 1] = 1;
+  for (int d = R - 2; d >= 0; --d) A[d] = A[d + 1] * b.shape[d + 1];
+  int64_t off = static_cast<int64_t>(reinterpret_cast<uintptr_t>(r.data) - b.region.base) / item;
+  x.rank = R;
+  for (int d = 0; d < R; ++d) {
+    x.lo[d] = off / A[d];
+    off -= x.lo[d] * A[d];
+    x.hi[d] = x.lo[d] + 1;
+  }
+  bool used[8] = {};
+  for (int a = 0; a < r.shape.rank(); ++a) {
+    const int64_t n = r.shape[a];
+    const int64_t s = r.strides[a];
+    if (n <= 1) continue;
+    if (s <= 0) return x;
+    int axis = -1;
+    for (int d = 0; d < R; ++d) {
+      if (!used[d] && s % A[d] == 0 && (axis < 0 || A[d] > A[axis])) axis = d;
+    }
+    if (axis < 0) return x;
+    used[axis] = true;
+    x.hi[axis] = x.lo[axis] + (n - 1) * (s / A[axis]) + 1;
+    if (x.hi[axis] > b.shape[axis]) return x;
+  }
+  x.ok = true;
+  return x;
+}
+
+// The address of the first element both boxes cover, or 0.
+uintptr_t box_overlap(const HbmBuffer& b, const Box& p, const Box& q) {
+  int64_t flat = 0;
+  for (int d = 0; d < p.rank; ++d) {
+    const int64_t lo = std::max(p.lo[d], q.lo[d]);
+    if (lo >= std::min(p.hi[d], q.hi[d])) return 0;
+    flat = flat * b.shape[d] + lo;
+  }
+  return b.region.base + static_cast<uintptr_t>(flat * itemsize(b.dtype));
+}
 
 struct Blocked {
   bool on = false;
@@ -416,17 +540,22 @@ void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_ru
 }
 
 // Records DMA accesses of HBM (under the launch mutex) and checks them against other accesses.
-void record_hbm(CoreContext& ctx, const Runs& runs, bool write, const VC& start, uint32_t end,
-                const char* op, std::source_location where) {
+void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool write,
+                const VC& start, uint32_t end, const char* op, std::source_location where) {
   CheckedCore& cc = *ctx.checked;
   CheckedLaunch& L = *cc.launch;
   if (runs.empty() || !L.params.detect_races) return;
   HbmBuffer* b = hbm_of(L, runs.lo);
-  if (b == nullptr) return;
+  // Inputs are read-only (HbmRef<const T>; an aliased input is its output's buffer), and reads
+  // only race with writes: nothing to record.
+  if (b == nullptr || !b->is_output) return;
+  const Box box = box_of(*b, view);
   for (const HbmAccess& e : b->history) {
     if (!(e.write || write)) continue;
     if (e.end <= start[static_cast<size_t>(e.core)]) continue;  // ordered before this access
-    if (const uintptr_t p = overlap(runs, e.runs)) {
+    const uintptr_t p =
+        box.ok && e.box.ok ? box_overlap(*b, box, e.box) : overlap(runs, e.runs);
+    if (p != 0) {
       const std::string other =
           e.core == cc.core ? fmt::format("an earlier {} of this core at {}", e.op,
                                           format_location(e.where))
@@ -440,7 +569,7 @@ void record_hbm(CoreContext& ctx, const Runs& runs, bool write, const VC& start,
                         e.write ? "writes" : "reads"));
     }
   }
-  if (b->history.size() >= kHistorySoftCap) {
+  if (b->history.size() >= b->prune_at) {
     // An access every live core's clock has passed is ordered before all future ones.
     std::vector<HbmAccess>& h = b->history;
     h.erase(std::remove_if(h.begin(), h.end(),
@@ -454,8 +583,11 @@ void record_hbm(CoreContext& ctx, const Runs& runs, bool write, const VC& start,
                            }),
             h.end());
     if (h.size() >= kHistoryHardCap) h.erase(h.begin(), h.begin() + static_cast<long>(h.size() / 2));
+    b->prune_at = std::max(kHistorySoftCap, 2 * h.size());
   }
-  b->history.push_back(HbmAccess{runs, cc.core, end, start, write, where, op});
+  HbmAccess acc{box, {}, cc.core, end, start, write, where, op};
+  if (!box.ok) acc.runs = runs;  // boxes are enough where they exist
+  b->history.push_back(std::move(acc));
 }
 
 // Copies the shadow of src's elements to dst's (same shapes).
@@ -469,11 +601,14 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
   }
   const int rank = src.shape.rank();
   const int64_t item = itemsize(src.dtype);
-  auto sh = [&](const Region& reg, const void* p) {
-    return reg.init + (reinterpret_cast<uintptr_t>(p) - reg.base);
+  const auto s0 = reinterpret_cast<uintptr_t>(src.data);
+  const auto d0 = reinterpret_cast<uintptr_t>(dst.data);
+  auto element = [&](uintptr_t sp, uintptr_t dp) {
+    const bool written = first_unwritten_range(*sreg, sp, sp + static_cast<uintptr_t>(item)) == 0;
+    mark_range(*dreg, dp, dp + static_cast<uintptr_t>(item), written ? 1 : 0);
   };
   if (rank == 0) {
-    std::memcpy(sh(*dreg, dst.data), sh(*sreg, src.data), static_cast<size_t>(item));
+    element(s0, d0);
     return;
   }
   const int64_t n = src.shape[rank - 1];
@@ -487,13 +622,17 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
       so += idx[static_cast<size_t>(a)] * src.strides[a] * item;
       dof += idx[static_cast<size_t>(a)] * dst.strides[a] * item;
     }
-    const auto* sp = static_cast<const std::byte*>(src.data) + so;
-    auto* dp = static_cast<std::byte*>(dst.data) + dof;
-    if (ss == item && ds == item) {
-      std::memcpy(sh(*dreg, dp), sh(*sreg, sp), static_cast<size_t>(n * item));
+    const uintptr_t sp = s0 + static_cast<uintptr_t>(so);
+    const uintptr_t dp = d0 + static_cast<uintptr_t>(dof);
+    const auto len = static_cast<uintptr_t>(n * item);
+    if (ss == item && ds == item && first_unwritten_range(*sreg, sp, sp + len) == 0) {
+      mark_range(*dreg, dp, dp + len, 1);  // the common case: a written row
+    } else if (ss == item && ds == item && sreg->shift == dreg->shift) {
+      std::memcpy(dreg->at(dp), sreg->at(sp), static_cast<size_t>(len >> dreg->shift));
+      dreg->touched(dreg->at(dp + len - 1));
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(sh(*dreg, dp + i * ds), sh(*sreg, sp + i * ss), static_cast<size_t>(item));
+        element(sp + static_cast<uintptr_t>(i * ss), dp + static_cast<uintptr_t>(i * ds));
       }
     }
     int a = rank - 2;
@@ -614,9 +753,14 @@ CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretPar
     h->is_output = true;
     h->index = b.index;
     if (!aliased) {
-      // A fresh output: poison, never written (aliased outputs start as their input).
+      // A fresh output: never written (aliased outputs start as their input). Its bytes are
+      // poisoned only when reads of unwritten bytes are allowed: otherwise any read of them
+      // (a DMA moves the shadow with the bytes) or the caller's (checked_finish) raises first.
+      h->region.shift = std::countr_zero(static_cast<unsigned>(itemsize(b.dtype)));
       h->region.allocate();
-      fill_poison(const_cast<void*>(b.data), b.bytes, b.dtype, L->params.uninitialized_memory);
+      if (L->params.allow_uninitialized_reads) {
+        fill_poison(const_cast<void*>(b.data), b.bytes, b.dtype, L->params.uninitialized_memory);
+      }
     }
     L->hbm.push_back(std::move(h));
   }
@@ -693,7 +837,8 @@ void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
       const uintptr_t p = first_unwritten(b->region, all);
       if (p == 0) continue;
       int64_t unwritten = 0;
-      for (int64_t i = 0; i < b->region.bytes; ++i) unwritten += b->region.init[i] == 0 ? 1 : 0;
+      const int64_t cells = b->region.bytes >> b->region.shift;
+      for (int64_t i = 0; i < cells; ++i) unwritten += b->region.init[i] == 0 ? 1 : 0;
       const LaunchSpec& spec = *L.spec;
       state.first_error = std::make_exception_ptr(KernelError(
           ErrorKind::kUninitialized,
@@ -704,7 +849,7 @@ void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
                       "InterpretParams{{.allow_uninitialized_reads = true}}",
                       format_location(spec.where), spec.name, b->index, dtype_name(b->dtype),
                       b->shape.to_string(), elem_at(p, b->region.base, b->dtype, b->shape),
-                      unwritten / itemsize(b->dtype), b->shape.size()),
+                      unwritten, b->shape.size()),
           spec.where, -1, {}, spec.name));
       return;
     }
@@ -728,8 +873,8 @@ void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, c
     VC& mine = L.vc[static_cast<size_t>(cc.core)];
     const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
     const VC start = mine;
-    record_hbm(ctx, sr, false, start, e, op, where);
-    record_hbm(ctx, dr, true, start, e, op, where);
+    record_hbm(ctx, src, sr, false, start, e, op, where);
+    record_hbm(ctx, dst, dr, true, start, e, op, where);
   }
   move_bytes(ctx, src, dst, sr, dr);
 }
@@ -801,8 +946,8 @@ void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, const
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
   const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
   for (const Dma& d : done) {
-    record_hbm(ctx, d.src_runs, false, d.vc_start, e, "async copy", d.started);
-    record_hbm(ctx, d.dst_runs, true, d.vc_start, e, "async copy", d.started);
+    record_hbm(ctx, d.src, d.src_runs, false, d.vc_start, e, "async copy", d.started);
+    record_hbm(ctx, d.dst, d.dst_runs, true, d.vc_start, e, "async copy", d.started);
   }
 }
 
