@@ -404,6 +404,13 @@ struct CheckedCore {
   Region smem;
   std::vector<Dma> inflight;
   std::mt19937_64 rng;
+  // Names of fresh buffers (pipeline windows, run_scoped), newest last; a later buffer at the
+  // same bytes shadows an earlier one.
+  struct Named {
+    uintptr_t lo, hi;
+    std::string what;
+  };
+  std::vector<Named> names;
 };
 
 struct CheckedLaunch {
@@ -466,6 +473,11 @@ std::string describe(const CoreContext& ctx, uintptr_t addr) {
                          dtype_name(r.dtype), r.shape.to_string(),
                          elem_at(addr, reg->base + static_cast<uintptr_t>(spec.offsets[i]), r.dtype,
                                  r.shape));
+    }
+    for (auto it = cc.names.rbegin(); it != cc.names.rend(); ++it) {
+      if (addr >= it->lo && addr < it->hi) {
+        return fmt::format("{} (byte {} of it)", it->what, addr - it->lo);
+      }
     }
     return fmt::format("a {} buffer (a pipeline window or a run_scoped buffer) at byte offset {} "
                        "of the core's {}",
@@ -1135,8 +1147,13 @@ void checked_element(const void* p, int size, bool is_const, std::source_locatio
   if (!is_const && reg != nullptr) mark(*reg, r, 1);
 }
 
-void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype) {
+void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype, std::string what) {
   CheckedCore& cc = core_of(ctx);
+  const auto lo = reinterpret_cast<uintptr_t>(data);
+  if (cc.names.empty() || cc.names.back().lo != lo || cc.names.back().what != what) {
+    if (cc.names.size() >= 64) cc.names.erase(cc.names.begin());
+    cc.names.push_back({lo, lo + static_cast<uintptr_t>(bytes), std::move(what)});
+  }
   fill_poison(data, bytes, dtype, cc.launch->params.uninitialized_memory);
   Runs r;
   const auto a = reinterpret_cast<uintptr_t>(data);

@@ -71,7 +71,8 @@ void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& d
 /// A jnp::dot assignment / accumulation.
 void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool accumulate);
 /// A fresh buffer (run_scoped, a pipeline window): poisoned and never written.
-void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype);
+/// `what` names it in messages ("the window of output 0").
+void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype, std::string what);
 /// A pipeline input window about to receive a partial edge block: poison that counts as written
 /// (the padding is garbage on a TPU, and computing on it is fine).
 void checked_pad(CoreContext& ctx, void* data, int64_t bytes, DType dtype);

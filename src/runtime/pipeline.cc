@@ -341,7 +341,14 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
     // Checked mode keeps every copy: no kernel may come to depend on a window being the block.
     st.may_alias = (op.is_output || op.read_only) &&
                    op.spec->memory_space() != MemorySpace::SMEM && ctx->checked == nullptr;
-    if (ctx->checked != nullptr) checked_fresh(*ctx, st.buffer, st.bytes * buffers, op.hbm.dtype);
+    if (ctx->checked != nullptr) {
+      checked_fresh(*ctx, st.buffer, st.bytes * buffers, op.hbm.dtype,
+                    fmt::format("the VMEM window of {} {} ({}<{}>{})",
+                                op.is_output ? "output" : "input",
+                                op.is_output ? static_cast<int>(k) - num_inputs
+                                             : static_cast<int>(k),
+                                config.op, dtype_name(op.hbm.dtype), st.shape.to_string()));
+    }
     for (size_t j = 0; j < operands.size() && st.may_alias; ++j) {
       const bool other_kind = operands[j].is_output != op.is_output;
       if (j != k && (other_kind || op.is_output) && overlaps(op.hbm, operands[j].hbm)) {
@@ -427,7 +434,12 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         st.win = st.in_place ? WindowRef{block_data(op, w), &st.hbm_strides}
                              : WindowRef{st.buffer, &st.buffer_strides};
         // Checked: a new visit's window holds poison that was never written.
-        if (ctx->checked != nullptr) checked_fresh(*ctx, st.buffer, st.bytes, op.hbm.dtype);
+        if (ctx->checked != nullptr) {
+          checked_fresh(*ctx, st.buffer, st.bytes, op.hbm.dtype,
+                        fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o,
+                                    config.op, dtype_name(op.hbm.dtype), st.shape.to_string(),
+                                    indices_str(b.v)));
+        }
       }
     }
     // Hints for the evaluator: streaming stores into single-step in-place outputs, and the next

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "check/checked.h"
 #include "runtime/context.h"
 
 namespace tessera::detail {
@@ -29,6 +30,10 @@ class ScopedVmem {
     if (start + bytes > ctx_.vmem_limit) {
       std::string held;
       for (const auto& [name, size] : held_) held += fmt::format("{} of {} bytes, ", name, size);
+      if (ctx_.checked != nullptr && checked_chip(ctx_) != nullptr) {
+        held += fmt::format("checked against the {} chip's {} bytes of VMEM per TensorCore, ",
+                            checked_params(ctx_).chip, checked_chip(ctx_)->vmem_capacity_bytes);
+      }
       raise(ErrorKind::kCapacityExceeded, op_, where_,
             fmt::format("{} needs {} more bytes of VMEM on this core, but {} of the {} byte "
                         "budget are in use ({}the kernel's scratch and enclosing scopes); use "

@@ -49,12 +49,16 @@ struct Want {
   std::string text = {};
 };
 
+// TESSERA_PRINT_DIAGNOSTICS=1 prints each message (docs/checked-mode.md quotes them).
+void maybe_print(const Error& e) {
+  if (std::getenv("TESSERA_PRINT_DIAGNOSTICS") != nullptr) std::cerr << e.what() << "\n\n";
+}
+
 template <class E = KernelError, class F>
 void expect_bug(F&& f, const Want& w) {
   auto e = tessera::testing::catch_error<E>(f);
   ASSERT_TRUE(e.has_value());
-  // TESSERA_PRINT_DIAGNOSTICS=1 prints each message (docs/checked-mode.md quotes them).
-  if (std::getenv("TESSERA_PRINT_DIAGNOSTICS") != nullptr) std::cerr << e->what() << "\n\n";
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), w.kind) << e->what();
   EXPECT_EQ(static_cast<int>(e->where().line()), w.line == kMarked ? g_line.load() : w.line)
       << e->what();
@@ -137,6 +141,7 @@ TEST(CheckedRace, VectorReadOfInFlightDmaDestination) {
       } else {
         auto e = tessera::testing::catch_error<KernelError>(run);
         ASSERT_TRUE(e);
+  maybe_print(*e);
         EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
         EXPECT_EQ(e->kernel_name(), "vec_race");
         EXPECT_EQ(e->core(), 0);
@@ -246,6 +251,7 @@ TEST(CheckedRace, TwoCoresWriteSameHbmBytes) {
   for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(o[i], 1.0f);
   auto e = tessera::testing::catch_error<KernelError>([] { both_cores_write(true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
   EXPECT_EQ(static_cast<int>(e->where().line()), g_line.load());
   EXPECT_TRUE(e->core() == 0 || e->core() == 1);
@@ -278,6 +284,7 @@ TEST(CheckedRace, CoreReadsOtherCoresWriteUnordered) {
   // read may also see the poison first (then it is the output check's job); run until a race.
   auto e = tessera::testing::catch_error<KernelError>([] { handoff(true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
   EXPECT_NE(std::string(e->what()).find("no happens-before"), std::string::npos) << e->what();
 }
@@ -300,6 +307,7 @@ TEST(CheckedRace, ParallelGridWholeOutputOnTwoCores) {
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], 2.0f * x[i]);
   auto e = tessera::testing::catch_error<KernelError>([&] { parallel_whole_output(x, true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
   EXPECT_EQ(e->grid_step(), std::vector<int64_t>{e->core()}) << e->what();
   EXPECT_NE(std::string(e->what()).find("write-back"), std::string::npos) << e->what();
@@ -354,7 +362,7 @@ TEST(CheckedUninitialized, AccumulatorNotInitialised) {
     }
   }
   expect_bug([&] { row_sums(x, true); },
-             {ErrorKind::kUninitialized, g_line.load(), 0, {0, 0}, "pipeline window"});
+             {ErrorKind::kUninitialized, g_line.load(), 0, {0, 0}, "the VMEM window of output 0"});
 }
 
 // An output that the kernel leaves partly unwritten.
@@ -373,6 +381,7 @@ TEST(CheckedUninitialized, OutputNeverWritten) {
   for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(o[i], 2.0f);
   auto e = tessera::testing::catch_error<KernelError>([] { half_written(true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kUninitialized);
   EXPECT_EQ(e->kernel_name(), "half");
   EXPECT_NE(std::string(e->what()).find("element (128,) was never written"), std::string::npos)
@@ -400,6 +409,7 @@ TEST(CheckedUninitialized, RunScopedBufferCopiedOutUnwritten) {
   // The copy itself moves the poison; the output check reports it.
   auto e = tessera::testing::catch_error<KernelError>([] { scoped_read(true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kUninitialized) << e->what();
   EXPECT_NE(std::string(e->what()).find("output 0"), std::string::npos) << e->what();
 }
@@ -498,6 +508,7 @@ TEST(CheckedBounds, BlockIndexOutOfBounds) {
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i]);
   auto e = tessera::testing::catch_error<KernelError>([&] { run(true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kOutOfBounds) << e->what();
   EXPECT_EQ(e->grid_step(), (std::vector<int64_t>{3})) << e->what();
 }
@@ -519,6 +530,7 @@ TEST(CheckedCapacity, ScratchOverChipVmem) {
   EXPECT_EQ(run("v5e")[0], 1.0f);  // 128 MiB of VMEM
   auto e = tessera::testing::catch_error<UsageError>([&] { run("v4"); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kCapacityExceeded) << e->what();
   EXPECT_NE(std::string(e->what()).find("#0 VMEM<float32>(20, 1024, 1024)"), std::string::npos)
       << e->what();
@@ -538,6 +550,7 @@ TEST(CheckedCapacity, PipelineWindowsOverChipVmem) {
   EXPECT_EQ(run("v5e")[5], 2.0f);
   auto e = tessera::testing::catch_error<KernelError>([&] { run("v4"); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kCapacityExceeded) << e->what();
   EXPECT_NE(std::string(e->what()).find("pipeline window"), std::string::npos) << e->what();
 }
@@ -554,6 +567,7 @@ TEST(CheckedCapacity, MeshLargerThanChip) {
   EXPECT_EQ(run(1)[0], 1.0f);
   auto e = tessera::testing::catch_error<UsageError>([&] { run(2); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kUnsupported) << e->what();
   EXPECT_NE(std::string(e->what()).find("v5e chip has 1 TensorCore"), std::string::npos)
       << e->what();
@@ -573,6 +587,7 @@ TEST(CheckedRules, BlockShapeLastTwoDims) {
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i]);
   auto e = tessera::testing::catch_error<KernelError>([&] { blocked_copy(x, 4); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kBlockShape) << e->what();
   EXPECT_NE(std::string(e->what()).find("divisible by 8 and 128"), std::string::npos) << e->what();
   EXPECT_NE(std::string(e->what()).find("second-to-last dimension 4"), std::string::npos)
@@ -592,6 +607,7 @@ TEST(CheckedRules, BlockShapeRankOne) {
   EXPECT_EQ(run(4096, 2048)[4000], 4000.0f);
   auto e = tessera::testing::catch_error<KernelError>([&] { run(128, 64); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kBlockShape) << e->what();
   EXPECT_NE(std::string(e->what()).find("rank-1 block (64,)"), std::string::npos) << e->what();
 }
@@ -655,6 +671,7 @@ TEST(CheckedSemaphore, NonZeroAtExit) {
   EXPECT_EQ(signal_leak(false)[0], 1.0f);
   auto e = tessera::testing::catch_error<KernelError>([] { signal_leak(true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kSemaphoreLeak) << e->what();
   EXPECT_EQ(e->core(), 0);
   EXPECT_NE(std::string(e->what()).find("holds 1 at kernel exit"), std::string::npos) << e->what();
@@ -700,6 +717,7 @@ TEST(CheckedSemaphore, DeadlockAcrossCores) {
   EXPECT_EQ(o[200], 1.0f);
   auto e = tessera::testing::catch_error<KernelError>([] { crossed_waits(true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kDeadlock) << e->what();
   EXPECT_EQ(static_cast<int>(e->where().line()), g_line.load());
   const std::string what = e->what();
@@ -773,6 +791,7 @@ TEST(CheckedRevisit, NonConsecutiveOutputRevisit) {
   for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i]);
   auto e = tessera::testing::catch_error<KernelError>([&] { revisit(x, true); });
   ASSERT_TRUE(e);
+  maybe_print(*e);
   EXPECT_EQ(e->kind(), ErrorKind::kRevisit) << e->what();
   EXPECT_EQ(e->grid_step(), (std::vector<int64_t>{1, 0})) << e->what();
 }
