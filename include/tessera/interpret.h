@@ -3,7 +3,8 @@
 // Checked mode: the same kernel source under a TPU-faithful simulator that raises — the
 // counterpart of Pallas' `interpret=pltpu.InterpretParams(...)` (TPU interpret mode). Pass the
 // params as one more option to `pl::kernel(...)` or `pl::pallas_call(...)`, or set
-// `TESSERA_INTERPRET=1` in the environment to run every kernel checked with default params:
+// `TESSERA_INTERPRET=1` in the environment to run every kernel checked with default params
+// (`TESSERA_INTERPRET=v5e`: against that chip):
 //
 //   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core"),
 //                       pl::scratch_types(pltpu::VMEM<float>({128})),
@@ -54,7 +55,8 @@ struct InterpretParams {
   /// Report races (kRace). Off: no vector clocks are kept.
   bool detect_races = true;
   /// A TPU generation ("v5e", "v4", ...; see pltpu::get_tpu_info_for_chip): its VMEM/SMEM per
-  /// core, TensorCores per chip and matmul dtypes are checked. Empty: this machine's limits.
+  /// core, TensorCores per chip, matmul dtypes and block-shape tiling rules are checked. Empty:
+  /// this machine's limits, and blocks of any shape.
   std::string chip = {};
 };
 

@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -154,12 +155,18 @@ std::atomic<const pltpu::InterpretParams*> g_forced{nullptr};
 
 const pltpu::InterpretParams* forced_interpret() noexcept {
   if (const pltpu::InterpretParams* p = g_forced.load(std::memory_order_acquire)) return p;
-  static const pltpu::InterpretParams env_params{};
-  static const bool on = [] {
+  // TESSERA_INTERPRET=1 (or true/yes/on): defaults; any other value names a chip ("v5e").
+  static const std::optional<pltpu::InterpretParams> env_params =
+      []() -> std::optional<pltpu::InterpretParams> {
     const char* env = std::getenv("TESSERA_INTERPRET");
-    return env != nullptr && *env != '\0' && std::string_view(env) != "0";
+    if (env == nullptr || *env == '\0') return std::nullopt;
+    const std::string_view v(env);
+    if (v == "0" || v == "false" || v == "no" || v == "off") return std::nullopt;
+    pltpu::InterpretParams p;
+    if (v != "1" && v != "true" && v != "yes" && v != "on") p.chip = std::string(v);
+    return p;
   }();
-  return on ? &env_params : nullptr;
+  return env_params ? &*env_params : nullptr;
 }
 
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,

@@ -300,8 +300,9 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
             "pl::Buffered(n, use_lookahead) on an output; lookahead fetches inputs ahead, so "
             "only input BlockSpecs may ask for it");
     }
-    // Checked mode: the TPU's tiling rules for blocks in VMEM (pallas-reference §3.1).
-    if (ctx->checked != nullptr && !s.is_whole_array() &&
+    // Checked mode against a TPU generation: the tiling rules for blocks in VMEM
+    // (pallas-reference §3.1).
+    if (ctx->checked != nullptr && checked_chip(*ctx) != nullptr && !s.is_whole_array() &&
         s.memory_space() != MemorySpace::SMEM) {
       SmallVec block;
       for (const pl::BlockDim& d : s.block_shape()) block.push_back(d.is_squeezed ? 1 : d.size);

@@ -75,6 +75,27 @@ TEST_P(CheckedExamples, SameAnswersAsNative) {
   expect_same(examples::hbm_vmem(x), hv_native);
 }
 
+// Against a TPU generation (v5p: 2 TensorCores, 64 MiB of VMEM): the examples' blocks obey the
+// tiling rules, their windows fit, their matmuls are supported.
+TEST(CheckedExamplesOnChip, FitAV5p) {
+  Array<float> x({512, 384});
+  Array<float> y({512, 384});
+  for (int64_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(i % 11);
+    y[i] = 1.0f;
+  }
+  Array<float> a({512, 512});
+  for (int64_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 3) - 1.0f;
+  const Array<float> add_native = examples::pipelined_add(x, y, 2);
+  const Array<float> mm_native = examples::matmul(a, a, examples::kDefaultMatmulBlocks, 2);
+  pltpu::InterpretParams p;
+  p.chip = "v5p";
+  const pltpu::ForceTpuInterpretMode force(p);
+  expect_same(examples::pipelined_add(x, y, 2), add_native);
+  expect_same(examples::matmul(a, a, examples::kDefaultMatmulBlocks, 2), mm_native);
+  expect_same(examples::iota(2), examples::iota(2));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, CheckedExamples,
                          ::testing::Combine(::testing::Values(Mode::eager, Mode::on_wait,
                                                               Mode::random),
