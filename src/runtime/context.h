@@ -84,10 +84,16 @@ struct PrefetchQueue {
   // Lines to prefetch per 64 bytes the evaluator stores, in 1/256 units, and the carry.
   int64_t ratio_q8 = 0;
   int64_t credit = 0;
-  bool active() const noexcept { return cur < num; }
+  // The blocks are queued lazily, on the first drain: an evaluation that never drains (the
+  // fused register path) costs the step nothing for them.
+  void (*fill)(const void* ctx, PrefetchQueue& q) noexcept = nullptr;
+  const void* fill_ctx = nullptr;
+  bool active() const noexcept { return cur < num || fill != nullptr; }
   void clear() noexcept {
     num = cur = 0;
-    r1 = r2 = byte = credit = 0;
+    r1 = r2 = byte = credit = ratio_q8 = 0;
+    fill = nullptr;
+    fill_ctx = nullptr;
   }
 };
 

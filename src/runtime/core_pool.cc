@@ -51,7 +51,7 @@ void CorePool::ensure_cores(int n) {
   }
   // Wait until each new worker has built (and first-touched) its arena.
   const int want = before + (n - have);
-  for (int r = ready_.load(); r < want; r = ready_.load()) ready_.wait(r);
+  for (int r = ready_.load(); r < want; r = ready_.load()) futex_wait(ready_, r);
   const unsigned hw = std::thread::hardware_concurrency();
   spin_.store(hw == 0 || static_cast<unsigned>(workers_.size() + 1) <= hw,
               std::memory_order_relaxed);
@@ -60,17 +60,17 @@ void CorePool::ensure_cores(int n) {
 void CorePool::worker_main(int core, Slot* slot) {
   // Read the slot before announcing readiness: the launcher may bump it as soon as this worker
   // counts as ready, and that bump must look new.
-  uint64_t seen = slot->seq.load();
+  uint32_t seen = slot->seq.load();
   arenas_[static_cast<size_t>(core)] = std::make_unique<CoreArena>();
   ready_.fetch_add(1);
-  ready_.notify_all();
+  futex_wake(ready_, true);
   for (;;) {
     if (!spin_.load(std::memory_order_relaxed) ||
         !spin_until([&] { return slot->seq.load(std::memory_order_acquire) != seen; })) {
       // Dekker-style handshake with run(): both sides use seq_cst, so either the launcher sees
       // sleeping == 1 and notifies, or this thread's load below sees the new seq.
       slot->sleeping.store(1);
-      while (slot->seq.load() == seen) slot->seq.wait(seen);
+      while (slot->seq.load() == seen) futex_wait(slot->seq, seen);
       slot->sleeping.store(0);
     }
     seen = slot->seq.load();
@@ -78,7 +78,7 @@ void CorePool::worker_main(int core, Slot* slot) {
     // seq_cst (hence also release): publishes this core's writes to the launcher, and pairs with
     // the launcher's seq_cst store of launcher_sleeping_ so that a sleeping launcher is woken.
     if (remaining_.fetch_sub(1) == 1) {
-      if (launcher_sleeping_.load() != 0) remaining_.notify_one();
+      if (launcher_sleeping_.load() != 0) futex_wake(remaining_, false);
     }
   }
 }
@@ -105,13 +105,13 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
     Slot& s = slots_[static_cast<size_t>(core)];
     s.job = job;
     s.seq.fetch_add(1);
-    if (s.sleeping.load() != 0) s.seq.notify_one();
+    if (s.sleeping.load() != 0) futex_wake(s.seq, false);
   }
   job(0);
   auto done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
   if (!spin_.load(std::memory_order_relaxed) || !spin_until(done)) {
     launcher_sleeping_.store(1);
-    for (int r = remaining_.load(); r != 0; r = remaining_.load()) remaining_.wait(r);
+    for (int r = remaining_.load(); r != 0; r = remaining_.load()) futex_wait(remaining_, r);
     launcher_sleeping_.store(0);
   }
 }

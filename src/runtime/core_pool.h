@@ -48,8 +48,12 @@ class CorePool {
   // sees its seq change reads `job` from the same line (its seq_cst load acquires), so starting
   // costs one cache-line transfer, not a chain of them. Workers outside the launch are not woken
   // and never read their slot's job.
+  // `seq` is 32 bits on purpose: std::atomic<T>::wait sleeps on a futex of T's own address only
+  // when T is 4 bytes; for 8 bytes libstdc++ 12 waits on a shared proxy counter instead, and
+  // there a notify could be missed until an unrelated wake (launches took ~400 µs instead of
+  // ~10). Wrap-around is harmless: a worker only compares for inequality.
   struct alignas(64) Slot {
-    std::atomic<uint64_t> seq{0};
+    std::atomic<uint32_t> seq{0};
     std::atomic<int> sleeping{0};
     FunctionRef<void(int)> job;
   };

@@ -176,6 +176,34 @@ int64_t queue_prefetch(PrefetchQueue& q, const RawRef& hbm) {
   return b.n1 * b.n2 * ((b.row_bytes + 126) / 64);  // a row may straddle one more line
 }
 
+// The next step's changed input blocks, queued for prefetching at the rate this step's stores
+// pay for them (`paid_by`: the step's output bytes, or all its window bytes).
+struct PrefetchSource {
+  const PipelineCursor* cursor;
+  const std::vector<PipelineOperand>* operands;
+  int num_inputs;
+  int64_t paid_by;
+
+  static void fill_queue(const void* ctx, PrefetchQueue& q) noexcept {
+    const auto& self = *static_cast<const PrefetchSource*>(ctx);
+    int64_t lines = 0;
+    try {
+      for (int k = 0; k < self.num_inputs; ++k) {
+        const pl::Indices& next = self.cursor->next_block(k);
+        if (next.v == self.cursor->block(k).v) continue;
+        const PipelineOperand& op = (*self.operands)[static_cast<size_t>(k)];
+        if (const auto w = next_window(op, next)) {
+          lines += queue_prefetch(q, block_views(op, *w, nullptr).hbm);
+        }
+      }
+    } catch (...) {  // a prefetch is only a hint: the next step validates its blocks itself
+      q.num = q.cur;
+      return;
+    }
+    if (lines > 0 && self.paid_by > 0) q.ratio_q8 = lines * 64 * 256 / self.paid_by;
+  }
+};
+
 // A pipeline's hints become the thread's for its life (an enclosing pipeline's come back after).
 class HintsScope {
  public:
@@ -205,6 +233,11 @@ struct OperandState {
 StepHints* step_hints() noexcept { return t_step_hints; }
 
 void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept {
+  if (q.fill != nullptr) {
+    const auto fill = q.fill;
+    q.fill = nullptr;
+    fill(q.fill_ctx, q);
+  }
   q.credit += stored_bytes * q.ratio_q8;
   int64_t lines = q.credit >> 14;  // one line per 64 bytes x 256
   q.credit -= lines << 14;
@@ -380,6 +413,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
       config.scalar_prefetch,
       ctx->checked != nullptr ? checked_parallel_order(*ctx, grid, semantics)
                               : std::vector<std::vector<int64_t>>{});
+  PrefetchSource prefetch_source{&cursor, &operands, num_inputs, 0};
   const size_t num_outputs = operands.size() - static_cast<size_t>(num_inputs);
   std::vector<RevisitTracker> revisits(num_outputs);
   std::vector<int64_t> visit_start(num_outputs, 0);
@@ -459,17 +493,9 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
       ++hints.num_stream;
     }
     if (cursor.has_next()) {
-      int64_t lines = 0;
-      for (int k = 0; k < num_inputs; ++k) {
-        const pl::Indices& next = cursor.next_block(k);
-        if (next.v == cursor.block(k).v) continue;
-        const PipelineOperand& op = operands[static_cast<size_t>(k)];
-        if (const auto w = next_window(op, next)) {
-          lines += queue_prefetch(hints.prefetch, block_views(op, *w, nullptr).hbm);
-        }
-      }
-      const int64_t paid_by = output_bytes > 0 ? output_bytes : window_bytes;
-      if (lines > 0 && paid_by > 0) hints.prefetch.ratio_q8 = lines * 64 * 256 / paid_by;
+      prefetch_source.paid_by = output_bytes > 0 ? output_bytes : window_bytes;
+      hints.prefetch.fill = &PrefetchSource::fill_queue;
+      hints.prefetch.fill_ctx = &prefetch_source;
     }
 
     for (size_t k = 0; k < operands.size(); ++k) windows[k] = state[k].win;

@@ -80,22 +80,52 @@ size_t RevisitTracker::Hash::operator()(const SmallVec& v) const noexcept {
   return h;
 }
 
-namespace {
-// Lexicographic order of block indices of one rank.
-bool index_less(const SmallVec& a, const SmallVec& b) noexcept {
-  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+int RevisitTracker::compare(const Entry& e, const SmallVec& b) noexcept {
+  const int rank = e.block.size();
+  for (int d = 0; d + 1 < rank; ++d) {
+    if (b[d] != e.block[d]) return b[d] < e.block[d] ? -1 : 1;
+  }
+  if (rank == 0) return 0;
+  if (b[rank - 1] < e.block[rank - 1]) return -1;
+  return b[rank - 1] > e.last_index(e.length - 1) ? 1 : 0;
 }
-}  // namespace
 
 void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64_t step) {
   if (sorted_) {
-    if (log_.empty() || index_less(log_.back().block, block.v)) {
+    if (log_.empty()) {
+      log_.push_back(Entry{block.v, Visit{first, step}});
+      return;
+    }
+    Entry& back = log_.back();
+    if (compare(back, block.v) > 0) {
+      // Extend the run when this block is the next one along the last axis, visited for as
+      // many steps as the run's blocks, at the run's step spacing.
+      const int rank = block.v.size();
+      const int64_t gap = first - (back.visit.first + (back.length - 1) * back.step_stride);
+      const bool next_block = rank > 0 && block.v[rank - 1] == back.last_index(back.length) &&
+                              compare(back, block.v) == 1 &&
+                              std::equal(block.v.begin(), block.v.end() - 1, back.block.begin());
+      const bool same_visit = step - first == back.visit.last - back.visit.first;
+      if (next_block && same_visit && gap > 0 && (back.length == 1 || gap == back.step_stride)) {
+        back.step_stride = gap;
+        ++back.length;
+        return;
+      }
       log_.push_back(Entry{block.v, Visit{first, step}});
       return;
     }
     sorted_ = false;
-    done_.reserve(log_.size() * 2);
-    for (Entry& e : log_) done_.emplace(std::move(e.block), e.visit);
+    size_t blocks = 0;
+    for (const Entry& e : log_) blocks += static_cast<size_t>(e.length);
+    done_.reserve(blocks * 2);
+    for (const Entry& e : log_) {
+      for (int64_t i = 0; i < e.length; ++i) {
+        SmallVec b = e.block;
+        b[b.size() - 1] = e.last_index(i);
+        done_.emplace(std::move(b),
+                      Visit{e.visit.first + i * e.step_stride, e.visit.last + i * e.step_stride});
+      }
+    }
     log_.clear();
     log_.shrink_to_fit();
   }
@@ -104,12 +134,16 @@ void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64
 
 std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Indices& block) const {
   if (sorted_) {
-    if (log_.empty() || index_less(log_.back().block, block.v)) return std::nullopt;
+    // The last run that does not start after `block`.
     const auto it =
-        std::lower_bound(log_.begin(), log_.end(), block.v,
-                         [](const Entry& e, const SmallVec& v) { return index_less(e.block, v); });
-    if (it == log_.end() || !(it->block == block.v)) return std::nullopt;
-    return it->visit;
+        std::upper_bound(log_.begin(), log_.end(), block.v,
+                         [](const SmallVec& v, const Entry& e) { return compare(e, v) < 0; });
+    if (it == log_.begin()) return std::nullopt;
+    const Entry& e = *(it - 1);
+    if (compare(e, block.v) != 0) return std::nullopt;
+    const int64_t i =
+        e.block.size() == 0 ? 0 : block.v[block.v.size() - 1] - e.block[e.block.size() - 1];
+    return Visit{e.visit.first + i * e.step_stride, e.visit.last + i * e.step_stride};
   }
   auto it = done_.find(block.v);
   if (it == done_.end()) return std::nullopt;

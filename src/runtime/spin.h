@@ -1,10 +1,17 @@
 // Internal: the pause instruction for spin-wait loops.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace tessera::detail {
@@ -15,6 +22,37 @@ inline void cpu_relax() noexcept {
   _mm_pause();
 #else
   std::this_thread::yield();
+#endif
+}
+
+/// Sleeps while `a` holds `old` (it may return early; callers re-check in a loop), and wakes
+/// sleepers of `a`. On Linux these are bare futex calls: std::atomic::wait in libstdc++ 12 first
+/// spins with sched_yield, and on a loaded machine (or a VM) each yield can hand the CPU away for
+/// a whole time slice (measured: ~0.4 ms per launch of an empty 2-core kernel while two builds
+/// ran), which no caller here wants — they spin on their own before they sleep.
+template <class T>
+inline void futex_wait(std::atomic<T>& a, T old) noexcept {
+  static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
+#if defined(__linux__)
+  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr,
+                  0);
+#else
+  a.wait(old);
+#endif
+}
+
+template <class T>
+inline void futex_wake(std::atomic<T>& a, bool all) noexcept {
+  static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
+#if defined(__linux__)
+  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), FUTEX_WAKE_PRIVATE, all ? INT32_MAX : 1,
+                  nullptr, nullptr, 0);
+#else
+  if (all) {
+    a.notify_all();
+  } else {
+    a.notify_one();
+  }
 #endif
 }
 }  // namespace tessera::detail

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <vector>
 
 #include "tessera/block_spec.h"
@@ -113,6 +114,62 @@ TEST(PipelineSchedule, RevisitTrackerInOrderAndOutOfOrder) {
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->first, 40);
   EXPECT_FALSE(t.earlier_visit(pl::idx(5, 0)).has_value());
+}
+
+TEST(PipelineSchedule, RevisitTrackerAgreesWithAMapOnRunsAndBreaks) {
+  // Runs of blocks along the last axis share one log entry; every shape of sequence that can
+  // extend or break a run (a skipped block, a new row, an uneven step spacing, a longer visit,
+  // a rank-1 index) must still report exactly the visits a plain map records.
+  struct Write {
+    std::vector<int64_t> block;
+    int64_t first, last;
+  };
+  auto to_indices = [](const std::vector<int64_t>& b) {
+    pl::Indices i;
+    for (int64_t x : b) i.v.push_back(x);
+    return i;
+  };
+  const std::vector<std::vector<Write>> sequences = {
+      // a row walked one step per block, then the next row, then a skipped block
+      {{{0, 0}, 0, 0},
+       {{0, 1}, 1, 1},
+       {{0, 2}, 2, 2},
+       {{1, 0}, 3, 3},
+       {{1, 1}, 4, 4},
+       {{1, 3}, 5, 5},
+       {{1, 4}, 6, 6}},
+      // two-step visits (accumulation), evenly spaced, then one spaced unevenly
+      {{{0, 0}, 0, 1}, {{0, 1}, 2, 3}, {{0, 2}, 4, 5}, {{0, 3}, 7, 8}, {{0, 4}, 9, 10}},
+      // visit lengths that change inside a row
+      {{{2, 0}, 0, 0}, {{2, 1}, 1, 2}, {{2, 2}, 3, 3}, {{2, 3}, 4, 4}},
+      // rank 1
+      {{{0}, 0, 0}, {{1}, 1, 1}, {{2}, 2, 2}, {{5}, 3, 3}, {{6}, 4, 4}},
+      // in order, then out of order (the map takes over), then in order again
+      {{{0, 0}, 0, 0}, {{0, 1}, 1, 1}, {{0, 2}, 2, 2}, {{0, 1}, 3, 3}, {{3, 3}, 4, 4}},
+  };
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    detail::RevisitTracker t;
+    std::map<std::vector<int64_t>, std::pair<int64_t, int64_t>> ref;
+    for (const Write& w : sequences[s]) {
+      t.written_back(to_indices(w.block), w.first, w.last);
+      ref[w.block] = {w.first, w.last};
+      // Probe every block of a 4 x 8 window (and 8 rank-1 blocks) after each write.
+      for (int64_t i = 0; i < 4; ++i) {
+        for (int64_t j = 0; j < 8; ++j) {
+          const std::vector<int64_t> b =
+              w.block.size() == 1 ? std::vector<int64_t>{j} : std::vector<int64_t>{i, j};
+          const auto got = t.earlier_visit(to_indices(b));
+          const auto want = ref.find(b);
+          ASSERT_EQ(got.has_value(), want != ref.end())
+              << "sequence " << s << " block " << i << "," << j;
+          if (got) {
+            EXPECT_EQ(got->first, want->second.first) << "sequence " << s;
+            EXPECT_EQ(got->last, want->second.second) << "sequence " << s;
+          }
+        }
+      }
+    }
+  }
 }
 
 // Pallas' show_program_ids: every grid point writes 10*i + j into its block of the output;
