@@ -277,6 +277,30 @@ Array<float> handoff(bool buggy) {
   })();
 }
 
+// The clean twin ordered by pltpu::core_barrier instead of a semaphore (the barrier's signals and
+// wait are happens-before edges too).
+TEST(CheckedRace, CoreBarrierOrdersHbmHandoff) {
+  for (Mode m : kModes) {
+    const Array<float> o =
+        pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
+                   pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::REGULAR),
+                   checked(m))([](pltpu::HbmRef<float> o_hbm, pltpu::VmemRef<float> v,
+                                  pltpu::SemaphoreRef bar) {
+          const int c = lax::axis_index("core");
+          if (c == 0) {
+            v = jnp::full_like(v, 9.0f);
+            pltpu::sync_copy(v, o_hbm.at(pl::ds(0, 128)));
+          }
+          pltpu::core_barrier(bar, "core");
+          if (c == 1) {
+            pltpu::sync_copy(o_hbm.at(pl::ds(0, 128)), v);
+            pltpu::sync_copy(v, o_hbm.at(pl::ds(128, 128)));
+          }
+        })();
+    for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(o[i], 9.0f);
+  }
+}
+
 TEST(CheckedRace, CoreReadsOtherCoresWriteUnordered) {
   const Array<float> o = handoff(false);
   for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(o[i], 5.0f);
