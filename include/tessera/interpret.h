@@ -8,7 +8,8 @@
 //
 //   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core"),
 //                       pl::scratch_types(pltpu::VMEM<float>({128})),
-//                       pltpu::InterpretParams{.dma_execution_mode = pltpu::DmaExecutionMode::eager,
+//                       pltpu::InterpretParams{.dma_execution_mode =
+//                       pltpu::DmaExecutionMode::eager,
 //                                              .chip = "v5e"})(body);
 //
 // A checked kernel raises tessera::KernelError (kind, message, the user's file:line, kernel,

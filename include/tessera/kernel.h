@@ -45,8 +45,8 @@
 
 #include "tessera/array.h"
 #include "tessera/compiler_params.h"
-#include "tessera/interpret.h"
 #include "tessera/detail/runtime.h"
+#include "tessera/interpret.h"
 #include "tessera/mesh.h"
 #include "tessera/ref.h"
 #include "tessera/scratch.h"
@@ -284,11 +284,12 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     }
     // Checked: the engine poisons fresh outputs and keeps shadow state of every HBM array.
     const detail::LaunchBuffer buffers[sizeof...(Ins) + sizeof...(Outs) + 1] = {
-        detail::LaunchBuffer{ins.data(), ins.shape().size() * int64_t{sizeof(typename Ins::value_type)},
+        detail::LaunchBuffer{ins.data(),
+                             ins.shape().size() * int64_t{sizeof(typename Ins::value_type)},
                              dtype_of<typename Ins::value_type>, ins.shape(), false, 0}...,
-        detail::LaunchBuffer{out_data[O], std::get<O>(out_.outs).shape.size() * int64_t{sizeof(Outs)},
-                             dtype_of<Outs>, std::get<O>(out_.outs).shape, true,
-                             static_cast<int>(O)}...,
+        detail::LaunchBuffer{
+            out_data[O], std::get<O>(out_.outs).shape.size() * int64_t{sizeof(Outs)},
+            dtype_of<Outs>, std::get<O>(out_.outs).shape, true, static_cast<int>(O)}...,
         detail::LaunchBuffer{}};
     detail::launch(spec_, per_core, buffers, static_cast<int>(sizeof...(Ins) + sizeof...(Outs)));
   }

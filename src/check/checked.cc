@@ -13,10 +13,10 @@
 // successful wait joins the semaphore's clock into the waiter's (core_barrier is signals plus a
 // wait). HBM is only touched by DMAs: a DMA's accesses are recorded when it completes, with the
 // issuer's clock at its start and the issuer's epoch at its completion; an earlier access E and
-// a new access N (at least one a write, bytes overlapping) are ordered iff E.end <= N.start[E.core].
-// Within a core, compute and DMAs race when compute touches bytes of a copy that was started and
-// not yet waited (whatever the execution mode: on a TPU the copy may land at any time in
-// between), and two in-flight copies race when one writes bytes the other reads or writes.
+// a new access N (at least one a write, bytes overlapping) are ordered iff E.end <=
+// N.start[E.core]. Within a core, compute and DMAs race when compute touches bytes of a copy that
+// was started and not yet waited (whatever the execution mode: on a TPU the copy may land at any
+// time in between), and two in-flight copies race when one writes bytes the other reads or writes.
 #include "check/checked.h"
 
 #include <fmt/format.h>
@@ -43,9 +43,9 @@ namespace {
 
 using VC = std::vector<uint32_t>;
 
-constexpr int64_t kMaxRuns = 16384;        // beyond: a view is judged by its bounding range
-constexpr size_t kHistorySoftCap = 64;     // prune ordered accesses above this
-constexpr size_t kHistoryHardCap = 1024;   // then drop the oldest (may miss races, never false)
+constexpr int64_t kMaxRuns = 16384;       // beyond: a view is judged by its bounding range
+constexpr size_t kHistorySoftCap = 64;    // prune ordered accesses above this
+constexpr size_t kHistoryHardCap = 1024;  // then drop the oldest (may miss races, never false)
 
 struct Run {
   uintptr_t lo;
@@ -203,7 +203,9 @@ struct Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
   ~Region() { reset(); }
-  size_t cells() const noexcept { return static_cast<size_t>(std::max<int64_t>(bytes >> shift, 1)); }
+  size_t cells() const noexcept {
+    return static_cast<size_t>(std::max<int64_t>(bytes >> shift, 1));
+  }
   void reset() noexcept {
     if (owned) {
       std::memset(init, 0, std::min(dirty, cells()));
@@ -469,19 +471,20 @@ std::string describe(const CoreContext& ctx, uintptr_t addr) {
     for (size_t i = 0; i < spec.scratch.size(); ++i) {
       const ScratchRequest& r = spec.scratch[i];
       if (r.space != space || off < spec.offsets[i] || off >= spec.offsets[i] + r.bytes) continue;
-      return fmt::format("{} scratch #{} {}<{}>{}{}", to_string(space), i, to_string(space),
-                         dtype_name(r.dtype), r.shape.to_string(),
-                         elem_at(addr, reg->base + static_cast<uintptr_t>(spec.offsets[i]), r.dtype,
-                                 r.shape));
+      return fmt::format(
+          "{} scratch #{} {}<{}>{}{}", to_string(space), i, to_string(space), dtype_name(r.dtype),
+          r.shape.to_string(),
+          elem_at(addr, reg->base + static_cast<uintptr_t>(spec.offsets[i]), r.dtype, r.shape));
     }
     for (auto it = cc.names.rbegin(); it != cc.names.rend(); ++it) {
       if (addr >= it->lo && addr < it->hi) {
         return fmt::format("{} (byte {} of it)", it->what, addr - it->lo);
       }
     }
-    return fmt::format("a {} buffer (a pipeline window or a run_scoped buffer) at byte offset {} "
-                       "of the core's {}",
-                       to_string(space), off, to_string(space));
+    return fmt::format(
+        "a {} buffer (a pipeline window or a run_scoped buffer) at byte offset {} "
+        "of the core's {}",
+        to_string(space), off, to_string(space));
   }
   return fmt::format("memory at {:#x}", addr);
 }
@@ -552,8 +555,8 @@ void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_ru
 }
 
 // Records DMA accesses of HBM (under the launch mutex) and checks them against other accesses.
-void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool write,
-                const VC& start, uint32_t end, const char* op, std::source_location where) {
+void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool write, const VC& start,
+                uint32_t end, const char* op, std::source_location where) {
   CheckedCore& cc = *ctx.checked;
   CheckedLaunch& L = *cc.launch;
   if (runs.empty() || !L.params.detect_races) return;
@@ -565,14 +568,12 @@ void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool wri
   for (const HbmAccess& e : b->history) {
     if (!(e.write || write)) continue;
     if (e.end <= start[static_cast<size_t>(e.core)]) continue;  // ordered before this access
-    const uintptr_t p =
-        box.ok && e.box.ok ? box_overlap(*b, box, e.box) : overlap(runs, e.runs);
+    const uintptr_t p = box.ok && e.box.ok ? box_overlap(*b, box, e.box) : overlap(runs, e.runs);
     if (p != 0) {
       const std::string other =
-          e.core == cc.core ? fmt::format("an earlier {} of this core at {}", e.op,
-                                          format_location(e.where))
-                            : fmt::format("core {}'s {} at {}", e.core, e.op,
-                                          format_location(e.where));
+          e.core == cc.core
+              ? fmt::format("an earlier {} of this core at {}", e.op, format_location(e.where))
+              : fmt::format("core {}'s {} at {}", e.core, e.op, format_location(e.where));
       raise(ErrorKind::kRace, op, where,
             fmt::format("this copy {} {}, which {} {} with no happens-before order between them "
                         "(no semaphore signal/wait or core_barrier orders the two); order them "
@@ -584,17 +585,19 @@ void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool wri
   if (b->history.size() >= b->prune_at) {
     // An access every live core's clock has passed is ordered before all future ones.
     std::vector<HbmAccess>& h = b->history;
-    h.erase(std::remove_if(h.begin(), h.end(),
-                           [&](const HbmAccess& e) {
-                             for (int c = 0; c < L.num_cores; ++c) {
-                               if (L.finished[static_cast<size_t>(c)]) continue;
-                               if (L.vc[static_cast<size_t>(c)][static_cast<size_t>(e.core)] < e.end)
-                                 return false;
-                             }
-                             return true;
-                           }),
-            h.end());
-    if (h.size() >= kHistoryHardCap) h.erase(h.begin(), h.begin() + static_cast<long>(h.size() / 2));
+    h.erase(
+        std::remove_if(h.begin(), h.end(),
+                       [&](const HbmAccess& e) {
+                         for (int c = 0; c < L.num_cores; ++c) {
+                           if (L.finished[static_cast<size_t>(c)]) continue;
+                           if (L.vc[static_cast<size_t>(c)][static_cast<size_t>(e.core)] < e.end)
+                             return false;
+                         }
+                         return true;
+                       }),
+        h.end());
+    if (h.size() >= kHistoryHardCap)
+      h.erase(h.begin(), h.begin() + static_cast<long>(h.size() / 2));
     b->prune_at = std::max(kHistorySoftCap, 2 * h.size());
   }
   HbmAccess acc{box, {}, cc.core, end, start, write, where, op};
@@ -719,9 +722,8 @@ CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretPar
       for (size_t i = 0; i < spec.scratch.size(); ++i) {
         if (spec.scratch[i].space == space) idx.push_back(i);
       }
-      std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-        return spec.scratch[a].bytes > spec.scratch[b].bytes;
-      });
+      std::sort(idx.begin(), idx.end(),
+                [&](size_t a, size_t b) { return spec.scratch[a].bytes > spec.scratch[b].bytes; });
       std::vector<std::string> top;
       for (size_t k = 0; k < idx.size() && k < 3; ++k)
         top.push_back(describe_scratch(spec.scratch[idx[k]], idx[k]));
@@ -742,7 +744,8 @@ CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretPar
     const LaunchBuffer& b = buffers[i];
     if (!b.is_output) {
       bool aliased = false;
-      for (int j = 0; j < num_buffers; ++j) aliased |= buffers[j].is_output && buffers[j].data == b.data;
+      for (int j = 0; j < num_buffers; ++j)
+        aliased |= buffers[j].is_output && buffers[j].data == b.data;
       const int index = in_index++;
       if (aliased || b.bytes == 0) continue;  // the output's entry stands for it
       auto h = std::make_unique<HbmBuffer>();
@@ -756,7 +759,8 @@ CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretPar
     }
     if (b.bytes == 0) continue;
     bool aliased = false;
-    for (int j = 0; j < num_buffers; ++j) aliased |= !buffers[j].is_output && buffers[j].data == b.data;
+    for (int j = 0; j < num_buffers; ++j)
+      aliased |= !buffers[j].is_output && buffers[j].data == b.data;
     auto h = std::make_unique<HbmBuffer>();
     h->region.base = reinterpret_cast<uintptr_t>(b.data);
     h->region.bytes = b.bytes;
@@ -982,8 +986,8 @@ void checked_block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, in
   CheckedLaunch& L = *cc.launch;
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::milliseconds(std::min<int64_t>(
-                                    state.wait_timeout_ms, int64_t{1} << 40));
+  const auto deadline =
+      start + std::chrono::milliseconds(std::min<int64_t>(state.wait_timeout_ms, int64_t{1} << 40));
   Blocked& me = L.blocked[static_cast<size_t>(cc.core)];
   struct Leave {
     CheckedLaunch& l;

@@ -36,8 +36,7 @@ using CheckedLaunchPtr = std::unique_ptr<CheckedLaunch, CheckedLaunchDeleter>;
 /// Sets up a checked launch: resolves the chip, checks the mesh and capacity against it,
 /// poisons fresh outputs. Throws UsageError before any core runs.
 CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretParams& params,
-                               const LaunchBuffer* buffers,
-                                             int num_buffers, int64_t vmem_limit);
+                               const LaunchBuffer* buffers, int num_buffers, int64_t vmem_limit);
 /// The VMEM budget a checked core works with (the limit, capped by the chip's VMEM).
 int64_t checked_vmem_limit(const CheckedLaunch& launch, int64_t vmem_limit) noexcept;
 /// Per core, before its body: attaches the core's state to `ctx`, poisons its scratch.

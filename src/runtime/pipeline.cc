@@ -339,8 +339,8 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         s.memory_space() != MemorySpace::SMEM) {
       SmallVec block;
       for (const pl::BlockDim& d : s.block_shape()) block.push_back(d.is_squeezed ? 1 : d.size);
-      const int index = op.is_output ? static_cast<int>(specs.size()) - 1 - num_inputs
-                                     : num_inputs - 1;
+      const int index =
+          op.is_output ? static_cast<int>(specs.size()) - 1 - num_inputs : num_inputs - 1;
       checked_block_shape(op.hbm.shape, block, op.hbm.dtype, index, op.is_output, config.op,
                           s.where());
     }
@@ -373,15 +373,14 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
       if (!is_squeezed(op, d)) st.hbm_strides.push_back(op.hbm.strides[d]);
     }
     // Checked mode keeps every copy: no kernel may come to depend on a window being the block.
-    st.may_alias = (op.is_output || op.read_only) &&
-                   op.spec->memory_space() != MemorySpace::SMEM && ctx->checked == nullptr;
+    st.may_alias = (op.is_output || op.read_only) && op.spec->memory_space() != MemorySpace::SMEM &&
+                   ctx->checked == nullptr;
     if (ctx->checked != nullptr) {
-      checked_fresh(*ctx, st.buffer, st.bytes * buffers, op.hbm.dtype,
-                    fmt::format("the VMEM window of {} {} ({}<{}>{})",
-                                op.is_output ? "output" : "input",
-                                op.is_output ? static_cast<int>(k) - num_inputs
-                                             : static_cast<int>(k),
-                                config.op, dtype_name(op.hbm.dtype), st.shape.to_string()));
+      checked_fresh(
+          *ctx, st.buffer, st.bytes * buffers, op.hbm.dtype,
+          fmt::format("the VMEM window of {} {} ({}<{}>{})", op.is_output ? "output" : "input",
+                      op.is_output ? static_cast<int>(k) - num_inputs : static_cast<int>(k),
+                      config.op, dtype_name(op.hbm.dtype), st.shape.to_string()));
     }
     for (size_t j = 0; j < operands.size() && st.may_alias; ++j) {
       const bool other_kind = operands[j].is_output != op.is_output;
@@ -408,11 +407,10 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
   StepHints hints;
   const HintsScope hints_scope(&hints);
 
-  PipelineCursor cursor(
-      part.grid, part.offset, specs, num_inputs, config.range_begin, config.range_end,
-      config.scalar_prefetch,
-      ctx->checked != nullptr ? checked_parallel_order(*ctx, grid, semantics)
-                              : std::vector<std::vector<int64_t>>{});
+  PipelineCursor cursor(part.grid, part.offset, specs, num_inputs, config.range_begin,
+                        config.range_end, config.scalar_prefetch,
+                        ctx->checked != nullptr ? checked_parallel_order(*ctx, grid, semantics)
+                                                : std::vector<std::vector<int64_t>>{});
   PrefetchSource prefetch_source{&cursor, &operands, num_inputs, 0};
   const size_t num_outputs = operands.size() - static_cast<size_t>(num_inputs);
   std::vector<RevisitTracker> revisits(num_outputs);
@@ -470,10 +468,10 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
                              : WindowRef{st.buffer, &st.buffer_strides};
         // Checked: a new visit's window holds poison that was never written.
         if (ctx->checked != nullptr) {
-          checked_fresh(*ctx, st.buffer, st.bytes, op.hbm.dtype,
-                        fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o,
-                                    config.op, dtype_name(op.hbm.dtype), st.shape.to_string(),
-                                    indices_str(b.v)));
+          checked_fresh(
+              *ctx, st.buffer, st.bytes, op.hbm.dtype,
+              fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config.op,
+                          dtype_name(op.hbm.dtype), st.shape.to_string(), indices_str(b.v)));
         }
       }
     }

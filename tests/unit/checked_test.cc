@@ -36,6 +36,7 @@ pltpu::InterpretParams on_chip(const char* chip) {
 // The line of the statement that should fail, set on that line from inside the body (atomic:
 // several cores may set it).
 std::atomic<int> g_line{0};
+// `MARK_LINE; statement;` on one line records it (clang-format is off around each such line).
 #define MARK_LINE g_line.store(__LINE__)
 
 // Want::line: the line MARK_LINE recorded while the buggy kernel ran.
@@ -84,16 +85,18 @@ using DmaSem = pltpu::DmaSemaphoreRef;
 
 // Pallas' test_race_detection: dma.start(); read the destination; dma.wait().
 Array<float> read_during_copy(const Array<float>& x, Mode m, bool buggy) {
-  return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
-                    pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128}),
-                                      pltpu::SemaphoreType::DMA),
-                    checked(m))([buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
-                                        pltpu::VmemRef<float> t, pltpu::VmemRef<float> ov,
-                                        DmaSem sem) {
+  return pl::kernel(
+      pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+      pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128}),
+                        pltpu::SemaphoreType::DMA),
+      checked(m))([buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
+                          pltpu::VmemRef<float> t, pltpu::VmemRef<float> ov, DmaSem sem) {
     auto cp = pltpu::make_async_copy(x_hbm, t, sem);
     cp.start();
     if (buggy) {
+      // clang-format off
       MARK_LINE; float first = t(0);
+      // clang-format on
       static_cast<void>(first);
     }
     cp.wait();
@@ -120,11 +123,11 @@ TEST(CheckedRace, VectorReadOfInFlightDmaDestination) {
   for (Mode m : kModes) {
     for (bool buggy : {false, true}) {
       auto run = [&] {
-        return pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
-                          pl::scratch_types(pltpu::VMEM<float>({8, 128}),
-                                            pltpu::VMEM<float>({8, 128}),
-                                            pltpu::SemaphoreType::DMA),
-                          checked(m), pl::name("vec_race"))(
+        return pl::kernel(
+            pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+            pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::VMEM<float>({8, 128}),
+                              pltpu::SemaphoreType::DMA),
+            checked(m), pl::name("vec_race"))(
             [buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
                     pltpu::VmemRef<float> t, pltpu::VmemRef<float> ov, DmaSem sem) {
               auto cp = pltpu::make_async_copy(x_hbm, t, sem);
@@ -141,7 +144,7 @@ TEST(CheckedRace, VectorReadOfInFlightDmaDestination) {
       } else {
         auto e = tessera::testing::catch_error<KernelError>(run);
         ASSERT_TRUE(e);
-  maybe_print(*e);
+        maybe_print(*e);
         EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
         EXPECT_EQ(e->kernel_name(), "vec_race");
         EXPECT_EQ(e->core(), 0);
@@ -153,15 +156,17 @@ TEST(CheckedRace, VectorReadOfInFlightDmaDestination) {
 
 // Compute overwriting the source of an in-flight VMEM -> HBM copy.
 Array<float> write_during_copy_out(Mode m, bool buggy) {
-  return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
-                    pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA),
-                    checked(m))([buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
-                                        DmaSem sem) {
+  return pl::kernel(
+      pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+      pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA),
+      checked(m))([buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, DmaSem sem) {
     v = jnp::full_like(v, 3.0f);
     auto cp = pltpu::make_async_copy(v, o, sem);
     cp.start();
     if (buggy) {
+      // clang-format off
       MARK_LINE; v(5) = 7.0f;
+      // clang-format on
     }
     cp.wait();
     if (!buggy) v(5) = 7.0f;
@@ -184,10 +189,12 @@ Array<float> overlapping_copies(const Array<float>& x, Mode m, bool buggy) {
                     checked(m))([buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
                                         pltpu::VmemRef<float> v, DmaSem sems) {
     auto a = pltpu::make_async_copy(x_hbm.at(pl::ds(0, 64)), v.at(pl::ds(0, 64)), sems.at(0));
-    auto b = pltpu::make_async_copy(x_hbm.at(pl::ds(64, 64)),
-                                    v.at(pl::ds(buggy ? 32 : 64, 64)), sems.at(1));
+    auto b = pltpu::make_async_copy(x_hbm.at(pl::ds(64, 64)), v.at(pl::ds(buggy ? 32 : 64, 64)),
+                                    sems.at(1));
     a.start();
+    // clang-format off
     MARK_LINE; b.start();
+    // clang-format on
     a.wait();
     b.wait();
     pltpu::sync_copy(v, o);
@@ -210,15 +217,17 @@ TEST(CheckedRace, SyncCopyOverInFlightDma) {
   for (Mode m : kModes) {
     for (bool buggy : {false, true}) {
       auto run = [&] {
-        return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
-                          pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA),
-                          checked(m))([buggy](pltpu::HbmRef<const float> x_hbm,
-                                              pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
-                                              DmaSem sem) {
+        return pl::kernel(
+            pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+            pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA),
+            checked(m))([buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
+                                pltpu::VmemRef<float> v, DmaSem sem) {
           auto cp = pltpu::make_async_copy(x_hbm, v, sem);
           cp.start();
           if (!buggy) cp.wait();
+          // clang-format off
           MARK_LINE; pltpu::sync_copy(v, o);
+          // clang-format on
           if (buggy) cp.wait();
         })(x);
       };
@@ -237,13 +246,15 @@ TEST(CheckedRace, SyncCopyOverInFlightDma) {
 // Both cores write the same HBM bytes with nothing ordering them (write/write).
 Array<float> both_cores_write(bool buggy) {
   return pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
-                    pl::scratch_types(pltpu::VMEM<float>({128})), checked())(
-      [buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
-        const int c = lax::axis_index("core");
-        v = jnp::full_like(v, 1.0f);
+                    pl::scratch_types(pltpu::VMEM<float>({128})),
+                    checked())([buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
+    const int c = lax::axis_index("core");
+    v = jnp::full_like(v, 1.0f);
+    // clang-format off
         MARK_LINE; pltpu::sync_copy(v, o.at(pl::ds(buggy ? 0 : c * 128, 128)));
-        if (buggy) pltpu::sync_copy(v, o.at(pl::ds(128, 128)));
-      })();
+    // clang-format on
+    if (buggy) pltpu::sync_copy(v, o.at(pl::ds(128, 128)));
+  })();
 }
 
 TEST(CheckedRace, TwoCoresWriteSameHbmBytes) {
@@ -263,29 +274,30 @@ TEST(CheckedRace, TwoCoresWriteSameHbmBytes) {
 Array<float> handoff(bool buggy) {
   return pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
                     pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::REGULAR),
-                    checked())([buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
-                                       pltpu::SemaphoreRef ready) {
-    if (lax::axis_index("core") == 0) {
-      v = jnp::full_like(v, 5.0f);
-      pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
-      if (!buggy) pl::semaphore_signal(ready, 1, pl::core_index(1));
-    } else {
-      if (!buggy) pl::semaphore_wait(ready);
+                    checked())(
+      [buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::SemaphoreRef ready) {
+        if (lax::axis_index("core") == 0) {
+          v = jnp::full_like(v, 5.0f);
+          pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
+          if (!buggy) pl::semaphore_signal(ready, 1, pl::core_index(1));
+        } else {
+          if (!buggy) pl::semaphore_wait(ready);
+          // clang-format off
       MARK_LINE; pltpu::sync_copy(o.at(pl::ds(0, 128)), v);
-      pltpu::sync_copy(v, o.at(pl::ds(128, 128)));
-    }
-  })();
+          // clang-format on
+          pltpu::sync_copy(v, o.at(pl::ds(128, 128)));
+        }
+      })();
 }
 
 // The clean twin ordered by pltpu::core_barrier instead of a semaphore (the barrier's signals and
 // wait are happens-before edges too).
 TEST(CheckedRace, CoreBarrierOrdersHbmHandoff) {
   for (Mode m : kModes) {
-    const Array<float> o =
-        pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
-                   pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::REGULAR),
-                   checked(m))([](pltpu::HbmRef<float> o_hbm, pltpu::VmemRef<float> v,
-                                  pltpu::SemaphoreRef bar) {
+    const Array<float> o = pl::kernel(
+        pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
+        pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::REGULAR), checked(m))(
+        [](pltpu::HbmRef<float> o_hbm, pltpu::VmemRef<float> v, pltpu::SemaphoreRef bar) {
           const int c = lax::axis_index("core");
           if (c == 0) {
             v = jnp::full_like(v, 9.0f);
@@ -344,7 +356,9 @@ Array<float> read_fresh_scratch(bool buggy, pltpu::InterpretParams p = checked()
                     pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128})), p)(
       [buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> acc, pltpu::VmemRef<float> ov) {
         if (!buggy) acc = jnp::zeros_like(acc);
+        // clang-format off
         MARK_LINE; ov = acc + jnp::full_like(acc, 1.0f);
+        // clang-format on
         pltpu::sync_copy(ov, o);
       })();
 }
@@ -365,7 +379,9 @@ TEST(CheckedUninitialized, ReadOfFreshScratch) {
 // An accumulator output window not initialised at the first step of its visit.
 Array<float> row_sums(const Array<float>& x, bool buggy) {
   // An operator assignment has no call site of its own: errors name the pallas_call (its grid).
+  // clang-format off
   g_line.store(__LINE__); const auto grid = pl::grid({2, 3});
+  // clang-format on
   return pl::pallas_call(
       [buggy](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) {
         if (!buggy && pl::program_id(1) == 0) ov = jnp::zeros_like(ov);
@@ -392,12 +408,12 @@ TEST(CheckedUninitialized, AccumulatorNotInitialised) {
 // An output that the kernel leaves partly unwritten.
 Array<float> half_written(bool buggy) {
   return pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 1),
-                    pl::scratch_types(pltpu::VMEM<float>({128})), checked(), pl::name("half"))(
-      [buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
-        v = jnp::full_like(v, 2.0f);
-        pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
-        if (!buggy) pltpu::sync_copy(v, o.at(pl::ds(128, 128)));
-      })();
+                    pl::scratch_types(pltpu::VMEM<float>({128})), checked(),
+                    pl::name("half"))([buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
+    v = jnp::full_like(v, 2.0f);
+    pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
+    if (!buggy) pltpu::sync_copy(v, o.at(pl::ds(128, 128)));
+  })();
 }
 
 TEST(CheckedUninitialized, OutputNeverWritten) {
@@ -410,21 +426,20 @@ TEST(CheckedUninitialized, OutputNeverWritten) {
   EXPECT_EQ(e->kernel_name(), "half");
   EXPECT_NE(std::string(e->what()).find("element (128,) was never written"), std::string::npos)
       << e->what();
-  EXPECT_NE(std::string(e->what()).find("128 of its 256 elements"), std::string::npos)
-      << e->what();
+  EXPECT_NE(std::string(e->what()).find("128 of its 256 elements"), std::string::npos) << e->what();
 }
 
 // A run_scoped buffer read before anything is written to it.
 Array<float> scoped_read(bool buggy) {
-  return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1), checked())(
-      [buggy](pltpu::HbmRef<float> o) {
-        pl::run_scoped(
-            [&](pltpu::VmemRef<float> t) {
-              if (!buggy) t = jnp::full_like(t, 4.0f);
-              pltpu::sync_copy(t, o);
-            },
-            pltpu::VMEM<float>({128}));
-      })();
+  return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+                    checked())([buggy](pltpu::HbmRef<float> o) {
+    pl::run_scoped(
+        [&](pltpu::VmemRef<float> t) {
+          if (!buggy) t = jnp::full_like(t, 4.0f);
+          pltpu::sync_copy(t, o);
+        },
+        pltpu::VMEM<float>({128}));
+  })();
 }
 
 TEST(CheckedUninitialized, RunScopedBufferCopiedOutUnwritten) {
@@ -442,14 +457,16 @@ TEST(CheckedUninitialized, RunScopedBufferCopiedOutUnwritten) {
 Array<int32_t> smem_read(bool buggy) {
   return pl::kernel(pl::out_type<int32_t>({8}), pltpu::TensorCoreMesh("core", 1),
                     pl::scratch_types(pltpu::SMEM<int32_t>({8}), pltpu::VMEM<int32_t>({8})),
-                    checked())([buggy](pltpu::HbmRef<int32_t> o, pltpu::SmemRef<int32_t> s,
-                                       pltpu::VmemRef<int32_t> v) {
-    if (!buggy) s(3) = 11;
-    const pltpu::SmemRef<const int32_t> cs = s;
+                    checked())(
+      [buggy](pltpu::HbmRef<int32_t> o, pltpu::SmemRef<int32_t> s, pltpu::VmemRef<int32_t> v) {
+        if (!buggy) s(3) = 11;
+        const pltpu::SmemRef<const int32_t> cs = s;
+        // clang-format off
     MARK_LINE; const int32_t got = cs(3);
-    v = jnp::full_like(v, got);
-    pltpu::sync_copy(v, o);
-  })();
+        // clang-format on
+        v = jnp::full_like(v, got);
+        pltpu::sync_copy(v, o);
+      })();
 }
 
 TEST(CheckedUninitialized, ScalarReadOfUnwrittenSmem) {
@@ -469,7 +486,9 @@ Array<float> dot_acc(bool buggy) {
     x = jnp::full_like(x, 1.0f);
     y = jnp::full_like(y, 0.5f);
     if (!buggy) acc = jnp::zeros_like(acc);
+    // clang-format off
     MARK_LINE; acc += jnp::dot(x, y);
+    // clang-format on
     pltpu::sync_copy(acc, o);
   })();
 }
@@ -506,7 +525,9 @@ Array<float> slice_oob(const Array<float>& x, bool buggy) {
   return pl::kernel(pl::out_type<float>({16}), pltpu::TensorCoreMesh("core", 1),
                     pl::scratch_types(pltpu::VMEM<float>({16})), checked())(
       [buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
+        // clang-format off
         MARK_LINE; pltpu::sync_copy(x_hbm.at(pl::ds(buggy ? 120 : 112, 16)), v);
+        // clang-format on
         pltpu::sync_copy(v, o);
       })(x);
 }
@@ -541,12 +562,11 @@ TEST(CheckedBounds, BlockIndexOutOfBounds) {
 
 TEST(CheckedCapacity, ScratchOverChipVmem) {
   auto run = [](const char* chip) {
-    return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
-                      pl::scratch_types(pltpu::VMEM<float>({20, 1024, 1024}),
-                                        pltpu::VMEM<float>({128})),
-                      pltpu::CompilerParams{.vmem_limit_bytes = int64_t{96} << 20},
-                      on_chip(chip))([](pltpu::HbmRef<float> o, pltpu::VmemRef<float>,
-                                        pltpu::VmemRef<float> v) {
+    return pl::kernel(
+        pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+        pl::scratch_types(pltpu::VMEM<float>({20, 1024, 1024}), pltpu::VMEM<float>({128})),
+        pltpu::CompilerParams{.vmem_limit_bytes = int64_t{96} << 20},
+        on_chip(chip))([](pltpu::HbmRef<float> o, pltpu::VmemRef<float>, pltpu::VmemRef<float> v) {
       v = jnp::full_like(v, 1.0f);
       pltpu::sync_copy(v, o);
     })();
@@ -567,9 +587,9 @@ TEST(CheckedCapacity, PipelineWindowsOverChipVmem) {
     const pl::BlockSpec spec({2048, 1024}, [](int i) { return pl::idx(i, 0); });
     return pl::pallas_call(
         [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv + 1.0f; },
-        pl::out_shape<float>({4096, 1024}), pl::grid({2}), pl::in_specs(spec),
-        pl::out_specs(spec), pltpu::TensorCoreMesh("core", 1), pltpu::CompilerParams{.vmem_limit_bytes = int64_t{64} << 20},
-        on_chip(chip))(x);
+        pl::out_shape<float>({4096, 1024}), pl::grid({2}), pl::in_specs(spec), pl::out_specs(spec),
+        pltpu::TensorCoreMesh("core", 1),
+        pltpu::CompilerParams{.vmem_limit_bytes = int64_t{64} << 20}, on_chip(chip))(x);
   };
   EXPECT_EQ(run("v5e")[5], 2.0f);
   auto e = tessera::testing::catch_error<KernelError>([&] { run("v4"); });
@@ -582,11 +602,11 @@ TEST(CheckedCapacity, PipelineWindowsOverChipVmem) {
 TEST(CheckedCapacity, MeshLargerThanChip) {
   auto run = [](int cores) {
     return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", cores),
-                      pl::scratch_types(pltpu::VMEM<float>({128})), on_chip("v5e"))(
-        [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
-          v = jnp::full_like(v, 1.0f);
-          if (lax::axis_index("core") == 0) pltpu::sync_copy(v, o);
-        })();
+                      pl::scratch_types(pltpu::VMEM<float>({128})),
+                      on_chip("v5e"))([](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
+      v = jnp::full_like(v, 1.0f);
+      if (lax::axis_index("core") == 0) pltpu::sync_copy(v, o);
+    })();
   };
   EXPECT_EQ(run(1)[0], 1.0f);
   auto e = tessera::testing::catch_error<UsageError>([&] { run(2); });
@@ -599,10 +619,10 @@ TEST(CheckedCapacity, MeshLargerThanChip) {
 
 Array<float> blocked_copy(const Array<float>& x, int64_t rows, const char* chip = "v5e") {
   const pl::BlockSpec spec({rows, 128}, [](int i) { return pl::idx(i, 0); });
-  return pl::pallas_call(
-      [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv; },
-      pl::out_shape<float>(x.shape()), pl::grid({x.shape()[0] / rows}), pl::in_specs(spec),
-      pl::out_specs(spec), pltpu::TensorCoreMesh("core", 1), on_chip(chip))(x);
+  return pl::pallas_call([](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv; },
+                         pl::out_shape<float>(x.shape()), pl::grid({x.shape()[0] / rows}),
+                         pl::in_specs(spec), pl::out_specs(spec), pltpu::TensorCoreMesh("core", 1),
+                         on_chip(chip))(x);
 }
 
 TEST(CheckedRules, BlockShapeLastTwoDims) {
@@ -641,15 +661,17 @@ TEST(CheckedRules, BlockShapeRankOne) {
 
 TEST(CheckedRules, MatmulDtypePerGeneration) {
   auto run = [](const char* chip) {
-    return pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
-                      pl::scratch_types(pltpu::VMEM<bfloat16>({8, 128}),
-                                        pltpu::VMEM<bfloat16>({128, 128}),
-                                        pltpu::VMEM<float>({8, 128})),
-                      on_chip(chip))([](pltpu::HbmRef<float> o, pltpu::VmemRef<bfloat16> x,
-                                        pltpu::VmemRef<bfloat16> y, pltpu::VmemRef<float> acc) {
+    return pl::kernel(
+        pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+        pl::scratch_types(pltpu::VMEM<bfloat16>({8, 128}), pltpu::VMEM<bfloat16>({128, 128}),
+                          pltpu::VMEM<float>({8, 128})),
+        on_chip(chip))([](pltpu::HbmRef<float> o, pltpu::VmemRef<bfloat16> x,
+                          pltpu::VmemRef<bfloat16> y, pltpu::VmemRef<float> acc) {
       x = jnp::full_like(x, bfloat16(1.0f));
       y = jnp::full_like(y, bfloat16(1.0f));
+      // clang-format off
       MARK_LINE; acc = jnp::dot<float>(x, y);
+      // clang-format on
       pltpu::sync_copy(acc, o);
     })();
   };
@@ -667,7 +689,9 @@ Array<float> never_waited(const Array<float>& x, Mode m, bool buggy) {
     pltpu::sync_copy(x_hbm, v);
     pltpu::sync_copy(v, o);
     auto extra = pltpu::make_async_copy(x_hbm, v, sems.at(1));
+    // clang-format off
     MARK_LINE; extra.start();
+    // clang-format on
     if (!buggy) extra.wait();
   })(x);
 }
@@ -683,10 +707,10 @@ TEST(CheckedSemaphore, CopyStartedAndNeverWaited) {
 }
 
 Array<float> signal_leak(bool buggy) {
-  return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
-                    pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::REGULAR),
-                    checked())([buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
-                                       pltpu::SemaphoreRef s) {
+  return pl::kernel(
+      pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+      pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::REGULAR),
+      checked())([buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::SemaphoreRef s) {
     v = jnp::full_like(v, 1.0f);
     pltpu::sync_copy(v, o);
     pl::semaphore_signal(s, 2);
@@ -711,7 +735,9 @@ Array<float> lonely_wait(bool buggy) {
                     pltpu::CompilerParams{.wait_timeout_ms = 60000}, checked())(
       [buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::SemaphoreRef s) {
         if (!buggy) pl::semaphore_signal(s);
+        // clang-format off
         MARK_LINE; pl::semaphore_wait(s);
+        // clang-format on
         v = jnp::full_like(v, 1.0f);
         pltpu::sync_copy(v, o);
       })();
@@ -731,7 +757,9 @@ Array<float> crossed_waits(bool buggy) {
       [buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::SemaphoreRef s) {
         const int c = lax::axis_index("core");
         if (!buggy) pl::semaphore_signal(s, 1, pl::core_index(1 - c));
+        // clang-format off
         MARK_LINE; pl::semaphore_wait(s);
+        // clang-format on
         if (buggy) pl::semaphore_signal(s, 1, pl::core_index(1 - c));
         v = jnp::full_like(v, static_cast<float>(c));
         pltpu::sync_copy(v, o.at(pl::ds(c * 128, 128)));
@@ -756,14 +784,16 @@ TEST(CheckedSemaphore, DeadlockAcrossCores) {
 Array<float> wait_without_start(const Array<float>& x, Mode m, bool buggy) {
   return pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                     pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA),
-                    pltpu::CompilerParams{.wait_timeout_ms = 60000}, checked(m))(
-      [buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
-              DmaSem sem) {
-        auto cp = pltpu::make_async_copy(x_hbm, v, sem);
-        if (!buggy) cp.start();
+                    pltpu::CompilerParams{.wait_timeout_ms = 60000},
+                    checked(m))([buggy](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o,
+                                        pltpu::VmemRef<float> v, DmaSem sem) {
+    auto cp = pltpu::make_async_copy(x_hbm, v, sem);
+    if (!buggy) cp.start();
+    // clang-format off
         MARK_LINE; cp.wait();
-        pltpu::sync_copy(v, o);
-      })(x);
+    // clang-format on
+    pltpu::sync_copy(v, o);
+  })(x);
 }
 
 TEST(CheckedSemaphore, DmaWaitWithoutStartIsADeadlock) {
@@ -786,7 +816,9 @@ Array<float> barrier_mismatch(bool buggy) {
         pltpu::sync_copy(v, o.at(pl::ds(c * 128, 128)));
         pltpu::core_barrier(bar, "core");
         if (buggy && c == 0) {
+          // clang-format off
           MARK_LINE; pltpu::core_barrier(bar, "core");
+          // clang-format on
         }
       })();
 }
@@ -806,9 +838,8 @@ Array<float> revisit(const Array<float>& x, bool buggy) {
       [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv; },
       pl::out_shape<float>({16, 128}), pl::grid({2, 2}),
       pl::in_specs(pl::BlockSpec({8, 128}, [](int i, int) { return pl::idx(i, 0); })),
-      pl::out_specs(pl::BlockSpec({8, 128}, [buggy](int i, int j) {
-        return pl::idx(buggy ? j : i, 0);
-      })),
+      pl::out_specs(
+          pl::BlockSpec({8, 128}, [buggy](int i, int j) { return pl::idx(buggy ? j : i, 0); })),
       checked())(x);
 }
 
@@ -844,7 +875,8 @@ TEST(CheckedOrder, ParallelAxisOrderIsRandomised) {
         },
         pl::out_shape<float>({64, 128}), pl::grid({8, 4}), pl::in_specs(spec), pl::out_specs(spec),
         pltpu::TensorCoreMesh("core", 1),
-        pltpu::CompilerParams{.dimension_semantics = {pltpu::PARALLEL, pltpu::ARBITRARY}}, p)(ramp({64, 128}));
+        pltpu::CompilerParams{.dimension_semantics = {pltpu::PARALLEL, pltpu::ARBITRARY}},
+        p)(ramp({64, 128}));
   };
   const Array<float> plain = run(std::nullopt);
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
@@ -913,7 +945,9 @@ TEST(CheckedForce, ForceTpuInterpretModeChecksUnchangedKernels) {
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128})))(
       [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> acc, pltpu::VmemRef<float> ov) {
+        // clang-format off
         MARK_LINE; ov = acc + jnp::full_like(acc, 1.0f);
+        // clang-format on
         pltpu::sync_copy(ov, o);
       });
   static_cast<void>(k());  // native: garbage in, no error

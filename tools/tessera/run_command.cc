@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 #include <functional>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
