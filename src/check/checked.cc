@@ -940,10 +940,11 @@ void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, const
     }
     execute(ctx, cc.inflight[pick]);
   }
-  checked_block_until(ctx, *sem, -1, bytes, op, where,
-                      fmt::format("the DMA semaphore of this descriptor (source {} {})",
-                                  dtype_name(src.dtype), src.shape.to_string()),
-                      " bytes");
+  checked_block_until(
+      ctx, *sem, -1, bytes, op, where,
+      fmt::format("{} (the DMA semaphore of a copy of {} {})", describe_semaphore(ctx, sem),
+                  dtype_name(src.dtype), src.shape.to_string()),
+      " bytes");
   // The copies this wait completes: executed ones on the semaphore, oldest first.
   std::vector<Dma> done;
   int64_t left = bytes;

@@ -147,6 +147,10 @@ void dma_semaphore_add(SemaphoreCell* cell, int64_t bytes);
 void dma_semaphore_wait(SemaphoreCell* cell, int64_t bytes, const RawRef& src, const char* op,
                         std::source_location where);
 
+/// Names the semaphore `cell` of the calling core ("scratch #1 SemaphoreType.DMA((2,)) element
+/// (0,)"), as errors do.
+std::string describe_semaphore(const CoreContext& ctx, const SemaphoreCell* cell);
+
 /// Raises `state.semaphore_high` to at least `bytes`.
 void raise_semaphore_high(LaunchState& state, int64_t bytes) noexcept;
 

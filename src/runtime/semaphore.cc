@@ -322,6 +322,13 @@ void dma_semaphore_wait(SemaphoreCell* cell, int64_t bytes, const RawRef& src, c
   block_until(ctx, *cell, slot, bytes, WaitSite{op, where, " bytes", hint.c_str()});
 }
 
+std::string describe_semaphore(const CoreContext& ctx, const SemaphoreCell* cell) {
+  const auto base = reinterpret_cast<uintptr_t>(ctx.arena->semaphores());
+  const auto slot = static_cast<int64_t>((reinterpret_cast<uintptr_t>(cell) - base) /
+                                         static_cast<uintptr_t>(kCell));
+  return name_semaphore(*ctx.launch->spec, &ctx, slot);
+}
+
 void raise_semaphore_high(LaunchState& state, int64_t bytes) noexcept {
   int64_t cur = state.semaphore_high.load();
   while (cur < bytes && !state.semaphore_high.compare_exchange_weak(cur, bytes)) {
