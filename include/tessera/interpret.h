@@ -6,11 +6,11 @@
 // `TESSERA_INTERPRET=1` in the environment to run every kernel checked with default params
 // (`TESSERA_INTERPRET=v5e`: against that chip):
 //
-//   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core"),
-//                       pl::scratch_types(pltpu::VMEM<float>({128})),
-//                       pltpu::InterpretParams{.dma_execution_mode =
-//                       pltpu::DmaExecutionMode::eager,
-//                                              .chip = "v5e"})(body);
+//   pltpu::InterpretParams params;
+//   params.dma_execution_mode = pltpu::DmaExecutionMode::eager;
+//   params.chip = "v5e";
+//   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+//                       pl::scratch_types(pltpu::VMEM<float>({128})), params)(body);
 //
 // A checked kernel raises tessera::KernelError (kind, message, the user's file:line, kernel,
 // core, grid step) for: races (compute vs an in-flight DMA, DMA vs DMA, core vs core on HBM,
