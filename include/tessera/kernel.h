@@ -46,6 +46,7 @@
 #include "tessera/array.h"
 #include "tessera/compiler_params.h"
 #include "tessera/detail/runtime.h"
+#include "tessera/interpret.h"
 #include "tessera/mesh.h"
 #include "tessera/ref.h"
 #include "tessera/scratch.h"
@@ -104,7 +105,8 @@ inline constexpr bool is_scratch_types_v<pl::ScratchTypes<S...>> = true;
 template <class T>
 inline constexpr bool is_kernel_option_v =
     is_out_type_v<T> || is_scratch_types_v<T> || std::is_same_v<T, pltpu::TensorCoreMesh> ||
-    std::is_same_v<T, pl::Name> || std::is_same_v<T, pltpu::CompilerParams>;
+    std::is_same_v<T, pl::Name> || std::is_same_v<T, pltpu::CompilerParams> ||
+    std::is_same_v<T, pltpu::InterpretParams>;
 
 /// The first type in Ts that satisfies Pred, else Default.
 template <template <class> class Pred, class Default, class... Ts>
@@ -209,7 +211,8 @@ template <class Body, class... Outs, class... Scrs>
 class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
  public:
   Kernel(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch, pltpu::TensorCoreMesh mesh,
-         std::string name, pltpu::CompilerParams params, std::source_location where)
+         std::string name, pltpu::CompilerParams params, std::source_location where,
+         std::optional<pltpu::InterpretParams> interpret = std::nullopt)
       : body_(std::move(body)), out_(std::move(out)), scratch_(std::move(scratch)) {
     spec_.name = std::move(name);
     spec_.axis_name = mesh.axis_name();
@@ -217,6 +220,7 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     spec_.vmem_limit_bytes = params.vmem_limit_bytes.value_or(0);
     spec_.wait_timeout_ms = params.wait_timeout_ms.value_or(0);
     spec_.where = where;
+    spec_.interpret = std::move(interpret);
     spec_.scratch = std::apply(
         [](const auto&... s) { return std::vector<detail::ScratchRequest>{s.request()...}; },
         scratch_.items);
@@ -274,7 +278,20 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
             pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]), std::get<O>(out_.outs).shape)...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };
-    detail::launch(spec_, per_core);
+    if (!spec_.interpret && detail::forced_interpret() == nullptr) {
+      detail::launch(spec_, per_core);
+      return;
+    }
+    // Checked: the engine poisons fresh outputs and keeps shadow state of every HBM array.
+    const detail::LaunchBuffer buffers[sizeof...(Ins) + sizeof...(Outs) + 1] = {
+        detail::LaunchBuffer{ins.data(),
+                             ins.shape().size() * int64_t{sizeof(typename Ins::value_type)},
+                             dtype_of<typename Ins::value_type>, ins.shape(), false, 0}...,
+        detail::LaunchBuffer{
+            out_data[O], std::get<O>(out_.outs).shape.size() * int64_t{sizeof(Outs)},
+            dtype_of<Outs>, std::get<O>(out_.outs).shape, true, static_cast<int>(O)}...,
+        detail::LaunchBuffer{}};
+    detail::launch(spec_, per_core, buffers, static_cast<int>(sizeof...(Ins) + sizeof...(Outs)));
   }
 
   Body body_;
@@ -293,6 +310,7 @@ class KernelBuilder {
   void set(const pltpu::TensorCoreMesh& m) { mesh_ = m; }
   void set(Name n) { name_ = std::move(n.value); }
   void set(const pltpu::CompilerParams& p) { params_ = p; }
+  void set(const pltpu::InterpretParams& p) { interpret_ = p; }
 
   /// Binds the body. `where` (the line of this call) is the kernel's location in errors.
   template <class Body>
@@ -301,7 +319,7 @@ class KernelBuilder {
     pltpu::check_compiler_params(params_, where);
     std::string nm = name_.empty() ? detail::default_kernel_name(where) : name_;
     return Kernel<std::decay_t<Body>, Out, Scr>(std::forward<Body>(body), out_, scratch_, mesh_,
-                                                std::move(nm), params_, where);
+                                                std::move(nm), params_, where, interpret_);
   }
 
  private:
@@ -310,6 +328,7 @@ class KernelBuilder {
   pltpu::TensorCoreMesh mesh_;
   std::string name_;
   pltpu::CompilerParams params_{};
+  std::optional<pltpu::InterpretParams> interpret_;
 };
 
 /// `pl.kernel(out_type=..., mesh=..., scratch_types=..., compiler_params=..., name=...)`.
@@ -317,7 +336,8 @@ template <class... Opts>
 auto kernel(Opts&&... opts) {
   static_assert((detail::is_kernel_option_v<std::decay_t<Opts>> && ...),
                 "tessera: pl::kernel options are pl::out_type(...), a pltpu::TensorCoreMesh, "
-                "pl::scratch_types(...), pl::name(...) and pltpu::CompilerParams{...}");
+                "pl::scratch_types(...), pl::name(...), pltpu::CompilerParams{...} and "
+                "pltpu::InterpretParams{...}");
   constexpr int meshes =
       (0 + ... + (std::is_same_v<std::decay_t<Opts>, pltpu::TensorCoreMesh> ? 1 : 0));
   static_assert(meshes == 1,

@@ -144,7 +144,8 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
   PallasCall(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch, In in_specs,
              OutS out_specs, Shape grid, pltpu::CompilerParams params,
              std::optional<pltpu::TensorCoreMesh> mesh, InputOutputAliases aliases,
-             std::string name, std::source_location where)
+             std::string name, std::source_location where,
+             std::optional<pltpu::InterpretParams> interpret = std::nullopt)
       : body_(std::move(body)),
         out_(std::move(out)),
         scratch_(std::move(scratch)),
@@ -155,7 +156,8 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         mesh_(std::move(mesh)),
         aliases_(std::move(aliases)),
         name_(std::move(name)),
-        where_(where) {}
+        where_(where),
+        interpret_(std::move(interpret)) {}
 
   /// Runs the grid over `args` (the NP scalar-prefetch operands, then the inputs) and returns
   /// the output(s), as pl::kernel does.
@@ -300,7 +302,9 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
       };
       detail::run_pipeline(cfg, ops, step);
     };
-    auto kernel = pl::kernel(out_, all_scratch, mesh, pl::name(name_), kp)(per_core, where_);
+    auto builder = pl::kernel(out_, all_scratch, mesh, pl::name(name_), kp);
+    if (interpret_) builder.set(*interpret_);
+    auto kernel = builder(per_core, where_);
     kernel.run_into(outs,
                     detail::HbmView<Args>{static_cast<const Args*>(arg_data[A]), args.shape()}...);
     return finish(std::move(outs));
@@ -327,6 +331,7 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
   InputOutputAliases aliases_;
   std::string name_;
   std::source_location where_;
+  std::optional<pltpu::InterpretParams> interpret_;
 };
 
 namespace detail_pallas {
@@ -376,6 +381,7 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
   std::optional<pltpu::TensorCoreMesh> mesh;
   InputOutputAliases aliases;
   std::string name;
+  std::optional<pltpu::InterpretParams> interpret;
   (
       [&](auto&& o) {
         using O = std::decay_t<decltype(o)>;
@@ -398,12 +404,15 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
           aliases = o;
         else if constexpr (std::is_same_v<O, Name>)
           name = o.value;
+        else if constexpr (std::is_same_v<O, pltpu::InterpretParams>)
+          interpret = o;
         else
           static_assert(sizeof(O) == 0,
                         "tessera: pallas_call options are pl::out_shape, pl::grid, "
                         "pl::in_specs, pl::out_specs, pl::scratch_shapes, "
                         "pl::input_output_aliases, pltpu::PrefetchScalarGridSpec, "
-                        "pltpu::CompilerParams, pltpu::TensorCoreMesh and pl::name");
+                        "pltpu::CompilerParams, pltpu::TensorCoreMesh, pl::name and "
+                        "pltpu::InterpretParams");
       }(std::forward<Opts>(opts)),
       ...);
   if (where.line() == 0) where = out.where;  // no grid: errors point at pl::out_shape
@@ -411,7 +420,7 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
   return PallasCall<std::decay_t<Body>, NP, Out, Scr, In, OutS>(
       std::forward<Body>(body), std::move(out), std::move(scratch), std::move(in), std::move(outs),
       std::move(grid), std::move(params), std::move(mesh), std::move(aliases), std::move(name),
-      where);
+      where, std::move(interpret));
 }
 }  // namespace detail_pallas
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "tessera/detail/runtime.h"
@@ -53,7 +54,8 @@ void copy_run(std::byte* d, const std::byte* s, const Dim& inner, int item) {
 }
 }  // namespace
 
-void dma_copy(const RawRef& src, const RawRef& dst, const char* op, std::source_location where) {
+void validate_copy(const RawRef& src, const RawRef& dst, const char* op,
+                   std::source_location where) {
   if (src.shape != dst.shape) {
     raise(ErrorKind::kShapeMismatch, op, where,
           fmt::format("source {} ref of shape {} and destination {} ref of shape {} differ; a "
@@ -66,6 +68,18 @@ void dma_copy(const RawRef& src, const RawRef& dst, const char* op, std::source_
           fmt::format("source dtype {} and destination dtype {} differ", dtype_name(src.dtype),
                       dtype_name(dst.dtype)));
   }
+}
+
+void dma_copy(const RawRef& src, const RawRef& dst, const char* op, std::source_location where) {
+  validate_copy(src, dst, op, where);
+  if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
+    checked_sync_copy(*ctx, src, dst, op, where);
+    return;
+  }
+  dma_copy_raw(src, dst);
+}
+
+void dma_copy_raw(const RawRef& src, const RawRef& dst) {
   if (src.shape.size() == 0) return;
   const trace::detail::CopyScope trace_copy(src, dst, op);
   const int item = itemsize(src.dtype);
@@ -150,13 +164,26 @@ void AsyncCopyDescriptor::start(std::source_location where) {
                     "(for a second copy in flight, make a second descriptor)",
                     detail::format_location(made_), detail::format_location(started_at_)));
   }
-  detail::dma_copy(src_, dst_, op, where);
-  detail::dma_semaphore_add(sem_, nbytes());
+  detail::CoreContext* ctx = detail::current_context();
+  if (ctx->checked != nullptr) {
+    detail::validate_copy(src_, dst_, op, where);
+    detail::checked_dma_start(*ctx, src_, dst_, sem_, made_, where);
+  } else {
+    detail::dma_copy(src_, dst_, op, where);
+    detail::dma_semaphore_add(sem_, nbytes());
+  }
   in_flight_ = true;
   started_at_ = where;
 }
 
 void AsyncCopyDescriptor::wait(std::source_location where) {
+  detail::CoreContext* ctx = detail::current_context();
+  if (ctx != nullptr && ctx->checked != nullptr) {
+    detail::check_dma_semaphore(sem_, "async_copy.wait", where);
+    detail::checked_dma_wait(*ctx, sem_, nbytes(), src_, "async_copy.wait", where);
+    in_flight_ = false;
+    return;
+  }
   detail::dma_semaphore_wait(sem_, nbytes(), src_, "async_copy.wait", where);
   in_flight_ = false;
 }

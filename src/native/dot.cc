@@ -15,7 +15,9 @@
 #include <new>
 #include <vector>
 
+#include "check/checked.h"
 #include "native/gemm.h"
+#include "runtime/context.h"
 #include "tessera/detail/runtime.h"
 #include "trace/recorder.h"
 
@@ -200,6 +202,9 @@ Shape dot_result_shape(const DotCall& call) {
 
 void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
   const Operands o = validate(call);
+  if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
+    checked_dot(*ctx, call, dst, accumulate);
+  }
   const Shape want{o.m, o.n};
   if (dst.shape != want) {
     raise(ErrorKind::kShapeMismatch, call.op, call.where,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "check/checked.h"
 #include "native/vector_plan.h"
 #include "runtime/context.h"
 #include "tessera/detail/expr_program.h"
@@ -725,6 +726,11 @@ void check_integer_pow(bool integral, int64_t n, std::source_location where) {
 
 void evaluate(const ExprProgram& prog, const RawRef& dst) {
   const trace::detail::VpuScope trace_op(prog, dst);
+  // Checked mode: the books first (reads of unwritten bytes, races with in-flight copies), once
+  // per assignment and before any fast path.
+  if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
+    checked_evaluate(*ctx, prog, dst);
+  }
   bool plain = true;
   for (const ExprNode& e : prog.nodes) plain = plain && !is_non_elementwise(e.op);
   if (plain) return evaluate_flat(prog.nodes, prog.where, dst);

@@ -18,6 +18,9 @@
 namespace tessera::detail {
 
 /// What the cores of one launch share. Lives on the launcher's stack for the launch.
+struct CheckedLaunch;
+struct CheckedCore;
+
 struct LaunchState {
   const LaunchSpec* spec = nullptr;
   int64_t wait_timeout_ms = 0;  // resolved: the kernel's, else the default
@@ -30,6 +33,7 @@ struct LaunchState {
   std::atomic<int64_t> semaphore_high{0};
   std::mutex mu;
   std::exception_ptr first_error;
+  CheckedLaunch* checked = nullptr;  // set when the launch runs checked (src/check)
 };
 
 /// A semaphore buffer of a live `pl::run_scoped` scope, for naming it in errors.
@@ -58,6 +62,7 @@ struct CoreContext {
   int64_t smem_top = 0;
   int64_t semaphore_top = 0;
   std::vector<ScopedSemaphore> scoped_semaphores;  // innermost scope last
+  CheckedCore* checked = nullptr;  // the checked engine's books for this core, or null (native)
 };
 
 /// The lines of the next grid step's input blocks, which the native engine prefetches a few at a
@@ -141,6 +146,10 @@ void check_dma_semaphore(const SemaphoreCell* cell, const char* op, std::source_
 void dma_semaphore_add(SemaphoreCell* cell, int64_t bytes);
 void dma_semaphore_wait(SemaphoreCell* cell, int64_t bytes, const RawRef& src, const char* op,
                         std::source_location where);
+
+/// Names the semaphore `cell` of the calling core ("scratch #1 SemaphoreType.DMA((2,)) element
+/// (0,)"), as errors do.
+std::string describe_semaphore(const CoreContext& ctx, const SemaphoreCell* cell);
 
 /// Raises `state.semaphore_high` to at least `bytes`.
 void raise_semaphore_high(LaunchState& state, int64_t bytes) noexcept;

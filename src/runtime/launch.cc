@@ -8,10 +8,13 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
@@ -147,7 +150,28 @@ void prepare_launch(LaunchSpec& spec) {
   }
 }
 
-void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
+namespace {
+std::atomic<const pltpu::InterpretParams*> g_forced{nullptr};
+}  // namespace
+
+const pltpu::InterpretParams* forced_interpret() noexcept {
+  if (const pltpu::InterpretParams* p = g_forced.load(std::memory_order_acquire)) return p;
+  // TESSERA_INTERPRET=1 (or true/yes/on): defaults; any other value names a chip ("v5e").
+  static const std::optional<pltpu::InterpretParams> env_params =
+      []() -> std::optional<pltpu::InterpretParams> {
+    const char* env = std::getenv("TESSERA_INTERPRET");
+    if (env == nullptr || *env == '\0') return std::nullopt;
+    const std::string_view v(env);
+    if (v == "0" || v == "false" || v == "no" || v == "off") return std::nullopt;
+    pltpu::InterpretParams p;
+    if (v != "1" && v != "true" && v != "yes" && v != "on") p.chip = std::string(v);
+    return p;
+  }();
+  return env_params ? &*env_params : nullptr;
+}
+
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
+            const LaunchBuffer* buffers, int num_buffers) {
   if (in_kernel()) {
     raise(ErrorKind::kInvalidArgument, "pl::kernel", spec.where,
           fmt::format("kernel '{}' was launched from inside a kernel body; kernels cannot nest "
@@ -172,8 +196,17 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
                        .c_str());
   }
 
+  // Checked mode (issue #5): the engine's books for this launch; null on the native path.
+  CheckedLaunchPtr checked;
+  if (spec.interpret) {
+    checked = checked_begin(spec, *spec.interpret, buffers, num_buffers, vmem_limit);
+  } else if (const pltpu::InterpretParams* forced = forced_interpret()) {
+    checked = checked_begin(spec, *forced, buffers, num_buffers, vmem_limit);
+  }
+
   LaunchState state;
   state.spec = &spec;
+  state.checked = checked.get();
   state.wait_timeout_ms =
       spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms();
   state.semaphore_high.store(spec.semaphore_used, std::memory_order_relaxed);
@@ -189,7 +222,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
     ctx.kernel_where = spec.where;
     CoreArena& arena = pool.arena(core);
     ctx.arena = &arena;
-    ctx.vmem_limit = vmem_limit;
+    ctx.vmem_limit = checked ? checked_vmem_limit(*checked, vmem_limit) : vmem_limit;
     ctx.vmem_top = vmem_used;
     ctx.smem_top = smem_used;
     ctx.semaphore_top = spec.semaphore_used;
@@ -212,7 +245,13 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
     set_current_context(&ctx);
     try {
       const trace::detail::CoreScope trace_core(trace_launch, core);
-      body(core, ptrs);
+      if (checked) {
+        checked_core_begin(*checked, ctx, ptrs);
+        body(core, ptrs);
+        checked_core_end(ctx);
+      } else {
+        body(core, ptrs);
+      }
     } catch (...) {
       {
         std::lock_guard<std::mutex> lock(state.mu);
@@ -222,11 +261,15 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
       // Cores blocked in a semaphore wait would otherwise sleep until their timeout.
       wake_semaphore_waiters(spec.num_cores);
     }
+    if (checked) checked_core_finished(ctx);
     set_current_context(nullptr);
   };
   // The semaphore exit check and clearing run under the pool's launch lock: a launch from
   // another host thread must not start on these arenas before they are clear again.
-  auto after = [&] { finish_semaphores(spec, state); };
+  auto after = [&] {
+    finish_semaphores(spec, state);
+    if (checked) checked_finish(*checked, state);
+  };
   pool.run(spec.num_cores, run_core, after);
   if (state.first_error) std::rethrow_exception(state.first_error);
 }
@@ -234,6 +277,13 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
 }  // namespace tessera::detail
 
 namespace tessera::pltpu {
+ForceTpuInterpretMode::ForceTpuInterpretMode(InterpretParams params) : params_(std::move(params)) {
+  detail::g_forced.store(&params_, std::memory_order_release);
+}
+ForceTpuInterpretMode::~ForceTpuInterpretMode() {
+  detail::g_forced.store(nullptr, std::memory_order_release);
+}
+
 void check_compiler_params(const CompilerParams& params, std::source_location where) {
   if (params.wait_timeout_ms.has_value() && *params.wait_timeout_ms < 1) {
     detail::raise(ErrorKind::kInvalidArgument, "pltpu::CompilerParams", where,

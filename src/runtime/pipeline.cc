@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "check/checked.h"
 #include "runtime/context.h"
 #include "runtime/pipeline_schedule.h"
 #include "runtime/scoped_vmem.h"
@@ -333,6 +334,17 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
             "pl::Buffered(n, use_lookahead) on an output; lookahead fetches inputs ahead, so "
             "only input BlockSpecs may ask for it");
     }
+    // Checked mode against a TPU generation: the tiling rules for blocks in VMEM
+    // (pallas-reference §3.1).
+    if (ctx->checked != nullptr && checked_chip(*ctx) != nullptr && !s.is_whole_array() &&
+        s.memory_space() != MemorySpace::SMEM) {
+      SmallVec block;
+      for (const pl::BlockDim& d : s.block_shape()) block.push_back(d.is_squeezed ? 1 : d.size);
+      const int index =
+          op.is_output ? static_cast<int>(specs.size()) - 1 - num_inputs : num_inputs - 1;
+      checked_block_shape(op.hbm.shape, block, op.hbm.dtype, index, op.is_output, config.op,
+                          s.where());
+    }
   }
 
   // This core's share of the grid.
@@ -361,7 +373,16 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
     for (int d = 0; d < op.hbm.shape.rank(); ++d) {
       if (!is_squeezed(op, d)) st.hbm_strides.push_back(op.hbm.strides[d]);
     }
-    st.may_alias = (op.is_output || op.read_only) && op.spec->memory_space() != MemorySpace::SMEM;
+    // Checked mode keeps every copy: no kernel may come to depend on a window being the block.
+    st.may_alias = (op.is_output || op.read_only) && op.spec->memory_space() != MemorySpace::SMEM &&
+                   ctx->checked == nullptr;
+    if (ctx->checked != nullptr) {
+      checked_fresh(
+          *ctx, st.buffer, st.bytes * buffers, op.hbm.dtype,
+          fmt::format("the VMEM window of {} {} ({}<{}>{})", op.is_output ? "output" : "input",
+                      op.is_output ? static_cast<int>(k) - num_inputs : static_cast<int>(k),
+                      config.op, dtype_name(op.hbm.dtype), st.shape.to_string()));
+    }
     for (size_t j = 0; j < operands.size() && st.may_alias; ++j) {
       const bool other_kind = operands[j].is_output != op.is_output;
       if (j != k && (other_kind || op.is_output) && overlaps(op.hbm, operands[j].hbm)) {
@@ -390,7 +411,9 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
   const HintsScope hints_scope(&hints);
 
   PipelineCursor cursor(part.grid, part.offset, specs, num_inputs, config.range_begin,
-                        config.range_end, config.scalar_prefetch);
+                        config.range_end, config.scalar_prefetch,
+                        ctx->checked != nullptr ? checked_parallel_order(*ctx, grid, semantics)
+                                                : std::vector<std::vector<int64_t>>{});
   PrefetchSource prefetch_source{&cursor, &operands, num_inputs, 0};
   const size_t num_outputs = operands.size() - static_cast<size_t>(num_inputs);
   std::vector<RevisitTracker> revisits(num_outputs);
@@ -414,6 +437,10 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
           trace::detail::block_in_place(st.win.data, st.bytes, true, &hints.prefetch);
         } else {
           const BlockViews v = block_views(op, w, st.buffer);
+          // Checked: a partial edge block's padding is poison (garbage on a TPU).
+          if (ctx->checked != nullptr && !is_full(w)) {
+            checked_pad(*ctx, st.buffer, st.bytes, op.hbm.dtype);
+          }
           dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config.where);
           st.win = WindowRef{st.buffer, &st.buffer_strides};
         }
@@ -444,6 +471,13 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         st.in_place = st.may_alias && st.single_visit && is_full(w);
         st.win = st.in_place ? WindowRef{block_data(op, w), &st.hbm_strides}
                              : WindowRef{st.buffer, &st.buffer_strides};
+        // Checked: a new visit's window holds poison that was never written.
+        if (ctx->checked != nullptr) {
+          checked_fresh(
+              *ctx, st.buffer, st.bytes, op.hbm.dtype,
+              fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config.op,
+                          dtype_name(op.hbm.dtype), st.shape.to_string(), indices_str(b.v)));
+        }
       }
     }
     // Hints for the evaluator: streaming stores into single-step in-place outputs, and the next

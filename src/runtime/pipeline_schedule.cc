@@ -7,12 +7,14 @@ namespace tessera::detail {
 
 PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
                                std::vector<const pl::BlockSpec*> specs, int num_inputs,
-                               int64_t begin, int64_t end, std::vector<RawRef> scalar_prefetch)
+                               int64_t begin, int64_t end, std::vector<RawRef> scalar_prefetch,
+                               std::vector<std::vector<int64_t>> permutations)
     : grid_(std::move(local_grid)),
       offset_(std::move(offset)),
       specs_(std::move(specs)),
       num_inputs_(num_inputs),
-      prefetch_(std::move(scalar_prefetch)) {
+      prefetch_(std::move(scalar_prefetch)),
+      perm_(std::move(permutations)) {
   const int64_t total = grid_.size();
   if (end < 0 || end > total) end = total;
   begin = std::min(std::max<int64_t>(begin, 0), end);
@@ -20,8 +22,7 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
   done_ = num_steps_ == 0;
   if (done_) return;
   local_ = detail::grid_point(grid_, begin);
-  global_ = local_;
-  for (int a = 0; a < global_.size(); ++a) global_[a] += offset_[a];
+  global_ = to_global(local_);
   eval(local_, cur_);
   prev_ = cur_;
   next_local_ = local_;
@@ -29,9 +30,19 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
   if (has_next_) eval(next_local_, next_);
 }
 
-void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) const {
+SmallVec PipelineCursor::to_global(const SmallVec& local) const {
   SmallVec global = local;
-  for (int a = 0; a < global.size(); ++a) global[a] += offset_[a];
+  for (int a = 0; a < global.size(); ++a) {
+    global[a] += offset_[a];
+    if (static_cast<size_t>(a) < perm_.size() && !perm_[static_cast<size_t>(a)].empty()) {
+      global[a] = perm_[static_cast<size_t>(a)][static_cast<size_t>(global[a])];
+    }
+  }
+  return global;
+}
+
+void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) const {
+  const SmallVec global = to_global(local);
   out.resize(specs_.size());
   for (size_t k = 0; k < specs_.size(); ++k) {
     out[k] = specs_[k]->block_indices(global.data(), global.size(), prefetch_.data(),
@@ -55,8 +66,7 @@ void PipelineCursor::advance() {
   }
   ++step_;
   local_ = next_local_;
-  global_ = local_;
-  for (int a = 0; a < global_.size(); ++a) global_[a] += offset_[a];
+  global_ = to_global(local_);
   prev_ = std::move(cur_);
   cur_ = std::move(next_);
   next_ = {};

@@ -31,7 +31,8 @@ class PipelineCursor {
   /// (pallas_call gives each core a contiguous range; end < 0 means the whole grid).
   PipelineCursor(Shape local_grid, SmallVec offset, std::vector<const pl::BlockSpec*> specs,
                  int num_inputs, int64_t begin = 0, int64_t end = -1,
-                 std::vector<RawRef> scalar_prefetch = {});
+                 std::vector<RawRef> scalar_prefetch = {},
+                 std::vector<std::vector<int64_t>> permutations = {});
 
   /// True when every step has been visited (immediately for an empty grid).
   bool done() const noexcept { return done_; }
@@ -53,12 +54,16 @@ class PipelineCursor {
 
  private:
   void eval(const SmallVec& local, std::vector<pl::Indices>& out) const;
+  SmallVec to_global(const SmallVec& local) const;
 
   Shape grid_;
   SmallVec offset_;
   std::vector<const pl::BlockSpec*> specs_;
   int num_inputs_;
   std::vector<RawRef> prefetch_;  // passed to every index map after the grid indices
+  // Per grid axis, empty or a permutation of its points (the checked engine's randomised
+  // PARALLEL order): the global coordinate g becomes perm[g].
+  std::vector<std::vector<int64_t>> perm_;
   int64_t num_steps_ = 0;
   int64_t step_ = 0;
   bool done_ = false;

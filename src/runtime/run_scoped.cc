@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 
@@ -104,6 +105,11 @@ ScopedScratch::ScopedScratch(const ScratchRequest* requests, int n, void** ptrs,
     ptrs[i] = base + top;
     if (r.space == MemorySpace::SEMAPHORE) {
       ctx->scoped_semaphores.push_back(ScopedSemaphore{top, r.shape, r.semaphore_kind, i, where});
+    } else if (ctx->checked != nullptr) {
+      checked_fresh(
+          *ctx, ptrs[i], r.bytes, r.dtype,  // poison, never written
+          fmt::format("run_scoped buffer #{} {}<{}>{} (scope at {})", i, to_string(r.space),
+                      dtype_name(r.dtype), r.shape.to_string(), format_location(where)));
     }
     top = align_up(top + r.bytes);
   }

@@ -5,11 +5,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <source_location>
 #include <string>
 #include <vector>
 
+#include "check/checked.h"
 #include "runtime/context.h"
 
 namespace tessera::detail {
@@ -29,6 +31,10 @@ class ScopedVmem {
     if (start + bytes > ctx_.vmem_limit) {
       std::string held;
       for (const auto& [name, size] : held_) held += fmt::format("{} of {} bytes, ", name, size);
+      if (ctx_.checked != nullptr && checked_chip(ctx_) != nullptr) {
+        held += fmt::format("checked against the {} chip's {} bytes of VMEM per TensorCore, ",
+                            checked_params(ctx_).chip, checked_chip(ctx_)->vmem_capacity_bytes);
+      }
       raise(ErrorKind::kCapacityExceeded, op_, where_,
             fmt::format("{} needs {} more bytes of VMEM on this core, but {} of the {} byte "
                         "budget are in use ({}the kernel's scratch and enclosing scopes); use "
@@ -60,11 +66,17 @@ class ScopedSmem {
 
   void* allocate(int64_t bytes, const char* what) {
     const int64_t start = (ctx_.smem_top + 63) / 64 * 64;
-    if (start + bytes > smem_capacity_bytes()) {
+    int64_t capacity = smem_capacity_bytes();
+    const pltpu::TpuInfo* chip = ctx_.checked != nullptr ? checked_chip(ctx_) : nullptr;
+    if (chip != nullptr) capacity = std::min(capacity, chip->smem_capacity_bytes);
+    if (start + bytes > capacity) {
       raise(ErrorKind::kCapacityExceeded, op_, where_,
-            fmt::format("{} needs {} bytes of SMEM on this core, but {} of the {} bytes are in "
+            fmt::format("{} needs {} bytes of SMEM on this core, but {} of the {} bytes{} are in "
                         "use; SMEM is for scalars: keep large operands in VMEM",
-                        what, bytes, start, smem_capacity_bytes()));
+                        what, bytes, start, capacity,
+                        chip != nullptr
+                            ? fmt::format(" (the {} chip's SMEM)", checked_params(ctx_).chip)
+                            : std::string()));
     }
     ctx_.smem_top = start + bytes;
     return ctx_.arena->smem() + start;

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
@@ -131,6 +132,11 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
                  const WaitSite& site) {
   const trace::detail::SpanScope trace_wait(trace::detail::Kind::kWait, site.op, -1,
                                             *site.unit != '\0');  // " bytes": a DMA wait
+  if (ctx.checked != nullptr) {
+    checked_block_until(ctx, cell, slot, amount, site.op, site.where,
+                        name_semaphore(*ctx.launch->spec, &ctx, slot), site.unit);
+    return;
+  }
   if (try_take(cell, amount)) return;
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();
@@ -236,7 +242,11 @@ void semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kin
                       ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
   }
   CoreArena& arena = target == ctx.core ? *ctx.arena : core_arena(target);
-  arena.semaphores()[slot].fetch_add(inc);
+  if (ctx.checked != nullptr) {
+    checked_signal(ctx, target, slot, inc);
+  } else {
+    arena.semaphores()[slot].fetch_add(inc);
+  }
   arena.wait_queue().wake();
 }
 
@@ -282,7 +292,11 @@ void core_barrier(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
   for (int k = 0; k < n; ++k) {
     if (k == ctx.core) continue;
     CoreArena& arena = core_arena(k);
-    arena.semaphores()[slot].fetch_add(1);
+    if (ctx.checked != nullptr) {
+      checked_signal(ctx, k, slot, 1);
+    } else {
+      arena.semaphores()[slot].fetch_add(1);
+    }
     arena.wait_queue().wake();
   }
   block_until(ctx, *cell, slot, n - 1,
@@ -309,6 +323,13 @@ void dma_semaphore_wait(SemaphoreCell* cell, int64_t bytes, const RawRef& src, c
       "needs started copies (.start() or pltpu::async_copy) of as many bytes on this semaphore",
       dtype_name(src.dtype), src.shape.to_string(), bytes);
   block_until(ctx, *cell, slot, bytes, WaitSite{op, where, " bytes", hint.c_str()});
+}
+
+std::string describe_semaphore(const CoreContext& ctx, const SemaphoreCell* cell) {
+  const auto base = reinterpret_cast<uintptr_t>(ctx.arena->semaphores());
+  const auto slot = static_cast<int64_t>((reinterpret_cast<uintptr_t>(cell) - base) /
+                                         static_cast<uintptr_t>(kCell));
+  return name_semaphore(*ctx.launch->spec, &ctx, slot);
 }
 
 void raise_semaphore_high(LaunchState& state, int64_t bytes) noexcept {

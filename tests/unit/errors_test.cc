@@ -14,6 +14,9 @@ TEST(Errors, KindsHaveNames) {
   EXPECT_STREQ(to_string(ErrorKind::kCapacityExceeded), "capacity exceeded");
   EXPECT_STREQ(to_string(ErrorKind::kUnknownAxis), "unknown axis");
   EXPECT_STREQ(to_string(ErrorKind::kInternal), "internal error");
+  EXPECT_STREQ(to_string(ErrorKind::kRace), "data race");
+  EXPECT_STREQ(to_string(ErrorKind::kDeadlock), "deadlock");
+  EXPECT_STREQ(to_string(ErrorKind::kUninitialized), "read of uninitialized memory");
 }
 
 TEST(Errors, HierarchyAndFields) {

@@ -24,7 +24,8 @@
 namespace tessera::cli {
 
 namespace {
-int run_add(int64_t n, int cores, int repeats, bool json, const std::string& trace_path) {
+int run_add(int64_t n, int cores, int repeats, bool json, const std::string& trace_path,
+            bool check) {
   Array<float> x({n, n});
   Array<float> y({n, n});
   std::mt19937 rng(11);
@@ -69,6 +70,14 @@ int run_add(int64_t n, int cores, int repeats, bool json, const std::string& tra
       progress.done(r + 1);
     }
   }
+  std::vector<double> t_checked;
+  if (check) {
+    const pltpu::ForceTpuInterpretMode force;
+    (void)examples::pipelined_add(x, y, cores);  // warm-up, and any diagnostic
+    for (int r = 0; r < repeats; ++r) {
+      t_checked.push_back(seconds([&] { (void)examples::pipelined_add(x, y, cores); }));
+    }
+  }
   const Stats sp = stats_of(t_pipe);
   const Stats sr = stats_of(t_plain);
   nlohmann::json j;
@@ -91,6 +100,11 @@ int run_add(int64_t n, int cores, int repeats, bool json, const std::string& tra
   for (size_t r = 0; r < t_pipe.size(); ++r) paired.push_back(t_plain[r] / t_pipe[r]);
   const double ratio_paired = stats_of(paired).median;
   j["ratio_paired"] = ratio_paired;
+  if (!t_checked.empty()) {
+    const Stats sc = stats_of(t_checked);
+    j["checked"] = {{"seconds", {{"min", sc.min}, {"median", sc.median}, {"max", sc.max}}},
+                    {"over_native", sc.median / sp.median}};
+  }
   if (json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -100,6 +114,11 @@ int run_add(int64_t n, int cores, int repeats, bool json, const std::string& tra
               << bytes / sr.median / 1e9 << " GB/s), ratio " << sr.median / sp.median
               << " (median of paired repeats " << ratio_paired << ")"
               << ", max error " << max_error << "\n";
+    if (!t_checked.empty()) {
+      const Stats sc = stats_of(t_checked);
+      std::cout << "checked mode: " << sc.median * 1e3 << " ms, " << sc.median / sp.median
+                << "x native\n";
+    }
   }
   return max_error == 0 ? 0 : 1;
 }
@@ -132,6 +151,10 @@ void register_bench_command(CLI::App& app) {
                    "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
                    "stderr); the timings then include tracing's cost")
       ->type_name("FILE");
+  static bool check = false;
+  bench->add_flag("--check", check,
+                  "Also time the kernel in checked mode (docs/checked-mode.md) and report its "
+                  "ratio to native");
   static MatmulBenchOptions mm{2048,
                                2048,
                                2048,
@@ -158,11 +181,12 @@ void register_bench_command(CLI::App& app) {
       mm.repeats = repeats;
       mm.json = json;
       mm.trace_path = trace_path;
+      mm.check = check;
       const int rc = run_matmul_bench(mm);
       if (rc != 0) throw CLI::RuntimeError(rc);
       return;
     }
-    const int rc = run_add(size, c, repeats, json, trace_path);
+    const int rc = run_add(size, c, repeats, json, trace_path, check);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

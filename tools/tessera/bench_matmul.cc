@@ -75,6 +75,7 @@ nlohmann::json stats_json(const Stats& s) {
 }  // namespace
 
 int run_matmul_bench(const MatmulBenchOptions& o) {
+  std::vector<double> checked_t;  // checked-mode repeats (--check)
   const int64_t m = o.m, n = o.n, k = o.k;
   const examples::MatmulBlocks b{o.bm, o.bn, o.bk};
   if (m % b.bm != 0 || n % b.bn != 0 || k % b.bk != 0) {
@@ -131,6 +132,13 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
       refs[1].t.push_back(seconds(blas_run));
       progress.done(r + 1);
     }
+    if (o.check) {
+      const pltpu::ForceTpuInterpretMode force;
+      (void)examples::matmul(x, y, b, o.cores);  // warm-up, and any diagnostic
+      for (int r = 0; r < o.repeats; ++r) {
+        checked_t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
+      }
+    }
   } else {
     const auto x = random_array<bfloat16>(m, k, 1);
     const auto y = random_array<bfloat16>(k, n, 2);
@@ -181,6 +189,13 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
       ours_f32.t.push_back(seconds([&] { (void)examples::matmul(xf, yf, b, o.cores); }));
       progress.done(r + 1);
     }
+    if (o.check) {
+      const pltpu::ForceTpuInterpretMode force;
+      (void)examples::matmul_bf16(x, y, b, o.cores);
+      for (int r = 0; r < o.repeats; ++r) {
+        checked_t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
+      }
+    }
   }
   session.reset();  // writes the trace and prints its summary (stderr)
 
@@ -224,6 +239,10 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     j["bf16_over_own_f32"] = sf.median / so.median;
     j["bf16_over_own_f32_min"] = sf.min / so.min;
   }
+  if (!checked_t.empty()) {
+    const Stats sc = stats_of(checked_t);
+    j["checked"] = {{"seconds", stats_json(sc)}, {"over_native", sc.median / so.median}};
+  }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -243,6 +262,11 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     }
     std::cout << "; ratio to the best " << best / so.median << " (of the fastest repeats "
               << best_min / so.min << "); max error " << max_error << "\n";
+    if (!checked_t.empty()) {
+      const Stats sc = stats_of(checked_t);
+      std::cout << "checked mode: " << sc.median * 1e3 << " ms, " << sc.median / so.median
+                << "x native\n";
+    }
   }
   return 0;
 }

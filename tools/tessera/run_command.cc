@@ -13,6 +13,7 @@
 #include "quickstart.h"
 #include "tessera/error.h"
 #include "tessera/trace.h"
+#include "tessera/interpret.h"
 
 namespace tessera::cli {
 
@@ -68,10 +69,16 @@ void register_run_command(CLI::App& app) {
       ->type_name("FILE");
   run->add_option("--cores", cores, "Mesh cores (sets TESSERA_NUM_CORES for this run)")
       ->check(CLI::Range(1, 256));
+  static bool check = false;
+  run->add_flag("--check", check,
+                "Run every kernel in checked mode (docs/checked-mode.md): races, uninitialised "
+                "reads, bounds, capacity, deadlocks raise");
   run->callback([] {
     if (cores > 0) setenv("TESSERA_NUM_CORES", std::to_string(cores).c_str(), 1);
     for (const auto& e : examples()) {
       if (name == e.name) {
+        std::optional<pltpu::ForceTpuInterpretMode> force;
+        if (check) force.emplace();
         std::optional<trace::Session> session;
         if (!trace_path.empty() || !timeline_path.empty()) {
           trace::Options o;
@@ -82,7 +89,8 @@ void register_run_command(CLI::App& app) {
         }
         const bool ok = e.run(std::cout);
         if (session) session->stop();
-        std::cout << name << ": " << (ok ? "verified" : "WRONG RESULT") << "\n";
+        std::cout << name << ": " << (ok ? "verified" : "WRONG RESULT")
+                  << (check ? " (checked mode: no diagnostics)" : "") << "\n";
         if (!ok) throw CLI::RuntimeError(1);
         return;
       }

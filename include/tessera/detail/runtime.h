@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "tessera/dtype.h"
 #include "tessera/error.h"
+#include "tessera/interpret.h"
 #include "tessera/memory_space.h"
 #include "tessera/shape.h"
 
@@ -58,6 +60,9 @@ struct LaunchSpec {
   int64_t vmem_limit_bytes = 0;  // 0: the default
   int64_t wait_timeout_ms = 0;   // 0: the default (TESSERA_WAIT_TIMEOUT_MS, else 10 s)
   std::source_location where;    // the kernel's definition
+  /// Set: run checked (interpret mode) with these params. TESSERA_INTERPRET=1 sets defaults for
+  /// kernels that have none.
+  std::optional<pltpu::InterpretParams> interpret;
   // Filled by prepare_launch: the scratch layout, identical on every core.
   std::vector<int64_t> offsets;  // per scratch buffer, in bytes within its space's region
   int64_t vmem_used = 0;
@@ -69,10 +74,26 @@ struct LaunchSpec {
 /// capacity: launch() checks that, so the error comes at the call, before any core runs.
 void prepare_launch(LaunchSpec& spec);
 
+/// One HBM array a launch reads or writes, for the checked engine's shadow state.
+struct LaunchBuffer {
+  const void* data = nullptr;
+  int64_t bytes = 0;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  bool is_output = false;
+  int index = 0;  // among the inputs or the outputs
+};
+
 /// Runs `body(core, scratch_pointers)` on every core of the launch, concurrently, and waits.
 /// Throws UsageError before any core runs for a bad spec (scratch over capacity, ...); rethrows
 /// the first exception a core raised (other cores are cancelled at their next blocking point).
-void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body);
+/// `buffers` (inputs, then outputs) are only read by the checked engine.
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
+            const LaunchBuffer* buffers = nullptr, int num_buffers = 0);
+
+/// The params every kernel without its own runs checked with: pltpu::ForceTpuInterpretMode's,
+/// else defaults when TESSERA_INTERPRET is set (to anything but "" or "0"), else null.
+const pltpu::InterpretParams* forced_interpret() noexcept;
 
 /// The default number of mesh cores: TESSERA_NUM_CORES, else the hardware threads.
 int default_num_cores();
