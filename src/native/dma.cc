@@ -72,6 +72,7 @@ void validate_copy(const RawRef& src, const RawRef& dst, const char* op,
 
 void dma_copy(const RawRef& src, const RawRef& dst, const char* op, std::source_location where) {
   validate_copy(src, dst, op, where);
+  const trace::detail::CopyScope trace_copy(src, dst, op);
   if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
     checked_sync_copy(*ctx, src, dst, op, where);
     return;
@@ -81,7 +82,6 @@ void dma_copy(const RawRef& src, const RawRef& dst, const char* op, std::source_
 
 void dma_copy_raw(const RawRef& src, const RawRef& dst) {
   if (src.shape.size() == 0) return;
-  const trace::detail::CopyScope trace_copy(src, dst, op);
   const int item = itemsize(src.dtype);
   const int rank = src.shape.rank();
   const auto* s0 = static_cast<const std::byte*>(src.data);
