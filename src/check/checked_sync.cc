@@ -1,0 +1,386 @@
+// The checked engine's copies and semaphores: DMA execution modes, race detection (vector
+// clocks, HBM access history, in-flight copies against compute and each other), signals, and
+// blocking waits with deadlock detection.
+//
+// Race model. Each core has a vector clock; its own entry ticks at every DMA start, DMA wait,
+// sync copy and signal. A signal joins the signaller's clock into the semaphore's clock, a
+// successful wait joins the semaphore's clock into the waiter's (core_barrier is signals plus a
+// wait). HBM is only touched by DMAs: a DMA's accesses are recorded when it completes, with the
+// issuer's clock at its start and the issuer's epoch at its completion; an earlier access E and
+// a new access N (at least one a write, bytes overlapping) are ordered iff E.end <=
+// N.start[E.core]. Within a core, compute and DMAs race when compute touches bytes of a copy that
+// was started and not yet waited (whatever the execution mode: on a TPU the copy may land at any
+// time in between), and two in-flight copies race when one writes bytes the other reads or writes.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "check/checked_state.h"
+#include "core/messages.h"
+#include "tessera/error.h"
+
+namespace tessera::detail {
+
+namespace {
+
+Box box_of(const HbmBuffer& b, const RawRef& r) {
+  Box x;
+  const int R = b.shape.rank();
+  if (R < 1 || R > 8 || r.shape.size() == 0) return x;
+  const int64_t item = itemsize(b.dtype);
+  int64_t A[8];
+  A[R - 1] = 1;
+  for (int d = R - 2; d >= 0; --d) A[d] = A[d + 1] * b.shape[d + 1];
+  int64_t off = static_cast<int64_t>(reinterpret_cast<uintptr_t>(r.data) - b.region.base) / item;
+  x.rank = R;
+  for (int d = 0; d < R; ++d) {
+    x.lo[d] = off / A[d];
+    off -= x.lo[d] * A[d];
+    x.hi[d] = x.lo[d] + 1;
+  }
+  bool used[8] = {};
+  for (int a = 0; a < r.shape.rank(); ++a) {
+    const int64_t n = r.shape[a];
+    const int64_t s = r.strides[a];
+    if (n <= 1) continue;
+    if (s <= 0) return x;
+    int axis = -1;
+    for (int d = 0; d < R; ++d) {
+      if (!used[d] && s % A[d] == 0 && (axis < 0 || A[d] > A[axis])) axis = d;
+    }
+    if (axis < 0) return x;
+    used[axis] = true;
+    x.hi[axis] = x.lo[axis] + (n - 1) * (s / A[axis]) + 1;
+    if (x.hi[axis] > b.shape[axis]) return x;
+  }
+  x.ok = true;
+  return x;
+}
+
+// The address of the first element both boxes cover, or 0.
+uintptr_t box_overlap(const HbmBuffer& b, const Box& p, const Box& q) {
+  int64_t flat = 0;
+  for (int d = 0; d < p.rank; ++d) {
+    const int64_t lo = std::max(p.lo[d], q.lo[d]);
+    if (lo >= std::min(p.hi[d], q.hi[d])) return 0;
+    flat = flat * b.shape[d] + lo;
+  }
+  return b.region.base + static_cast<uintptr_t>(flat * itemsize(b.dtype));
+}
+
+void join(VC& into, const VC& from) {
+  for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+}  // namespace
+
+// Compute reading (`write` false) or writing `runs` against the core's in-flight copies.
+void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const char* op,
+                          std::source_location where) {
+  CheckedCore& cc = *ctx.checked;
+  if (!cc.launch->params.detect_races) return;
+  for (const Dma& d : cc.inflight) {
+    if (const uintptr_t p = overlap(runs, d.dst_runs)) {
+      raise(ErrorKind::kRace, op, where,
+            fmt::format("{} {} while {} may still be writing it (started, not yet waited); on a "
+                        "TPU the copy lands at any moment until its .wait() returns: wait on the "
+                        "copy before touching its destination",
+                        write ? "writes" : "reads", describe(ctx, p), dma_text(ctx, d)));
+    }
+    if (write) {
+      if (const uintptr_t p = overlap(runs, d.src_runs)) {
+        raise(ErrorKind::kRace, op, where,
+              fmt::format("writes {} while {} may still be reading it (started, not yet "
+                          "waited); wait on the copy before overwriting its source",
+                          describe(ctx, p), dma_text(ctx, d)));
+      }
+    }
+  }
+}
+namespace {
+
+// A new copy (src_runs -> dst_runs) against the core's in-flight copies.
+void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_runs, const char* op,
+                      std::source_location where) {
+  CheckedCore& cc = *ctx.checked;
+  if (!cc.launch->params.detect_races) return;
+  for (const Dma& d : cc.inflight) {
+    uintptr_t p = overlap(dst_runs, d.dst_runs);
+    const char* how = "both write";
+    if (p == 0) {
+      p = overlap(dst_runs, d.src_runs);
+      how = "this copy writes what the other reads:";
+    }
+    if (p == 0) {
+      p = overlap(src_runs, d.dst_runs);
+      how = "this copy reads what the other writes:";
+    }
+    if (p != 0) {
+      raise(ErrorKind::kRace, op, where,
+            fmt::format("overlaps {}, which is still in flight: {} {}; two copies in flight may "
+                        "land in either order, so wait on the first before starting the second",
+                        dma_text(ctx, d), how, describe(ctx, p)));
+    }
+  }
+}
+
+// Records DMA accesses of HBM (under the launch mutex) and checks them against other accesses.
+void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool write, const VC& start,
+                uint32_t end, const char* op, std::source_location where) {
+  CheckedCore& cc = *ctx.checked;
+  CheckedLaunch& L = *cc.launch;
+  if (runs.empty() || !L.params.detect_races) return;
+  HbmBuffer* b = hbm_of(L, runs.lo);
+  // Inputs are read-only (HbmRef<const T>; an aliased input is its output's buffer), and reads
+  // only race with writes: nothing to record.
+  if (b == nullptr || !b->is_output) return;
+  const Box box = box_of(*b, view);
+  for (const HbmAccess& e : b->history) {
+    if (!(e.write || write)) continue;
+    if (e.end <= start[static_cast<size_t>(e.core)]) continue;  // ordered before this access
+    const uintptr_t p = box.ok && e.box.ok ? box_overlap(*b, box, e.box) : overlap(runs, e.runs);
+    if (p != 0) {
+      const std::string other =
+          e.core == cc.core
+              ? fmt::format("an earlier {} of this core at {}", e.op, format_location(e.where))
+              : fmt::format("core {}'s {} at {}", e.core, e.op, format_location(e.where));
+      raise(ErrorKind::kRace, op, where,
+            fmt::format("this copy {} {}, which {} {} with no happens-before order between them "
+                        "(no semaphore signal/wait or core_barrier orders the two); order them "
+                        "with a semaphore or core_barrier, or give each core its own part",
+                        write ? "writes" : "reads", describe(ctx, p), other,
+                        e.write ? "writes" : "reads"));
+    }
+  }
+  if (b->history.size() >= b->prune_at) {
+    // An access every live core's clock has passed is ordered before all future ones.
+    std::vector<HbmAccess>& h = b->history;
+    h.erase(
+        std::remove_if(h.begin(), h.end(),
+                       [&](const HbmAccess& e) {
+                         for (int c = 0; c < L.num_cores; ++c) {
+                           if (L.finished[static_cast<size_t>(c)]) continue;
+                           if (L.vc[static_cast<size_t>(c)][static_cast<size_t>(e.core)] < e.end)
+                             return false;
+                         }
+                         return true;
+                       }),
+        h.end());
+    if (h.size() >= kHistoryHardCap)
+      h.erase(h.begin(), h.begin() + static_cast<long>(h.size() / 2));
+    b->prune_at = std::max(kHistorySoftCap, 2 * h.size());
+  }
+  HbmAccess acc{box, {}, cc.core, end, start, write, where, op};
+  if (!box.ok) acc.runs = runs;  // boxes are enough where they exist
+  b->history.push_back(std::move(acc));
+}
+
+bool try_take(SemaphoreCell& cell, int64_t amount) {
+  int64_t v = cell.load();
+  while (v >= amount) {
+    if (cell.compare_exchange_weak(v, v - amount)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+// ---- hooks -----------------------------------------------------------------------------------
+
+void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, const char* op,
+                       std::source_location where) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  const Runs sr = runs_of(src);
+  const Runs dr = runs_of(dst);
+  check_dma_vs_dma(ctx, sr, dr, op, where);
+  const bool hbm = is_hbm(cc, sr.lo) || is_hbm(cc, dr.lo);
+  if (hbm && L.params.detect_races) {
+    std::lock_guard<std::mutex> lock(L.mu);
+    VC& mine = L.vc[static_cast<size_t>(cc.core)];
+    const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
+    const VC start = mine;
+    record_hbm(ctx, src, sr, false, start, e, op, where);
+    record_hbm(ctx, dst, dr, true, start, e, op, where);
+  }
+  move_bytes(ctx, src, dst, sr, dr);
+}
+
+void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, SemaphoreCell* sem,
+                       std::source_location made, std::source_location where) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  Dma d;
+  d.src = src;
+  d.dst = dst;
+  d.sem = sem;
+  d.bytes = src.shape.size() * itemsize(src.dtype);
+  d.made = made;
+  d.started = where;
+  d.src_runs = runs_of(src);
+  d.dst_runs = runs_of(dst);
+  check_dma_vs_dma(ctx, d.src_runs, d.dst_runs, "async_copy.start", where);
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    d.id = L.next_dma++;
+    VC& mine = L.vc[static_cast<size_t>(cc.core)];
+    ++mine[static_cast<size_t>(cc.core)];
+    d.vc_start = mine;
+  }
+  bool now = L.params.dma_execution_mode == pltpu::DmaExecutionMode::eager;
+  if (L.params.dma_execution_mode == pltpu::DmaExecutionMode::random) now = (cc.rng() & 1) != 0;
+  cc.inflight.push_back(std::move(d));
+  if (now) execute(ctx, cc.inflight.back());
+}
+
+void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, const RawRef& src,
+                      const char* op, std::source_location where) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  // Run pending copies on this semaphore, as late as possible: only while the count is short.
+  for (;;) {
+    if (sem->load() >= bytes) break;
+    std::vector<size_t> pending;
+    for (size_t i = 0; i < cc.inflight.size(); ++i) {
+      if (cc.inflight[i].sem == sem && !cc.inflight[i].executed) pending.push_back(i);
+    }
+    if (pending.empty()) break;
+    size_t pick = pending.back();  // on_wait: the latest first (out of order)
+    if (L.params.dma_execution_mode == pltpu::DmaExecutionMode::random) {
+      pick = pending[static_cast<size_t>(cc.rng() % pending.size())];
+    }
+    execute(ctx, cc.inflight[pick]);
+  }
+  checked_block_until(
+      ctx, *sem, -1, bytes, op, where,
+      fmt::format("{} (the DMA semaphore of a copy of {} {})", describe_semaphore(ctx, sem),
+                  dtype_name(src.dtype), src.shape.to_string()),
+      " bytes");
+  // The copies this wait completes: executed ones on the semaphore, oldest first.
+  std::vector<Dma> done;
+  int64_t left = bytes;
+  for (size_t i = 0; i < cc.inflight.size() && left > 0;) {
+    Dma& d = cc.inflight[i];
+    if (d.sem == sem && d.executed) {
+      left -= d.bytes;
+      done.push_back(std::move(d));
+      cc.inflight.erase(cc.inflight.begin() + static_cast<long>(i));
+    } else {
+      ++i;
+    }
+  }
+  if (!L.params.detect_races) return;
+  std::lock_guard<std::mutex> lock(L.mu);
+  VC& mine = L.vc[static_cast<size_t>(cc.core)];
+  const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
+  for (const Dma& d : done) {
+    record_hbm(ctx, d.src, d.src_runs, false, d.vc_start, e, "async copy", d.started);
+    record_hbm(ctx, d.dst, d.dst_runs, true, d.vc_start, e, "async copy", d.started);
+  }
+}
+
+void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  std::lock_guard<std::mutex> lock(L.mu);
+  VC& mine = L.vc[static_cast<size_t>(cc.core)];
+  VC& s = L.sem_vc[{target, slot}];
+  if (s.empty()) s.assign(mine.size(), 0);
+  join(s, mine);
+  ++mine[static_cast<size_t>(cc.core)];
+  (target == ctx.core ? *ctx.arena : core_arena(target)).semaphores()[slot].fetch_add(inc);
+}
+
+void checked_block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                         const char* op, std::source_location where, const std::string& what,
+                         const char* unit) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  LaunchState& state = *ctx.launch;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline =
+      start + std::chrono::milliseconds(std::min<int64_t>(state.wait_timeout_ms, int64_t{1} << 40));
+  Blocked& me = L.blocked[static_cast<size_t>(cc.core)];
+  struct Leave {
+    CheckedLaunch& l;
+    Blocked& b;
+    ~Leave() {
+      std::lock_guard<std::mutex> lock(l.mu);
+      b.on = false;
+    }
+  } leave{L, me};
+  for (int spins = 0;; ++spins) {
+    if (try_take(cell, amount)) break;
+    if (state.cancelled.load()) {
+      raise(ErrorKind::kCancelled, op, where,
+            fmt::format("cancelled while waiting on {}: another core of this launch failed, and "
+                        "its error is the one the launch reports",
+                        what));
+    }
+    std::string deadlock;
+    {
+      std::lock_guard<std::mutex> lock(L.mu);
+      me.on = true;
+      me.cell = &cell;
+      me.amount = amount;
+      me.what = what;
+      me.op = op;
+      me.unit = unit;
+      me.where = where;
+      me.step = ctx.grid_step;
+      if (try_take(cell, amount)) {
+        me.on = false;
+        break;
+      }
+      bool stuck = !L.deadlock_reported;
+      for (int c = 0; c < L.num_cores && stuck; ++c) {
+        if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;
+        const Blocked& b = L.blocked[static_cast<size_t>(c)];
+        stuck = b.on && b.cell->load() < b.amount;
+      }
+      if (stuck) {
+        L.deadlock_reported = true;
+        std::vector<std::string> parts;
+        for (int c = 0; c < L.num_cores; ++c) {
+          const Blocked& b = L.blocked[static_cast<size_t>(c)];
+          if (L.finished[static_cast<size_t>(c)]) {
+            parts.push_back(fmt::format("core {} has finished", c));
+          } else if (b.on) {
+            std::string step;
+            if (!b.step.empty()) step = fmt::format(" at grid step ({})", fmt::join(b.step, ", "));
+            parts.push_back(fmt::format("core {} waits in {} at {}{} on {} (holds {}{}, needs {})",
+                                        c, b.op, format_location(b.where), step, b.what,
+                                        b.cell->load(), b.unit, b.amount));
+          }
+        }
+        deadlock = fmt::format(
+            "deadlock: every core of the mesh is blocked or finished, so no signal can ever "
+            "come: {}. Each wait needs matching signals (or started copies) from a core that "
+            "is still running; check which core signals whom, and loop bounds",
+            fmt::join(parts, "; "));
+      }
+    }
+    if (!deadlock.empty()) raise(ErrorKind::kDeadlock, op, where, deadlock);
+    if (std::chrono::steady_clock::now() > deadline) {
+      raise(ErrorKind::kTimeout, op, where,
+            fmt::format("{} holds {}{} after {} ms, short of the {}{} this wait needs "
+                        "(wait_timeout_ms={}), while another core is still running",
+                        what, cell.load(), unit, state.wait_timeout_ms, amount, unit,
+                        state.wait_timeout_ms));
+    }
+    if (spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  if (slot >= 0 && L.params.detect_races) {
+    std::lock_guard<std::mutex> lock(L.mu);
+    auto it = L.sem_vc.find({cc.core, slot});
+    if (it != L.sem_vc.end()) join(L.vc[static_cast<size_t>(cc.core)], it->second);
+  }
+}
+}  // namespace tessera::detail
