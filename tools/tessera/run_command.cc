@@ -12,8 +12,8 @@
 #include "pipelined_add.h"
 #include "quickstart.h"
 #include "tessera/error.h"
-#include "tessera/trace.h"
 #include "tessera/interpret.h"
+#include "tessera/trace.h"
 
 namespace tessera::cli {
 
