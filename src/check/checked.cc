@@ -47,22 +47,13 @@ CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretPar
     L->vmem_limit = std::min(vmem_limit, chip.vmem_capacity_bytes);
     auto over = [&](MemorySpace space, int64_t used, int64_t cap) {
       if (used <= cap) return;
-      std::vector<size_t> idx;
-      for (size_t i = 0; i < spec.scratch.size(); ++i) {
-        if (spec.scratch[i].space == space) idx.push_back(i);
-      }
-      std::sort(idx.begin(), idx.end(),
-                [&](size_t a, size_t b) { return spec.scratch[a].bytes > spec.scratch[b].bytes; });
-      std::vector<std::string> top;
-      for (size_t k = 0; k < idx.size() && k < 3; ++k)
-        top.push_back(describe_scratch(spec.scratch[idx[k]], idx[k]));
       throw UsageError(
           ErrorKind::kCapacityExceeded,
           fmt::format("tessera: pl::kernel at {} (kernel '{}', before launch): scratch needs {} "
                       "bytes of {} per core but a {} TensorCore has {} bytes; largest buffers: "
                       "{}; shrink them (this kernel would not fit on that chip)",
                       format_location(spec.where), spec.name, used, to_string(space),
-                      L->params.chip, cap, fmt::join(top, ", ")),
+                      L->params.chip, cap, largest_scratch(spec, space)),
           spec.where, -1, {}, spec.name);
     };
     over(MemorySpace::VMEM, spec.vmem_used, chip.vmem_capacity_bytes);

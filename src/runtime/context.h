@@ -124,6 +124,8 @@ CoreArena& core_arena(int core);
 
 /// "#2 VMEM<float32>(8, 128) = 4096 bytes", "#0 SemaphoreType.DMA((2,)) = 16 bytes".
 std::string describe_scratch(const ScratchRequest& r, size_t index);
+/// The (up to three) largest scratch buffers of `space`, described and joined by ", ".
+std::string largest_scratch(const LaunchSpec& spec, MemorySpace space);
 /// "SemaphoreType.DMA", "SemaphoreType.REGULAR((4, 3))": the Pallas spelling of a semaphore type.
 std::string semaphore_type_name(SemaphoreKind kind, const Shape& shape);
 

@@ -25,6 +25,19 @@
 
 namespace tessera::detail {
 
+std::string largest_scratch(const LaunchSpec& spec, MemorySpace space) {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < spec.scratch.size(); ++i) {
+    if (spec.scratch[i].space == space) idx.push_back(i);
+  }
+  std::sort(idx.begin(), idx.end(),
+            [&](size_t a, size_t b) { return spec.scratch[a].bytes > spec.scratch[b].bytes; });
+  std::vector<std::string> top;
+  for (size_t k = 0; k < idx.size() && k < 3; ++k)
+    top.push_back(describe_scratch(spec.scratch[idx[k]], idx[k]));
+  return fmt::format("{}", fmt::join(top, ", "));
+}
+
 namespace {
 thread_local CoreContext* t_context = nullptr;
 
@@ -36,22 +49,13 @@ int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 void check_capacity(const LaunchSpec& spec, MemorySpace space, int64_t used, int64_t limit,
                     const char* knob) {
   if (used <= limit) return;
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < spec.scratch.size(); ++i) {
-    if (spec.scratch[i].space == space) idx.push_back(i);
-  }
-  std::sort(idx.begin(), idx.end(),
-            [&](size_t a, size_t b) { return spec.scratch[a].bytes > spec.scratch[b].bytes; });
-  std::vector<std::string> top;
-  for (size_t k = 0; k < idx.size() && k < 3; ++k)
-    top.push_back(describe_scratch(spec.scratch[idx[k]], idx[k]));
   throw UsageError(
       ErrorKind::kCapacityExceeded,
       fmt::format("tessera: pl::kernel at {} (kernel '{}', before launch): scratch needs {} bytes "
                   "of {} per core but the limit is {} bytes; largest buffers: {}; shrink them or "
                   "{}",
                   format_location(spec.where), spec.name, used, to_string(space), limit,
-                  fmt::join(top, ", "), knob),
+                  largest_scratch(spec, space), knob),
       spec.where, -1, {}, spec.name);
 }
 }  // namespace
