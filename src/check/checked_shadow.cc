@@ -402,6 +402,19 @@ void checked_element(const void* p, int size, bool is_const, std::source_locatio
   if (!is_const && reg != nullptr) mark(*reg, r, 1);
 }
 
+namespace {
+// Fills `bytes` at `data` with poison and sets their shadow in their region to `v` (mark()).
+void poison_and_mark(CoreContext& ctx, void* data, int64_t bytes, DType dtype, uint8_t v) {
+  fill_poison(data, bytes, dtype, core_of(ctx).launch->params.uninitialized_memory);
+  Runs r;
+  const auto a = reinterpret_cast<uintptr_t>(data);
+  r.v.push_back({a, a + static_cast<uintptr_t>(bytes)});
+  r.lo = a;
+  r.hi = r.v[0].hi;
+  if (Region* reg = region_of(ctx, a)) mark(*reg, r, v);
+}
+}  // namespace
+
 void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype, std::string what) {
   CheckedCore& cc = core_of(ctx);
   const auto lo = reinterpret_cast<uintptr_t>(data);
@@ -409,23 +422,10 @@ void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype, std
     if (cc.names.size() >= 64) cc.names.erase(cc.names.begin());
     cc.names.push_back({lo, lo + static_cast<uintptr_t>(bytes), std::move(what)});
   }
-  fill_poison(data, bytes, dtype, cc.launch->params.uninitialized_memory);
-  Runs r;
-  const auto a = reinterpret_cast<uintptr_t>(data);
-  r.v.push_back({a, a + static_cast<uintptr_t>(bytes)});
-  r.lo = a;
-  r.hi = r.v[0].hi;
-  if (Region* reg = region_of(ctx, a)) mark(*reg, r, 0);
+  poison_and_mark(ctx, data, bytes, dtype, 0);
 }
 
 void checked_pad(CoreContext& ctx, void* data, int64_t bytes, DType dtype) {
-  CheckedCore& cc = core_of(ctx);
-  fill_poison(data, bytes, dtype, cc.launch->params.uninitialized_memory);
-  Runs r;
-  const auto a = reinterpret_cast<uintptr_t>(data);
-  r.v.push_back({a, a + static_cast<uintptr_t>(bytes)});
-  r.lo = a;
-  r.hi = r.v[0].hi;
-  if (Region* reg = region_of(ctx, a)) mark(*reg, r, 1);
+  poison_and_mark(ctx, data, bytes, dtype, 1);
 }
 }  // namespace tessera::detail

@@ -476,7 +476,10 @@ TEST(Trace, LintsFireOnTheKernelsTheyDescribe) {
   EXPECT_TRUE(has_lint(*uneven, "uneven PARALLEL split")) << s.summary_text();
   EXPECT_FALSE(has_lint(*uneven, "tiny blocks")) << s.summary_text();
   EXPECT_TRUE(has_lint(*loop, "whole-array block in a loop")) << s.summary_text();
-  EXPECT_TRUE(clean->lints.empty()) << s.summary_text();
+  // The structural lints only: "per-step overhead" depends on timing, and a loaded machine
+  // (parallel ctest, sanitizers) can slow any kernel's steps enough to fire it.
+  for (const char* lint : {"tiny blocks", "uneven PARALLEL split", "whole-array block in a loop"})
+    EXPECT_FALSE(has_lint(*clean, lint)) << lint << "\n" << s.summary_text();
   EXPECT_NE(s.summary_text().find("kernel 'tiny'"), std::string::npos);
   if (std::getenv("TESSERA_TEST_SHOW_SUMMARY") != nullptr) std::cout << s.summary_text();
 }
