@@ -5,8 +5,8 @@
 
 #include <string_view>
 
+#include "core/error_context.h"
 #include "core/messages.h"
-#include "runtime/context.h"
 #include "tessera/detail/runtime.h"
 
 namespace tessera {
@@ -46,6 +46,13 @@ Error::Error(ErrorKind kind, const std::string& message, std::source_location wh
 
 namespace detail {
 
+namespace {
+thread_local ErrorContext* t_error_context = nullptr;
+}  // namespace
+
+ErrorContext* current_error_context() noexcept { return t_error_context; }
+void set_current_error_context(ErrorContext* ctx) noexcept { t_error_context = ctx; }
+
 std::string format_location(std::source_location where) {
   if (where.line() == 0) return "<unknown location>";
   return fmt::format("{}:{}", basename_of(where.file_name()), where.line());
@@ -53,7 +60,7 @@ std::string format_location(std::source_location where) {
 
 void raise(ErrorKind kind, std::string_view op, std::source_location where,
            const std::string& detail) {
-  const CoreContext* ctx = current_context();
+  const ErrorContext* ctx = current_error_context();
   if (ctx == nullptr) {
     throw UsageError(
         kind, fmt::format("tessera: {} at {} (host): {}", op, format_location(where), detail),

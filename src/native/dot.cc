@@ -15,11 +15,11 @@
 #include <new>
 #include <vector>
 
-#include "check/checked.h"
 #include "native/gemm.h"
 #include "runtime/context.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
 #include "tessera/detail/runtime.h"
-#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -202,9 +202,7 @@ Shape dot_result_shape(const DotCall& call) {
 
 void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
   const Operands o = validate(call);
-  if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
-    checked_dot(*ctx, call, dst, accumulate);
-  }
+  if (CoreContext* ctx = current_context()) ctx->engine->before_dot(*ctx, call, dst, accumulate);
   const Shape want{o.m, o.n};
   if (dst.shape != want) {
     raise(ErrorKind::kShapeMismatch, call.op, call.where,
@@ -220,10 +218,10 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
                       dtype_name(dst.dtype), dtype_name(call.result)));
   }
   if (o.m == 0 || o.n == 0) return;
-  const trace::detail::MxuScope trace_op(call.op, o.m, o.n, o.k,
-                                         (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
-                                             (call.rhs.shape.size() * itemsize(call.rhs.dtype)) +
-                                             dst.shape.size() * itemsize(dst.dtype));
+  const MxuEvent mxu_event(call.op, o.m, o.n, o.k,
+                           (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
+                               (call.rhs.shape.size() * itemsize(call.rhs.dtype)) +
+                               dst.shape.size() * itemsize(dst.dtype));
   const DType acc_dtype = call.lhs.dtype == DType::kInt8 ? DType::kInt32 : DType::kFloat32;
   const bool direct = dst.dtype == acc_dtype && (dst.strides[1] == 1 || o.n == 1) &&
                       (dst.strides[0] >= o.n || o.m == 1) && !overlaps(dst, call.lhs) &&

@@ -15,15 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "check/checked.h"
 #include "native/vector_plan.h"
 #include "runtime/context.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
+#include "runtime/step_hints.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/dma.h"
 #include "tessera/ref.h"
 #include "tessera/vector_reduce.h"
-#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -81,13 +82,17 @@ std::pair<const std::byte*, int64_t> span_of(const void* data, const Shape& shap
 
 thread_local std::vector<float> t_lanes;
 
-/// The temporaries of one assignment. Inside a kernel: a stack above the core's vmem_top,
-/// restored when the assignment ends (also on error); outside: heap blocks.
+/// The temporaries of one assignment. Inside a kernel: pushed on the core's stack and released
+/// when the assignment ends (also on error); outside: heap blocks.
 class Temporaries {
  public:
-  Temporaries() : ctx_(current_context()), saved_top_(ctx_ ? ctx_->vmem_top : 0) {}
+  using Mark = ArenaStack::Mark;
+
+  Temporaries() : ctx_(current_context()) {
+    if (ctx_ != nullptr) saved_ = ctx_->stack.mark();
+  }
   ~Temporaries() {
-    if (ctx_ != nullptr) ctx_->vmem_top = saved_top_;
+    if (ctx_ != nullptr) ctx_->stack.release(saved_);
   }
   Temporaries(const Temporaries&) = delete;
   Temporaries& operator=(const Temporaries&) = delete;
@@ -100,23 +105,18 @@ class Temporaries {
       if (!heap_.back()) throw std::bad_alloc();
       return heap_.back().get();
     }
-    const int64_t start = (ctx_->vmem_top + 63) / 64 * 64;
-    if (start + bytes > ctx_->vmem_limit) {
-      raise(ErrorKind::kCapacityExceeded, op_label(node.op), node.where,
-            fmt::format("the temporary for {} (a {} value in 32-bit lanes, {} bytes) does not "
-                        "fit in this core's VMEM: {} of the {} byte budget are in use (the "
-                        "kernel's scratch, enclosing run_scoped scopes and this expression's "
-                        "other temporaries); use smaller blocks or raise "
-                        "pltpu::CompilerParams{{.vmem_limit_bytes}}",
-                        what, shape.to_string(), bytes, start, ctx_->vmem_limit));
-    }
-    ctx_->vmem_top = start + bytes;
-    return ctx_->arena->vmem() + start;
+    return ctx_->stack.push(
+        MemorySpace::VMEM, bytes, StackUse::kTemporary, "an expression temporary",
+        [&] {
+          return fmt::format("(for {} of {}: a {} value in 32-bit lanes)", what, op_label(node.op),
+                             shape.to_string());
+        },
+        op_label(node.op), node.where);
   }
   /// A mark to release back to (stack order): temporaries above it are dropped.
-  int64_t mark() const { return ctx_ != nullptr ? ctx_->vmem_top : 0; }
-  void release(int64_t m) {
-    if (ctx_ != nullptr) ctx_->vmem_top = m;
+  Mark mark() const { return ctx_ != nullptr ? ctx_->stack.mark() : Mark{}; }
+  void release(const Mark& m) {
+    if (ctx_ != nullptr) ctx_->stack.release(m);
   }
 
   static const char* op_label(OpCode op) {
@@ -145,7 +145,7 @@ class Temporaries {
     void operator()(std::byte* p) const noexcept { std::free(p); }
   };
   CoreContext* ctx_;
-  int64_t saved_top_;
+  Mark saved_{};
   std::vector<std::unique_ptr<std::byte, Free>> heap_;
 };
 
@@ -196,7 +196,7 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
   if (!in_place) {
     result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
   }
-  const int64_t mark = temps.mark();
+  const Temporaries::Mark mark = temps.mark();
   void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
   if (sub.back().dtype != lane) {
     ExprNode c;
@@ -725,12 +725,10 @@ void check_integer_pow(bool integral, int64_t n, std::source_location where) {
 }
 
 void evaluate(const ExprProgram& prog, const RawRef& dst) {
-  const trace::detail::VpuScope trace_op(prog, dst);
-  // Checked mode: the books first (reads of unwritten bytes, races with in-flight copies), once
-  // per assignment and before any fast path.
-  if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
-    checked_evaluate(*ctx, prog, dst);
-  }
+  const VpuEvent vpu_event(prog, dst);
+  // The engine's books first (the checked engine: reads of unwritten bytes, races with in-flight
+  // copies), once per assignment and before any fast path.
+  if (CoreContext* ctx = current_context()) ctx->engine->before_evaluate(*ctx, prog, dst);
   bool plain = true;
   for (const ExprNode& e : prog.nodes) plain = plain && !is_non_elementwise(e.op);
   if (plain) return evaluate_flat(prog.nodes, prog.where, dst);

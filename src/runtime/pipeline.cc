@@ -23,12 +23,12 @@
 #include <optional>
 #include <vector>
 
-#include "check/checked.h"
 #include "runtime/context.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
 #include "runtime/pipeline_schedule.h"
-#include "runtime/scoped_vmem.h"
+#include "runtime/step_hints.h"
 #include "tessera/dma.h"
-#include "trace/recorder.h"
 
 namespace tessera {
 namespace detail {
@@ -280,6 +280,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
           "emit_pipeline runs inside a kernel body (pl::kernel); outside one there are no cores "
           "or VMEM to pipeline through");
   }
+  Engine& engine = *ctx->engine;
   const Shape& grid = config.grid;
   for (int a = 0; a < grid.rank(); ++a) {
     if (grid[a] < 1) {
@@ -334,16 +335,14 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
             "pl::Buffered(n, use_lookahead) on an output; lookahead fetches inputs ahead, so "
             "only input BlockSpecs may ask for it");
     }
-    // Checked mode against a TPU generation: the tiling rules for blocks in VMEM
-    // (pallas-reference §3.1).
-    if (ctx->checked != nullptr && checked_chip(*ctx) != nullptr && !s.is_whole_array() &&
-        s.memory_space() != MemorySpace::SMEM) {
+    // The target's tiling rules for blocks in VMEM (the checked engine against a chip).
+    if (!s.is_whole_array() && s.memory_space() != MemorySpace::SMEM) {
       SmallVec block;
       for (const pl::BlockDim& d : s.block_shape()) block.push_back(d.is_squeezed ? 1 : d.size);
       const int index =
           op.is_output ? static_cast<int>(specs.size()) - 1 - num_inputs : num_inputs - 1;
-      checked_block_shape(op.hbm.shape, block, op.hbm.dtype, index, op.is_output, config.op,
-                          s.where());
+      engine.check_block_shape(*ctx, op.hbm.shape, block, op.hbm.dtype, index, op.is_output,
+                               config.op, s.where());
     }
   }
 
@@ -356,8 +355,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
 
   // The windows: buffer_count of them per operand count against the VMEM budget (one for a
   // whole-array block), as Pallas allocates them; the native engine fills the first.
-  ScopedVmem vmem(*ctx, config.op, config.where);
-  ScopedSmem smem(*ctx, config.op, config.where);
+  StackScope windows_scope(ctx->stack);
   std::vector<OperandState> state(operands.size());
   std::vector<WindowRef> windows(operands.size());
   for (size_t k = 0; k < operands.size(); ++k) {
@@ -366,23 +364,30 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
     st.shape = window_shape(*op.spec, op.hbm.shape);
     st.bytes = st.shape.size() * itemsize(op.hbm.dtype);
     const int buffers = op.spec->is_whole_array() ? 1 : op.spec->pipeline_mode().buffer_count;
-    st.buffer = op.spec->memory_space() == MemorySpace::SMEM
-                    ? smem.allocate(st.bytes, "an SMEM block")
-                    : vmem.allocate(st.bytes * buffers, "a pipeline window");
+    const bool in_smem = op.spec->memory_space() == MemorySpace::SMEM;
+    st.buffer = ctx->stack.push(
+        in_smem ? MemorySpace::SMEM : MemorySpace::VMEM, in_smem ? st.bytes : st.bytes * buffers,
+        StackUse::kWindow, in_smem ? "an SMEM block" : "a pipeline window",
+        [&] {
+          return fmt::format(
+              "(for {} {}: {}<{}>{}{})", op.is_output ? "output" : "input",
+              op.is_output ? static_cast<int>(k) - num_inputs : static_cast<int>(k),
+              to_string(in_smem ? MemorySpace::SMEM : MemorySpace::VMEM), dtype_name(op.hbm.dtype),
+              st.shape.to_string(),
+              in_smem || buffers == 1 ? std::string() : fmt::format(" x {} buffers", buffers));
+        },
+        config.op, config.where);
     st.buffer_strides = row_major_strides(st.shape);
     for (int d = 0; d < op.hbm.shape.rank(); ++d) {
       if (!is_squeezed(op, d)) st.hbm_strides.push_back(op.hbm.strides[d]);
     }
-    // Checked mode keeps every copy: no kernel may come to depend on a window being the block.
     st.may_alias = (op.is_output || op.read_only) && op.spec->memory_space() != MemorySpace::SMEM &&
-                   ctx->checked == nullptr;
-    if (ctx->checked != nullptr) {
-      checked_fresh(
-          *ctx, st.buffer, st.bytes * buffers, op.hbm.dtype,
-          fmt::format("the VMEM window of {} {} ({}<{}>{})", op.is_output ? "output" : "input",
-                      op.is_output ? static_cast<int>(k) - num_inputs : static_cast<int>(k),
-                      config.op, dtype_name(op.hbm.dtype), st.shape.to_string()));
-    }
+                   engine.may_use_blocks_in_place();
+    engine.fresh(*ctx, st.buffer, st.bytes * buffers, op.hbm.dtype, [&] {
+      return fmt::format("the VMEM window of {} {} ({}<{}>{})", op.is_output ? "output" : "input",
+                         op.is_output ? static_cast<int>(k) - num_inputs : static_cast<int>(k),
+                         config.op, dtype_name(op.hbm.dtype), st.shape.to_string());
+    });
     for (size_t j = 0; j < operands.size() && st.may_alias; ++j) {
       const bool other_kind = operands[j].is_output != op.is_output;
       if (j != k && (other_kind || op.is_output) && overlaps(op.hbm, operands[j].hbm)) {
@@ -390,8 +395,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
       }
     }
     st.win = WindowRef{st.buffer, &st.buffer_strides};
-    trace::detail::pipeline_operand(op.hbm.data, st.bytes,
-                                    op.hbm.shape.size() * itemsize(op.hbm.dtype));
+    pipeline_operand_event(op.hbm.data, st.bytes, op.hbm.shape.size() * itemsize(op.hbm.dtype));
   }
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
@@ -412,15 +416,14 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
 
   PipelineCursor cursor(part.grid, part.offset, specs, num_inputs, config.range_begin,
                         config.range_end, config.scalar_prefetch,
-                        ctx->checked != nullptr ? checked_parallel_order(*ctx, grid, semantics)
-                                                : std::vector<std::vector<int64_t>>{});
+                        engine.parallel_order(*ctx, grid, semantics));
   PrefetchSource prefetch_source{&cursor, &operands, num_inputs, 0};
   const size_t num_outputs = operands.size() - static_cast<size_t>(num_inputs);
   std::vector<RevisitTracker> revisits(num_outputs);
   std::vector<int64_t> visit_start(num_outputs, 0);
   std::vector<bool> starting(num_outputs, true);
   for (; !cursor.done(); cursor.advance()) {
-    const trace::detail::SpanScope trace_step(trace::detail::Kind::kStep, config.op, cursor.step());
+    const SpanEvent step_event(EventKind::kStep, config.op, cursor.step());
     ctx->grid_step.assign(cursor.grid_point().begin(), cursor.grid_point().end());
     int64_t window_bytes = 0;  // what this step's body reads and writes, for the prefetch rate
     int64_t output_bytes = 0;
@@ -434,13 +437,11 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         st.in_place = st.may_alias && is_full(w);
         if (st.in_place) {
           st.win = WindowRef{block_data(op, w), &st.hbm_strides};
-          trace::detail::block_in_place(st.win.data, st.bytes, true, &hints.prefetch);
+          block_in_place_event(st.win.data, st.bytes, true, &hints.prefetch);
         } else {
           const BlockViews v = block_views(op, w, st.buffer);
-          // Checked: a partial edge block's padding is poison (garbage on a TPU).
-          if (ctx->checked != nullptr && !is_full(w)) {
-            checked_pad(*ctx, st.buffer, st.bytes, op.hbm.dtype);
-          }
+          // A partial edge block's padding is garbage on a TPU (the checked engine poisons it).
+          if (!is_full(w)) engine.pad(*ctx, st.buffer, st.bytes, op.hbm.dtype);
           dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config.where);
           st.win = WindowRef{st.buffer, &st.buffer_strides};
         }
@@ -471,13 +472,11 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         st.in_place = st.may_alias && st.single_visit && is_full(w);
         st.win = st.in_place ? WindowRef{block_data(op, w), &st.hbm_strides}
                              : WindowRef{st.buffer, &st.buffer_strides};
-        // Checked: a new visit's window holds poison that was never written.
-        if (ctx->checked != nullptr) {
-          checked_fresh(
-              *ctx, st.buffer, st.bytes, op.hbm.dtype,
-              fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config.op,
-                          dtype_name(op.hbm.dtype), st.shape.to_string(), indices_str(b.v)));
-        }
+        // A new visit's window holds garbage that was never written.
+        engine.fresh(*ctx, st.buffer, st.bytes, op.hbm.dtype, [&] {
+          return fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config.op,
+                             dtype_name(op.hbm.dtype), st.shape.to_string(), indices_str(b.v));
+        });
       }
     }
     // Hints for the evaluator: streaming stores into single-step in-place outputs, and the next
@@ -516,7 +515,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
         const BlockViews v = block_views(op, w, state[k].buffer);
         dma_copy(v.vmem, v.hbm, "emit_pipeline write-back", config.where);
       } else {
-        trace::detail::block_in_place(state[k].win.data, state[k].bytes, false, nullptr);
+        block_in_place_event(state[k].win.data, state[k].bytes, false, nullptr);
       }
       revisits[o].written_back(b, visit_start[o], cursor.step());
     }

@@ -255,10 +255,13 @@ TEST(EmitPipelineErrors, WindowsCountAgainstTheVmemBudget) {
   auto err = tessera::testing::catch_error<KernelError>([&] { k(x); });
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind(), ErrorKind::kCapacityExceeded);
-  EXPECT_NE(std::string(err->what()).find("a pipeline window needs 131072 more bytes of VMEM"),
+  EXPECT_NE(std::string(err->what()).find("a pipeline window needs 131072 bytes of VMEM"),
             std::string::npos)
       << err->what();
-  EXPECT_NE(std::string(err->what()).find("98304 byte budget"), std::string::npos) << err->what();
+  EXPECT_NE(
+      std::string(err->what()).find("only 98304 of the 98304 bytes of the kernel's VMEM budget"),
+      std::string::npos)
+      << err->what();
 }
 }  // namespace
 
