@@ -54,6 +54,16 @@ const char* to_string(GridDimensionSemantics s) noexcept;
 }  // namespace pltpu
 
 namespace detail {
+/// Whether iterations along an axis of these semantics may be split over the mesh's cores:
+/// PARALLEL, and CORE_PARALLEL (Pallas' explicit split over TensorCores, which is what
+/// PARALLEL does here).
+constexpr bool is_parallel(pltpu::GridDimensionSemantics s) noexcept {
+  return s == pltpu::GridDimensionSemantics::PARALLEL ||
+         s == pltpu::GridDimensionSemantics::CORE_PARALLEL;
+}
+}  // namespace detail
+
+namespace detail {
 /// A scalar-prefetch ref parameter of an index map, built from the runtime's view.
 template <class R>
 R ref_from_raw(const RawRef& r);
@@ -151,6 +161,12 @@ class BlockSpec {
   /// `prefetch` (index_map_prefetch() of them) after the grid indices.
   Indices block_indices(const int64_t* grid_point, int n, const detail::RawRef* prefetch = nullptr,
                         int num_prefetch = 0) const;
+  /// The same without the checks, for a pipeline that validated the spec against its grid once
+  /// (runtime/block_mapping.h): index_map_arity() grid indices, index_map_prefetch() refs.
+  Indices map_block(const int64_t* grid_point, const detail::RawRef* prefetch) const {
+    if (whole_) return Indices{};
+    return map_(grid_point, prefetch);
+  }
 
  private:
   template <class F, class Params, size_t... K, size_t... P>

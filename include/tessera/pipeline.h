@@ -194,13 +194,6 @@ class Pipeline {
     static_assert((detail::is_hbm_ref_v<R> && ...),
                   "tessera: emit_pipeline operands are refs in HBM or ANY (the pipeline stages "
                   "their blocks in VMEM for the body)");
-    for (size_t k = 0; k < NIn + NOut; ++k) {
-      if (spec(k).memory_space() != MemorySpace::VMEM) {
-        detail::raise(ErrorKind::kInvalidArgument, "emit_pipeline", cfg_.where,
-                      "emit_pipeline stages every block in VMEM; a BlockSpec in another memory "
-                      "space (pl::ANY, SMEM) is for pallas_call operands");
-      }
-    }
     run(std::index_sequence_for<R...>{}, refs...);
   }
 

@@ -58,4 +58,22 @@ struct StepHints {
 /// The calling thread's step hints, or null when no pipeline step runs on it.
 StepHints* step_hints() noexcept;
 
+/// A pipeline's hints become the thread's for its life (an enclosing pipeline's come back
+/// after).
+class HintsScope {
+ public:
+  explicit HintsScope(StepHints* h) noexcept;
+  ~HintsScope();
+  HintsScope(const HintsScope&) = delete;
+  HintsScope& operator=(const HintsScope&) = delete;
+
+ private:
+  StepHints* saved_;
+};
+
+struct RawRef;
+/// Queues the lines of `hbm` (a block view) for prefetching; returns the lines queued. Views the
+/// queue cannot describe (more than two outer axes, a strided innermost axis) are skipped.
+int64_t queue_prefetch(PrefetchQueue& q, const RawRef& hbm);
+
 }  // namespace tessera::detail
