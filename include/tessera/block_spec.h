@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/detail/callable_traits.h"
 #include "tessera/detail/small_vec.h"
 #include "tessera/memory_space.h"
 #include "tessera/ref.h"
@@ -192,25 +193,6 @@ class BlockSpec {
 
 namespace detail {
 
-template <class F>
-struct IndexMapParams {
-  static constexpr bool known = false;
-  using type = std::tuple<>;
-};
-template <class F>
-requires requires { &F::operator(); }
-struct IndexMapParams<F> : IndexMapParams<decltype(&F::operator())> {};
-template <class C, class R, class... P>
-struct IndexMapParams<R (C::*)(P...) const> {
-  static constexpr bool known = true;
-  using type = std::tuple<std::remove_cvref_t<P>...>;
-};
-template <class R, class... P>
-struct IndexMapParams<R (*)(P...)> {
-  static constexpr bool known = true;
-  using type = std::tuple<std::remove_cvref_t<P>...>;
-};
-
 /// The number of leading integer parameters of an index map (the grid indices).
 template <class Tuple, size_t... I>
 constexpr int leading_ints(std::index_sequence<I...>) {
@@ -280,11 +262,11 @@ BlockWindow block_window(const Shape& array, const std::vector<pl::BlockDim>& bl
 
 template <class F>
 void pl::BlockSpec::set_index_map(F f) {
-  using P = detail::IndexMapParams<F>;
+  using P = detail::CallableTraits<F>;
   static_assert(P::known,
                 "tessera: a BlockSpec index map must be a non-generic lambda or function taking "
                 "one int per grid axis, e.g. [](int i, int j) { return pl::idx(i, j); }");
-  using Params = typename P::type;
+  using Params = typename P::values;
   constexpr size_t total = std::tuple_size_v<Params>;
   constexpr int n = detail::leading_ints<Params>(std::make_index_sequence<total>{});
   arity_ = n;

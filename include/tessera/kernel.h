@@ -45,6 +45,8 @@
 
 #include "tessera/array.h"
 #include "tessera/compiler_params.h"
+#include "tessera/detail/callable_traits.h"
+#include "tessera/detail/options.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/interpret.h"
 #include "tessera/mesh.h"
@@ -102,11 +104,21 @@ inline constexpr bool is_scratch_types_v = false;
 template <class... S>
 inline constexpr bool is_scratch_types_v<pl::ScratchTypes<S...>> = true;
 
-template <class T>
-inline constexpr bool is_kernel_option_v =
-    is_out_type_v<T> || is_scratch_types_v<T> || std::is_same_v<T, pltpu::TensorCoreMesh> ||
-    std::is_same_v<T, pl::Name> || std::is_same_v<T, pltpu::CompilerParams> ||
-    std::is_same_v<T, pltpu::InterpretParams>;
+/// pl::kernel's options (detail/options.h).
+struct KernelOptions {
+  template <class T>
+  static constexpr bool accepts =
+      is_out_type_v<T> || is_scratch_types_v<T> || std::is_same_v<T, pltpu::TensorCoreMesh> ||
+      std::is_same_v<T, pl::Name> || std::is_same_v<T, pltpu::CompilerParams> ||
+      std::is_same_v<T, pltpu::InterpretParams>;
+  template <class T>
+  static constexpr void reject() {
+    static_assert(sizeof(T) == 0,
+                  "tessera: pl::kernel options are pl::out_type(...), a pltpu::TensorCoreMesh, "
+                  "pl::scratch_types(...), pl::name(...), pltpu::CompilerParams{...} and "
+                  "pltpu::InterpretParams{...}");
+  }
+};
 
 /// The first type in Ts that satisfies Pred, else Default.
 template <template <class> class Pred, class Default, class... Ts>
@@ -123,32 +135,9 @@ template <class T>
 struct IsScratchTypes : std::bool_constant<is_scratch_types_v<T>> {};
 
 // ---- body signature diagnostics ------------------------------------------------------------
-template <class F>
-struct CallSignature {
-  static constexpr bool known = false;
-};
-template <class F>
-requires requires { &F::operator(); }
-struct CallSignature<F> : CallSignature<decltype(&F::operator())> {};
-template <class C, class R, class... P>
-struct CallSignature<R (C::*)(P...) const> {
-  static constexpr bool known = true;
-  using params = std::tuple<P...>;
-};
-template <class C, class R, class... P>
-struct CallSignature<R (C::*)(P...)> {
-  static constexpr bool known = true;
-  using params = std::tuple<P...>;
-};
-template <class R, class... P>
-struct CallSignature<R (*)(P...)> {
-  static constexpr bool known = true;
-  using params = std::tuple<P...>;
-};
-
 /// The declared type of parameter `K` of `Body`, without reference or cv; void when the body is
 /// generic or has fewer parameters.
-template <class Body, size_t K, class Sig = CallSignature<Body>>
+template <class Body, size_t K, class Sig = CallableTraits<Body>>
 struct BodyParam {
   using type = void;
 };
@@ -177,7 +166,7 @@ constexpr bool check_params(std::index_sequence<I...>) {
 
 template <class Body, class... Passed>
 constexpr bool check_body() {
-  using Sig = CallSignature<Body>;
+  using Sig = CallableTraits<Body>;
   if constexpr (Sig::known) {
     using Declared = typename Sig::params;
     constexpr size_t n = std::tuple_size_v<Declared>;
@@ -334,13 +323,8 @@ class KernelBuilder {
 /// `pl.kernel(out_type=..., mesh=..., scratch_types=..., compiler_params=..., name=...)`.
 template <class... Opts>
 auto kernel(Opts&&... opts) {
-  static_assert((detail::is_kernel_option_v<std::decay_t<Opts>> && ...),
-                "tessera: pl::kernel options are pl::out_type(...), a pltpu::TensorCoreMesh, "
-                "pl::scratch_types(...), pl::name(...), pltpu::CompilerParams{...} and "
-                "pltpu::InterpretParams{...}");
-  constexpr int meshes =
-      (0 + ... + (std::is_same_v<std::decay_t<Opts>, pltpu::TensorCoreMesh> ? 1 : 0));
-  static_assert(meshes == 1,
+  static_assert(detail::check_options<detail::KernelOptions, std::decay_t<Opts>...>());
+  static_assert(detail::count_v<pltpu::TensorCoreMesh, std::decay_t<Opts>...> == 1,
                 "tessera: pl::kernel needs exactly one mesh, e.g. pltpu::TensorCoreMesh(\"core\")");
   using Out = typename detail::FindType<detail::IsOutType, OutType<>, std::decay_t<Opts>...>::type;
   using Scr = typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>,

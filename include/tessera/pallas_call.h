@@ -302,8 +302,28 @@ auto flatten(O&& o) {
   }
 }
 
+/// pallas_call's options, a grid spec's unpacked in its place (detail/options.h).
+struct PallasCallOptions {
+  template <class O>
+  static constexpr bool accepts =
+      detail::is_out_type_v<O> || detail::is_scratch_types_v<O> || IsIn<O>::value ||
+      IsOut<O>::value || std::is_same_v<O, pltpu::Grid> ||
+      std::is_same_v<O, pltpu::CompilerParams> || std::is_same_v<O, pltpu::TensorCoreMesh> ||
+      std::is_same_v<O, InputOutputAliases> || std::is_same_v<O, Name> ||
+      std::is_same_v<O, pltpu::InterpretParams>;
+  template <class O>
+  static constexpr void reject() {
+    static_assert(sizeof(O) == 0,
+                  "tessera: pallas_call options are pl::out_shape, pl::grid, pl::in_specs, "
+                  "pl::out_specs, pl::scratch_shapes, pl::input_output_aliases, "
+                  "pltpu::PrefetchScalarGridSpec, pltpu::CompilerParams, pltpu::TensorCoreMesh, "
+                  "pl::name and pltpu::InterpretParams");
+  }
+};
+
 template <int NP, class Body, class... Opts>
 auto make_pallas_call(Body&& body, Opts&&... opts) {
+  static_assert(detail::check_options<PallasCallOptions, std::decay_t<Opts>...>());
   using Out = typename detail::FindType<detail::IsOutType, OutType<>, std::decay_t<Opts>...>::type;
   using Scr = typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>,
                                         std::decay_t<Opts>...>::type;
@@ -346,13 +366,6 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
           name = o.value;
         else if constexpr (std::is_same_v<O, pltpu::InterpretParams>)
           interpret = o;
-        else
-          static_assert(sizeof(O) == 0,
-                        "tessera: pallas_call options are pl::out_shape, pl::grid, "
-                        "pl::in_specs, pl::out_specs, pl::scratch_shapes, "
-                        "pl::input_output_aliases, pltpu::PrefetchScalarGridSpec, "
-                        "pltpu::CompilerParams, pltpu::TensorCoreMesh, pl::name and "
-                        "pltpu::InterpretParams");
       }(std::forward<Opts>(opts)),
       ...);
   if (where.line() == 0) where = out.where;  // no grid: errors point at pl::out_shape
