@@ -267,20 +267,18 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
             pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]), std::get<O>(out_.outs).shape)...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };
-    if (!spec_.interpret && detail::forced_interpret() == nullptr) {
-      detail::launch(spec_, per_core);
-      return;
-    }
-    // Checked: the engine poisons fresh outputs and keeps shadow state of every HBM array.
-    const detail::LaunchBuffer buffers[sizeof...(Ins) + sizeof...(Outs) + 1] = {
-        detail::LaunchBuffer{ins.data(),
-                             ins.shape().size() * int64_t{sizeof(typename Ins::value_type)},
-                             dtype_of<typename Ins::value_type>, ins.shape(), false, 0}...,
-        detail::LaunchBuffer{
-            out_data[O], std::get<O>(out_.outs).shape.size() * int64_t{sizeof(Outs)},
-            dtype_of<Outs>, std::get<O>(out_.outs).shape, true, static_cast<int>(O)}...,
-        detail::LaunchBuffer{}};
-    detail::launch(spec_, per_core, buffers, static_cast<int>(sizeof...(Ins) + sizeof...(Outs)));
+    // The arrays, for an engine that keeps books of them (the checked engine's shadow state).
+    auto buffers = [&](std::vector<detail::LaunchBuffer>& out) {
+      (out.push_back(detail::LaunchBuffer{
+           ins.data(), ins.shape().size() * int64_t{sizeof(typename Ins::value_type)},
+           dtype_of<typename Ins::value_type>, ins.shape(), false, 0}),
+       ...);
+      (out.push_back(detail::LaunchBuffer{
+           out_data[O], std::get<O>(out_.outs).shape.size() * int64_t{sizeof(Outs)}, dtype_of<Outs>,
+           std::get<O>(out_.outs).shape, true, static_cast<int>(O)}),
+       ...);
+    };
+    detail::launch(spec_, per_core, buffers);
   }
 
   Body body_;

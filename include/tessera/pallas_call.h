@@ -163,18 +163,19 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         out_(std::move(out)),
         scratch_(std::move(scratch)),
         in_specs_(std::move(in_specs)),
-        out_specs_(std::move(out_specs)) {
-    spec_.name = std::move(name);
-    spec_.where = where;
-    spec_.grid = std::move(grid);
-    spec_.params = std::move(params);
-    spec_.mesh = std::move(mesh);
-    spec_.aliases = std::move(aliases.pairs);
-    spec_.interpret = std::move(interpret);
-    spec_.scratch = std::apply(
-        [](const auto&... s) { return std::vector<detail::ScratchRequest>{s.request()...}; },
-        scratch_.items);
-  }
+        out_specs_(std::move(out_specs)),
+        spec_{std::move(name),
+              where,
+              std::move(grid),
+              std::move(params),
+              std::move(mesh),
+              std::move(aliases.pairs),
+              std::move(interpret),
+              std::apply(
+                  [](const auto&... s) {
+                    return std::vector<detail::ScratchRequest>{s.request()...};
+                  },
+                  scratch_.items)} {}
 
   /// Runs the grid over `args` (the NP scalar-prefetch operands, then the inputs) and returns
   /// the output(s), as pl::kernel does.

@@ -183,8 +183,12 @@ const pltpu::InterpretParams* forced_interpret() noexcept {
   return env_params ? &*env_params : nullptr;
 }
 
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
+  launch(spec, body, [](std::vector<LaunchBuffer>&) {});
+}
+
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
-            const LaunchBuffer* buffers, int num_buffers) {
+            LaunchBuffers buffers) {
   if (in_kernel()) {
     raise(ErrorKind::kInvalidArgument, "pl::kernel", spec.where,
           fmt::format("kernel '{}' was launched from inside a kernel body; kernels cannot nest "
@@ -210,7 +214,10 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   std::unique_ptr<Engine> checked;
   if (const pltpu::InterpretParams* params =
           spec.interpret ? &*spec.interpret : forced_interpret()) {
-    checked = make_checked_engine(spec, *params, buffers, num_buffers, vmem_limit);
+    std::vector<LaunchBuffer> arrays;
+    buffers(arrays);
+    checked = make_checked_engine(spec, *params, arrays.data(), static_cast<int>(arrays.size()),
+                                  vmem_limit);
   }
   Engine& engine = checked ? *checked : native_engine();
   const CoreBudget budget = engine.budget(vmem_limit);

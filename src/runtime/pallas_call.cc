@@ -185,18 +185,19 @@ void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetc
   spec.interpret = call.interpret;
   prepare_launch(spec);
 
-  // What the checked engine keeps books of: every argument, then the outputs.
-  std::vector<LaunchBuffer> buffers;
-  for (int p = 0; p < num_prefetch; ++p) {
-    const PallasPrefetch& pf = prefetch[static_cast<size_t>(p)];
-    buffers.push_back(
-        LaunchBuffer{args[p], pf.shape.size() * itemsize(pf.dtype), pf.dtype, pf.shape, false, p});
-  }
-  for (const BlockMapping& m : g.blocks) {
-    buffers.push_back(LaunchBuffer{m.hbm.data, m.hbm.shape.size() * itemsize(m.hbm.dtype),
+  // What an engine that keeps books of the arrays sees: every argument, then the outputs.
+  auto buffers = [&](std::vector<LaunchBuffer>& books) {
+    for (int p = 0; p < num_prefetch; ++p) {
+      const PallasPrefetch& pf = prefetch[static_cast<size_t>(p)];
+      books.push_back(LaunchBuffer{args[p], pf.shape.size() * itemsize(pf.dtype), pf.dtype,
+                                   pf.shape, false, p});
+    }
+    for (const BlockMapping& m : g.blocks) {
+      books.push_back(LaunchBuffer{m.hbm.data, m.hbm.shape.size() * itemsize(m.hbm.dtype),
                                    m.hbm.dtype, m.hbm.shape, m.is_output,
                                    m.is_output ? m.index : num_prefetch + m.index});
-  }
+    }
+  };
 
   const int cores = spec.num_cores;
   const size_t user_scratch = call.scratch.size();
@@ -234,7 +235,7 @@ void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetc
     };
     run_mapped_pipeline(cfg, g, step);
   };
-  launch(spec, per_core, buffers.data(), static_cast<int>(buffers.size()));
+  launch(spec, per_core, buffers);
 }
 
 }  // namespace tessera::detail
