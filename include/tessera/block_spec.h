@@ -266,6 +266,10 @@ void pl::BlockSpec::set_index_map(F f) {
   static_assert(P::known,
                 "tessera: a BlockSpec index map must be a non-generic lambda or function taking "
                 "one int per grid axis, e.g. [](int i, int j) { return pl::idx(i, j); }");
+  static_assert(!P::mutable_call,
+                "tessera: the index map is a mutable lambda; every core evaluates it at every "
+                "step, so state it changes would be shared between cores (a data race): make it "
+                "a function of its arguments, and drop `mutable`");
   using Params = typename P::values;
   constexpr size_t total = std::tuple_size_v<Params>;
   constexpr int n = detail::leading_ints<Params>(std::make_index_sequence<total>{});

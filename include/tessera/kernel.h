@@ -168,6 +168,10 @@ template <class Body, class... Passed>
 constexpr bool check_body() {
   using Sig = CallableTraits<Body>;
   if constexpr (Sig::known) {
+    static_assert(!Sig::mutable_call,
+                  "tessera: the kernel body is a mutable lambda; it runs on every core at once, "
+                  "so state it changes would be shared between cores (a data race): keep "
+                  "per-core state in scratch refs, and drop `mutable`");
     using Declared = typename Sig::params;
     constexpr size_t n = std::tuple_size_v<Declared>;
     static_assert(n == sizeof...(Passed),

@@ -5,6 +5,7 @@
 
 #include <string_view>
 
+#include "core/check.h"
 #include "core/error_context.h"
 #include "core/messages.h"
 #include "tessera/detail/runtime.h"
@@ -78,6 +79,14 @@ void raise(ErrorKind kind, std::string_view op, std::source_location where,
                     fmt::format("tessera: {} at {} (kernel '{}', core {}{}): {}", op,
                                 format_location(where), name, ctx->core, step, detail),
                     where, ctx->core, ctx->grid_step, name);
+}
+
+void internal_check_failed(const char* condition, const char* why, std::source_location where) {
+  throw InternalError(ErrorKind::kInternal,
+                      fmt::format("tessera: internal error at {}: {} ({} is false); this is a bug "
+                                  "in Tessera, please report it with this message",
+                                  format_location(where), why, condition),
+                      where);
 }
 
 }  // namespace detail

@@ -15,6 +15,7 @@
 #include <new>
 #include <vector>
 
+#include "core/check.h"
 #include "core/dot_rules.h"
 #include "native/gemm.h"
 #include "runtime/context.h"
@@ -100,8 +101,7 @@ void product(const DotCall& c, const DotOperands& o, void* acc, int64_t c_rs, bo
               static_cast<int32_t*>(acc), c_rs, accumulate);
       return;
     default:
-      raise(ErrorKind::kInternal, c.op, c.where,
-            fmt::format("internal error: no GEMM for {}", dot_call_text(c)));
+      TESSERA_CHECK(false, "jnp::dot reached the GEMMs with operand dtypes none of them takes");
   }
 }
 
@@ -142,11 +142,8 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
                       dot_call_text(call), want.to_string(), dst.shape.to_string(),
                       accumulate ? "accumulation (+=)" : "assignment"));
   }
-  if (dst.dtype != call.result) {
-    raise(ErrorKind::kInternal, call.op, call.where,
-          fmt::format("internal error: destination dtype {} differs from the result dtype {}",
-                      dtype_name(dst.dtype), dtype_name(call.result)));
-  }
+  TESSERA_CHECK(dst.dtype == call.result,
+                "a dot's destination has another dtype than the one its template checked");
   if (o.m == 0 || o.n == 0) return;
   const MxuEvent mxu_event(call.op, o.m, o.n, o.k,
                            (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
@@ -176,8 +173,7 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
       store<int32_t, int8_t>(dst, static_cast<int32_t*>(tmp), o.m, o.n, accumulate);
       break;
     default:
-      raise(ErrorKind::kInternal, call.op, call.where,
-            fmt::format("internal error: no store for dtype {}", dtype_name(dst.dtype)));
+      TESSERA_CHECK(false, "a dot's result has a dtype with no store");
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/check.h"
 #include "runtime/arena.h"
 #include "runtime/engine.h"
 
@@ -54,6 +55,11 @@ ArenaStack::Mark ArenaStack::mark() const noexcept {
 }
 
 void ArenaStack::release(const Mark& m) noexcept {
+  // Marks are released in stack order: a mark above the top would be one released twice, or out
+  // of order (a scope that outlived an inner one).
+  for (int r = 0; r < kRegions; ++r) {
+    TESSERA_DCHECK(m.top[r] <= top_[r], "an arena stack mark was released out of stack order");
+  }
   std::memcpy(top_, m.top, sizeof(top_));
   std::memcpy(held_, m.held, sizeof(held_));
 }
