@@ -115,15 +115,11 @@ void check_vmem_budget(const PallasCallSpec& call, const GridMapping& g, int64_t
                    total, limit, fmt::join(top, "; ")));
 }
 
-}  // namespace
-
-void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
-                     const std::vector<PallasOperand>& operands, const void* const* args,
-                     void* const* outputs, FunctionRef<void(const PallasStep&)> body) {
-  const int num_prefetch = static_cast<int>(prefetch.size());
-  check_aliases(call, num_prefetch, operands);
-
-  // The arrays as the kernel sees them: an aliased input is read from its output's buffer.
+// The operands as the kernel sees them (an aliased input is read from its output's buffer),
+// validated and mapped once (map_grid), then the budget.
+GridMapping map_operands(const PallasCallSpec& call, int num_prefetch,
+                         const std::vector<PallasOperand>& operands, const void* const* args,
+                         void* const* outputs) {
   std::vector<MappedOperand> mapped;
   mapped.reserve(operands.size());
   int in = 0;
@@ -143,7 +139,6 @@ void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetc
                                           op.shape, row_major_strides(op.shape)},
                                    op.spec, op.is_output, op.read_only, op.declared});
   }
-
   GridRequest request;
   request.kind = GridRequest::Kind::kPallasCall;
   request.op = "pallas_call";
@@ -152,22 +147,25 @@ void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetc
   request.grid = call.grid;
   request.semantics = call.params.dimension_semantics;
   request.num_prefetch = num_prefetch;
-  const GridMapping g = map_grid(request, mapped);
+  GridMapping g = map_grid(request, mapped);
   pltpu::check_compiler_params(call.params, call.where);
   check_vmem_budget(call, g, call.params.vmem_limit_bytes.value_or(default_vmem_limit_bytes()));
+  return g;
+}
 
-  // Aliased outputs start as a copy of their input.
+// Aliased outputs start as a copy of their input.
+void copy_aliased_inputs(const PallasCallSpec& call, const GridMapping& g, const void* const* args,
+                         void* const* outputs) {
   for (const auto& [ai, ao] : call.aliases) {
-    const PallasOperand* o = nullptr;
-    int k = 0;
-    for (const PallasOperand& op : operands) {
-      if (op.is_output && k++ == ao) o = &op;
-    }
-    const size_t bytes = static_cast<size_t>(o->shape.size() * itemsize(o->dtype));
+    const BlockMapping& o = g.blocks[static_cast<size_t>(g.num_inputs + ao)];
+    const size_t bytes = static_cast<size_t>(o.hbm.shape.size() * itemsize(o.hbm.dtype));
     if (bytes != 0) std::memcpy(outputs[ao], args[ai], bytes);
   }
+}
 
-  // The kernel: the user's scratch, then one SMEM buffer per scalar-prefetch operand.
+// The kernel: the user's scratch, then one SMEM buffer per scalar-prefetch operand.
+LaunchSpec make_launch_spec(const PallasCallSpec& call,
+                            const std::vector<PallasPrefetch>& prefetch) {
   const pltpu::TensorCoreMesh mesh =
       call.mesh ? *call.mesh : pltpu::TensorCoreMesh("core", call.where);
   LaunchSpec spec;
@@ -184,7 +182,56 @@ void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetc
   spec.where = call.where;
   spec.interpret = call.interpret;
   prepare_launch(spec);
+  return spec;
+}
 
+// One core's part: the scalar-prefetch operands copied into its SMEM, then its share of the grid,
+// calling the body at every step.
+void run_core(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
+              const GridMapping& g, const void* const* args, int core, int cores,
+              void* const* scratch, FunctionRef<void(const PallasStep&)> body) {
+  std::vector<RawRef> smem;
+  smem.reserve(prefetch.size());
+  for (size_t p = 0; p < prefetch.size(); ++p) {
+    const PallasPrefetch& pf = prefetch[p];
+    const RawRef src{const_cast<void*>(args[p]), pf.dtype, MemorySpace::HBM, pf.shape,
+                     row_major_strides(pf.shape)};
+    const RawRef dst{scratch[call.scratch.size() + p], pf.dtype, MemorySpace::SMEM, pf.shape,
+                     row_major_strides(pf.shape)};
+    dma_copy(src, dst, "sync_copy", call.where);
+    smem.push_back(dst);
+  }
+  PipelineConfig cfg;
+  cfg.grid = g.grid;
+  cfg.semantics = g.semantics;
+  cfg.where = call.where;
+  cfg.op = "pallas_call";
+  cfg.scalar_prefetch = smem;
+  const IterationRange range = pallas_call_core_range(g.grid, g.semantics, cores, core, call.where);
+  cfg.range_begin = range.begin;
+  cfg.range_end = range.end;
+  std::vector<RawRef> arrays;
+  std::vector<Shape> shapes;
+  for (const BlockMapping& m : g.blocks) {
+    arrays.push_back(m.hbm);
+    shapes.push_back(m.window);
+  }
+  auto step = [&](const WindowRef* windows) {
+    body(PallasStep{smem.data(), windows, shapes.data(), arrays.data(), scratch});
+  };
+  run_mapped_pipeline(cfg, g, step);
+}
+
+}  // namespace
+
+void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
+                     const std::vector<PallasOperand>& operands, const void* const* args,
+                     void* const* outputs, FunctionRef<void(const PallasStep&)> body) {
+  const int num_prefetch = static_cast<int>(prefetch.size());
+  check_aliases(call, num_prefetch, operands);
+  const GridMapping g = map_operands(call, num_prefetch, operands, args, outputs);
+  copy_aliased_inputs(call, g, args, outputs);
+  const LaunchSpec spec = make_launch_spec(call, prefetch);
   // What an engine that keeps books of the arrays sees: every argument, then the outputs.
   auto buffers = [&](std::vector<LaunchBuffer>& books) {
     for (int p = 0; p < num_prefetch; ++p) {
@@ -198,42 +245,8 @@ void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetc
                                    m.is_output ? m.index : num_prefetch + m.index});
     }
   };
-
-  const int cores = spec.num_cores;
-  const size_t user_scratch = call.scratch.size();
   auto per_core = [&](int core, void* const* scratch) {
-    std::vector<RawRef> smem;
-    smem.reserve(prefetch.size());
-    for (int p = 0; p < num_prefetch; ++p) {
-      const PallasPrefetch& pf = prefetch[static_cast<size_t>(p)];
-      const Shape& shape = pf.shape;
-      const RawRef src{const_cast<void*>(args[p]), pf.dtype, MemorySpace::HBM, shape,
-                       row_major_strides(shape)};
-      const RawRef dst{scratch[user_scratch + static_cast<size_t>(p)], pf.dtype, MemorySpace::SMEM,
-                       shape, row_major_strides(shape)};
-      dma_copy(src, dst, "sync_copy", call.where);
-      smem.push_back(dst);
-    }
-    PipelineConfig cfg;
-    cfg.grid = g.grid;
-    cfg.semantics = g.semantics;
-    cfg.where = call.where;
-    cfg.op = "pallas_call";
-    cfg.scalar_prefetch = smem;
-    const IterationRange range =
-        pallas_call_core_range(g.grid, g.semantics, cores, core, call.where);
-    cfg.range_begin = range.begin;
-    cfg.range_end = range.end;
-    std::vector<RawRef> arrays;
-    std::vector<Shape> shapes;
-    for (const BlockMapping& m : g.blocks) {
-      arrays.push_back(m.hbm);
-      shapes.push_back(m.window);
-    }
-    auto step = [&](const WindowRef* windows) {
-      body(PallasStep{smem.data(), windows, shapes.data(), arrays.data(), scratch});
-    };
-    run_mapped_pipeline(cfg, g, step);
+    run_core(call, prefetch, g, args, core, spec.num_cores, scratch, body);
   };
   launch(spec, per_core, buffers);
 }
