@@ -31,10 +31,12 @@ class CheckedEngine final : public Engine {
   explicit CheckedEngine(std::unique_ptr<CheckedLaunch> launch) : L_(std::move(launch)) {}
 
   CoreBudget budget(int64_t vmem_limit) const override {
-    CoreBudget b{std::min(vmem_limit, L_->vmem_limit), smem_capacity_bytes(), {}};
+    CoreBudget b{std::min(vmem_limit, L_->vmem_limit), smem_capacity_bytes(), {}, {}};
     if (L_->chip) {
+      const std::string chip = fmt::format("the {} chip's", L_->params.chip);
+      if (L_->chip->vmem_capacity_bytes < vmem_limit) b.vmem_chip = chip;
+      if (L_->chip->smem_capacity_bytes < b.smem) b.smem_chip = chip;
       b.smem = std::min(b.smem, L_->chip->smem_capacity_bytes);
-      b.chip = fmt::format("the {} chip's", L_->params.chip);
     }
     return b;
   }

@@ -77,7 +77,7 @@ std::vector<std::vector<int64_t>> checked_parallel_order(
     const CheckedLaunch& launch, const Shape& grid,
     const std::vector<pltpu::GridDimensionSemantics>& semantics);
 /// Raises kBlockShape when `block` (squeezed axes as 1) of an array of `array` shape breaks the
-/// TPU's tiling rules (docs/checked-mode.md, "Block shapes").
+/// TPU's tiling rules (docs/checked-mode.md, kBlockShape).
 void checked_block_shape(const Shape& array, const SmallVec& block, DType dtype, int operand,
                          bool is_output, const char* op, std::source_location where);
 

@@ -23,7 +23,8 @@ void ArenaStack::reset(CoreArena& arena, int64_t vmem_used, int64_t smem_used,
   limit_[1] = budget.smem;
   limit_[2] = semaphore_capacity() * int64_t{sizeof(SemaphoreCell)};
   std::memset(held_, 0, sizeof(held_));
-  chip_ = budget.chip;
+  vmem_chip_ = budget.vmem_chip;
+  smem_chip_ = budget.smem_chip;
 }
 
 void ArenaStack::require(MemorySpace space, int64_t bytes, const char* subject,
@@ -73,7 +74,7 @@ void ArenaStack::over_capacity(MemorySpace space, int64_t bytes, const char* sub
   std::string hint;
   switch (space) {
     case MemorySpace::SMEM:
-      budget = chip_.empty() ? std::string("SMEM") : fmt::format("{} SMEM", chip_);
+      budget = smem_chip_.empty() ? std::string("SMEM") : fmt::format("{} SMEM", smem_chip_);
       hint = "SMEM holds scalars: keep large buffers in VMEM";
       break;
     case MemorySpace::SEMAPHORE:
@@ -82,12 +83,9 @@ void ArenaStack::over_capacity(MemorySpace space, int64_t bytes, const char* sub
       hint = "use fewer semaphores";
       break;
     default:
-      budget = chip_.empty() ? std::string("the kernel's VMEM budget")
-                             : fmt::format(
-                                   "the kernel's VMEM budget, capped by {} VMEM per "
-                                   "TensorCore",
-                                   chip_);
-      hint = chip_.empty()
+      budget = vmem_chip_.empty() ? std::string("the kernel's VMEM budget")
+                                  : fmt::format("{} VMEM per TensorCore", vmem_chip_);
+      hint = vmem_chip_.empty()
                  ? "use smaller blocks or buffers, pl::Buffered(1), or raise "
                    "pltpu::CompilerParams{.vmem_limit_bytes = ...}"
                  : "use smaller blocks or buffers, or pl::Buffered(1) (this kernel would not fit "

@@ -76,7 +76,8 @@ class ArenaStack {
   int64_t top_[kRegions] = {};
   int64_t limit_[kRegions] = {};
   int64_t held_[kRegions][kUses] = {};
-  std::string chip_;  // set when a checked chip caps the capacities
+  std::string vmem_chip_;  // set when a checked chip's VMEM is the budget ("the v4 chip's")
+  std::string smem_chip_;
 };
 
 /// Holds what is pushed on a core's stack while it lives; releases it when it ends.

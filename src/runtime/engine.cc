@@ -8,7 +8,7 @@ namespace tessera::detail {
 Engine::~Engine() = default;
 
 CoreBudget Engine::budget(int64_t vmem_limit) const {
-  return CoreBudget{vmem_limit, smem_capacity_bytes(), {}};
+  return CoreBudget{vmem_limit, smem_capacity_bytes(), {}, {}};
 }
 void Engine::core_begin(CoreContext& /*ctx*/, void* const* /*scratch*/) {}
 void Engine::core_end(CoreContext& /*ctx*/) {}

@@ -47,8 +47,10 @@ struct WaitSite {
 struct CoreBudget {
   int64_t vmem = 0;  // bytes of VMEM (the kernel's limit, capped by a checked chip's VMEM)
   int64_t smem = 0;  // bytes of SMEM
-  /// Set when a chip caps them: "the v5e chip's", for capacity messages.
-  std::string chip;
+  /// Set when a chip's capacity is the budget (smaller than Tessera's own): "the v5e chip's",
+  /// for capacity messages.
+  std::string vmem_chip;
+  std::string smem_chip;
 };
 
 class Engine {
