@@ -1,4 +1,4 @@
-// The seed's pipelined add (emit_pipeline, (128, 128) blocks, PARALLEL x ARBITRARY, 2 cores) on
+// The pipelined add (emit_pipeline, (128, 128) blocks, PARALLEL x ARBITRARY, 2 cores) on
 // N x N float32 against a plain two-thread loop computing the same sum, in the same binary.
 // GB/s counts 3 * 4 * N^2 bytes (two reads, one write) per run.
 //

@@ -1,6 +1,6 @@
 // Launch cost: a tiny kernel on 2 cores (each core fills a (128,) VMEM block and DMAs it to its
-// slice of the output — the seed's iota) against an OpenMP parallel region of 2 threads doing the
-// same work (fill a 128-float buffer, copy it to the thread's slice), in the same binary.
+// slice of the output — the quickstart's iota) against an OpenMP parallel region of 2 threads doing
+// the same work (fill a 128-float buffer, copy it to the thread's slice), in the same binary.
 //
 //   ./build/default/bench/launch_bench --benchmark_repetitions=9
 //

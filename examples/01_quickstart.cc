@@ -1,4 +1,4 @@
-// Standalone program: runs the seed's quickstart kernels (see quickstart.h and
+// Standalone program: runs the quickstart kernels (see quickstart.h and
 // 01_quickstart_kernels.cc) and prints "quickstart: ok" when both are right.
 #include <iostream>
 

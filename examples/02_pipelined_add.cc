@@ -1,4 +1,4 @@
-// Standalone program: the seed's pipelined add (see pipelined_add.h and
+// Standalone program: the pipelined add (see pipelined_add.h and
 // 02_pipelined_add_kernels.cc); prints "add: ok" when the results are right.
 #include <iostream>
 

@@ -1,6 +1,7 @@
-// The seed's pipelined add: the body only computes (o = x + y on VMEM blocks); emit_pipeline
-// moves the (128, 128) blocks between HBM and VMEM and walks the grid, splitting its first
-// (PARALLEL) axis over the cores and running the second (ARBITRARY) in order on each.
+// The pipelined add (Pallas' pipelining tutorial): the body only computes (o = x + y on VMEM
+// blocks); emit_pipeline moves the (128, 128) blocks between HBM and VMEM and walks the grid,
+// splitting its first (PARALLEL) axis over the cores and running the second (ARBITRARY) in order on
+// each.
 #include <cstdint>
 #include <ostream>
 #include <random>

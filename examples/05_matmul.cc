@@ -16,7 +16,7 @@ namespace tessera::examples {
 namespace {
 
 // The bodies take their input blocks as non-const refs on purpose. An engine that reads the
-// blocks of `VmemRef<const T>` inputs in place (main's, after issue #3) hands the dot strided
+// blocks of `VmemRef<const T>` inputs in place (the native engine does) hands the dot strided
 // windows of the big arrays; the tile GEMM then re-reads B from memory for every few rows of A
 // and the whole matmul was ~15% slower on this machine (docs/performance.md). Copied blocks are
 // the packing step a GEMM wants anyway.

@@ -1,4 +1,4 @@
-// The seed's third kernel: the pipelined add (emit_pipeline over (128, 128) blocks).
+// The pipelined add of Pallas' pipelining tutorial (emit_pipeline over (128, 128) blocks).
 #pragma once
 
 #include <tessera/tessera.h>

@@ -1,4 +1,4 @@
-// The seed's first two kernels (the Pallas TPU quickstart), as a Tessera user writes them.
+// The first two kernels of the Pallas TPU quickstart, as a Tessera user writes them.
 #pragma once
 
 #include <tessera/tessera.h>
@@ -8,7 +8,7 @@
 namespace tessera::examples {
 
 /// `fill_42`: computes a (128,) block of 42.0 in VMEM and copies it to the output in HBM.
-/// Every core of the default mesh does the same (the seed's point about redundant work).
+/// Every core of the default mesh does the same (the quickstart's point about redundant work).
 Array<float> fill_42();
 
 /// `iota`: every core writes its own 128-element slice, so the output is 0 .. 128*n - 1 for a

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/detail/callable_traits.h"
 #include "tessera/detail/small_vec.h"
 #include "tessera/memory_space.h"
 #include "tessera/ref.h"
@@ -52,6 +53,16 @@ inline constexpr GridDimensionSemantics SUBCORE_PARALLEL = GridDimensionSemantic
 const char* to_string(GridDimensionSemantics s) noexcept;
 
 }  // namespace pltpu
+
+namespace detail {
+/// Whether iterations along an axis of these semantics may be split over the mesh's cores:
+/// PARALLEL, and CORE_PARALLEL (Pallas' explicit split over TensorCores, which is what
+/// PARALLEL does here).
+constexpr bool is_parallel(pltpu::GridDimensionSemantics s) noexcept {
+  return s == pltpu::GridDimensionSemantics::PARALLEL ||
+         s == pltpu::GridDimensionSemantics::CORE_PARALLEL;
+}
+}  // namespace detail
 
 namespace detail {
 /// A scalar-prefetch ref parameter of an index map, built from the runtime's view.
@@ -151,6 +162,12 @@ class BlockSpec {
   /// `prefetch` (index_map_prefetch() of them) after the grid indices.
   Indices block_indices(const int64_t* grid_point, int n, const detail::RawRef* prefetch = nullptr,
                         int num_prefetch = 0) const;
+  /// The same without the checks, for a pipeline that validated the spec against its grid once
+  /// (runtime/block_mapping.h): index_map_arity() grid indices, index_map_prefetch() refs.
+  Indices map_block(const int64_t* grid_point, const detail::RawRef* prefetch) const {
+    if (whole_) return Indices{};
+    return map_(grid_point, prefetch);
+  }
 
  private:
   template <class F, class Params, size_t... K, size_t... P>
@@ -175,25 +192,6 @@ class BlockSpec {
 }  // namespace pl
 
 namespace detail {
-
-template <class F>
-struct IndexMapParams {
-  static constexpr bool known = false;
-  using type = std::tuple<>;
-};
-template <class F>
-requires requires { &F::operator(); }
-struct IndexMapParams<F> : IndexMapParams<decltype(&F::operator())> {};
-template <class C, class R, class... P>
-struct IndexMapParams<R (C::*)(P...) const> {
-  static constexpr bool known = true;
-  using type = std::tuple<std::remove_cvref_t<P>...>;
-};
-template <class R, class... P>
-struct IndexMapParams<R (*)(P...)> {
-  static constexpr bool known = true;
-  using type = std::tuple<std::remove_cvref_t<P>...>;
-};
 
 /// The number of leading integer parameters of an index map (the grid indices).
 template <class Tuple, size_t... I>
@@ -264,11 +262,15 @@ BlockWindow block_window(const Shape& array, const std::vector<pl::BlockDim>& bl
 
 template <class F>
 void pl::BlockSpec::set_index_map(F f) {
-  using P = detail::IndexMapParams<F>;
+  using P = detail::CallableTraits<F>;
   static_assert(P::known,
                 "tessera: a BlockSpec index map must be a non-generic lambda or function taking "
                 "one int per grid axis, e.g. [](int i, int j) { return pl::idx(i, j); }");
-  using Params = typename P::type;
+  static_assert(!P::mutable_call,
+                "tessera: the index map is a mutable lambda; every core evaluates it at every "
+                "step, so state it changes would be shared between cores (a data race): make it "
+                "a function of its arguments, and drop `mutable`");
+  using Params = typename P::values;
   constexpr size_t total = std::tuple_size_v<Params>;
   constexpr int n = detail::leading_ints<Params>(std::make_index_sequence<total>{});
   arity_ = n;

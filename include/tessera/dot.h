@@ -18,7 +18,7 @@
 // ((0,), (0,)) is x.T @ y, ((0,), (1,)) is x.T @ y.T. Batch dimensions are not supported on
 // 2-D tiles. The result has shape (rows of x's free axis, columns of y's free axis).
 //
-// Dtypes (as jax.numpy, pallas-reference.md fact 22): float32 x float32, bfloat16 x bfloat16 and
+// Dtypes (as jax.numpy promotes them): float32 x float32, bfloat16 x bfloat16 and
 // int8 x int8; products are always accumulated in float32 (int32 for int8). The result dtype
 // is the operands' dtype unless the preferred element type is given as the first template
 // argument (`jnp::dot<float>(x, y)`, jnp's `preferred_element_type=`): float32 or bfloat16 for

@@ -45,6 +45,8 @@
 
 #include "tessera/array.h"
 #include "tessera/compiler_params.h"
+#include "tessera/detail/callable_traits.h"
+#include "tessera/detail/options.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/interpret.h"
 #include "tessera/mesh.h"
@@ -102,11 +104,21 @@ inline constexpr bool is_scratch_types_v = false;
 template <class... S>
 inline constexpr bool is_scratch_types_v<pl::ScratchTypes<S...>> = true;
 
-template <class T>
-inline constexpr bool is_kernel_option_v =
-    is_out_type_v<T> || is_scratch_types_v<T> || std::is_same_v<T, pltpu::TensorCoreMesh> ||
-    std::is_same_v<T, pl::Name> || std::is_same_v<T, pltpu::CompilerParams> ||
-    std::is_same_v<T, pltpu::InterpretParams>;
+/// pl::kernel's options (detail/options.h).
+struct KernelOptions {
+  template <class T>
+  static constexpr bool accepts =
+      is_out_type_v<T> || is_scratch_types_v<T> || std::is_same_v<T, pltpu::TensorCoreMesh> ||
+      std::is_same_v<T, pl::Name> || std::is_same_v<T, pltpu::CompilerParams> ||
+      std::is_same_v<T, pltpu::InterpretParams>;
+  template <class T>
+  static constexpr void reject() {
+    static_assert(sizeof(T) == 0,
+                  "tessera: pl::kernel options are pl::out_type(...), a pltpu::TensorCoreMesh, "
+                  "pl::scratch_types(...), pl::name(...), pltpu::CompilerParams{...} and "
+                  "pltpu::InterpretParams{...}");
+  }
+};
 
 /// The first type in Ts that satisfies Pred, else Default.
 template <template <class> class Pred, class Default, class... Ts>
@@ -123,32 +135,9 @@ template <class T>
 struct IsScratchTypes : std::bool_constant<is_scratch_types_v<T>> {};
 
 // ---- body signature diagnostics ------------------------------------------------------------
-template <class F>
-struct CallSignature {
-  static constexpr bool known = false;
-};
-template <class F>
-requires requires { &F::operator(); }
-struct CallSignature<F> : CallSignature<decltype(&F::operator())> {};
-template <class C, class R, class... P>
-struct CallSignature<R (C::*)(P...) const> {
-  static constexpr bool known = true;
-  using params = std::tuple<P...>;
-};
-template <class C, class R, class... P>
-struct CallSignature<R (C::*)(P...)> {
-  static constexpr bool known = true;
-  using params = std::tuple<P...>;
-};
-template <class R, class... P>
-struct CallSignature<R (*)(P...)> {
-  static constexpr bool known = true;
-  using params = std::tuple<P...>;
-};
-
 /// The declared type of parameter `K` of `Body`, without reference or cv; void when the body is
 /// generic or has fewer parameters.
-template <class Body, size_t K, class Sig = CallSignature<Body>>
+template <class Body, size_t K, class Sig = CallableTraits<Body>>
 struct BodyParam {
   using type = void;
 };
@@ -177,8 +166,12 @@ constexpr bool check_params(std::index_sequence<I...>) {
 
 template <class Body, class... Passed>
 constexpr bool check_body() {
-  using Sig = CallSignature<Body>;
+  using Sig = CallableTraits<Body>;
   if constexpr (Sig::known) {
+    static_assert(!Sig::mutable_call,
+                  "tessera: the kernel body is a mutable lambda; it runs on every core at once, "
+                  "so state it changes would be shared between cores (a data race): keep "
+                  "per-core state in scratch refs, and drop `mutable`");
     using Declared = typename Sig::params;
     constexpr size_t n = std::tuple_size_v<Declared>;
     static_assert(n == sizeof...(Passed),
@@ -278,20 +271,18 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
             pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]), std::get<O>(out_.outs).shape)...,
             std::get<S>(scratch_.items).make_ref(scratch_ptrs[S])...);
     };
-    if (!spec_.interpret && detail::forced_interpret() == nullptr) {
-      detail::launch(spec_, per_core);
-      return;
-    }
-    // Checked: the engine poisons fresh outputs and keeps shadow state of every HBM array.
-    const detail::LaunchBuffer buffers[sizeof...(Ins) + sizeof...(Outs) + 1] = {
-        detail::LaunchBuffer{ins.data(),
-                             ins.shape().size() * int64_t{sizeof(typename Ins::value_type)},
-                             dtype_of<typename Ins::value_type>, ins.shape(), false, 0}...,
-        detail::LaunchBuffer{
-            out_data[O], std::get<O>(out_.outs).shape.size() * int64_t{sizeof(Outs)},
-            dtype_of<Outs>, std::get<O>(out_.outs).shape, true, static_cast<int>(O)}...,
-        detail::LaunchBuffer{}};
-    detail::launch(spec_, per_core, buffers, static_cast<int>(sizeof...(Ins) + sizeof...(Outs)));
+    // The arrays, for an engine that keeps books of them (the checked engine's shadow state).
+    auto buffers = [&](std::vector<detail::LaunchBuffer>& out) {
+      (out.push_back(detail::LaunchBuffer{
+           ins.data(), ins.shape().size() * int64_t{sizeof(typename Ins::value_type)},
+           dtype_of<typename Ins::value_type>, ins.shape(), false, 0}),
+       ...);
+      (out.push_back(detail::LaunchBuffer{
+           out_data[O], std::get<O>(out_.outs).shape.size() * int64_t{sizeof(Outs)}, dtype_of<Outs>,
+           std::get<O>(out_.outs).shape, true, static_cast<int>(O)}),
+       ...);
+    };
+    detail::launch(spec_, per_core, buffers);
   }
 
   Body body_;
@@ -334,13 +325,8 @@ class KernelBuilder {
 /// `pl.kernel(out_type=..., mesh=..., scratch_types=..., compiler_params=..., name=...)`.
 template <class... Opts>
 auto kernel(Opts&&... opts) {
-  static_assert((detail::is_kernel_option_v<std::decay_t<Opts>> && ...),
-                "tessera: pl::kernel options are pl::out_type(...), a pltpu::TensorCoreMesh, "
-                "pl::scratch_types(...), pl::name(...), pltpu::CompilerParams{...} and "
-                "pltpu::InterpretParams{...}");
-  constexpr int meshes =
-      (0 + ... + (std::is_same_v<std::decay_t<Opts>, pltpu::TensorCoreMesh> ? 1 : 0));
-  static_assert(meshes == 1,
+  static_assert(detail::check_options<detail::KernelOptions, std::decay_t<Opts>...>());
+  static_assert(detail::count_v<pltpu::TensorCoreMesh, std::decay_t<Opts>...> == 1,
                 "tessera: pl::kernel needs exactly one mesh, e.g. pltpu::TensorCoreMesh(\"core\")");
   using Out = typename detail::FindType<detail::IsOutType, OutType<>, std::decay_t<Opts>...>::type;
   using Scr = typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>,

@@ -71,24 +71,6 @@ requires(is_scratch_type_v<S>&&...) ScratchTypes<S...> scratch_shapes(S... s) {
 
 namespace detail {
 
-/// What pallas_call validates before launch, per operand.
-struct PallasOperandInfo {
-  DType dtype;
-  Shape shape;
-  const pl::BlockSpec* spec;
-  bool is_output;
-  MemorySpace declared = MemorySpace::VMEM;  // the space of the body's parameter
-};
-/// Throws UsageError before launch: the grid, semantics length or order, block ranks and index
-/// map arities, memory spaces, buffering, aliases, and the VMEM budget (naming the largest
-/// consumers). `aliases` are (input, output) pairs; input indices count the scalar-prefetch
-/// operands first, `num_prefetch` of them.
-void check_pallas_call(const std::vector<PallasOperandInfo>& operands, const Shape& grid,
-                       const std::vector<pltpu::GridDimensionSemantics>& semantics,
-                       const std::vector<ScratchRequest>& scratch, int64_t vmem_limit,
-                       const std::vector<std::pair<int, int>>& aliases, int num_prefetch,
-                       const std::string& name, std::source_location where);
-
 /// In place of in_specs / out_specs that were not given: whole-array blocks.
 struct NoSpecs {};
 
@@ -101,16 +83,47 @@ constexpr MemorySpace declared_space() {
   return MemorySpace::VMEM;
 }
 
-/// A read-only view of HBM data with the shape of an Array (pallas_call passes an aliased
-/// input's output buffer this way).
-template <class T>
-struct HbmView {
-  using value_type = T;
-  const T* ptr;
-  Shape shp;
-  const T* data() const noexcept { return ptr; }
-  const Shape& shape() const noexcept { return shp; }
+/// One input or output of a pallas_call, as its template knows it.
+struct PallasOperand {
+  DType dtype;
+  Shape shape;
+  const pl::BlockSpec* spec;
+  bool is_output;
+  bool read_only;        // an input the body takes as a ref to const elements
+  MemorySpace declared;  // where the body's parameter lives (ANY: it takes the HBM ref)
 };
+/// One scalar-prefetch operand (copied into SMEM on every core before the grid runs).
+struct PallasPrefetch {
+  DType dtype;
+  Shape shape;
+};
+/// Everything about a pallas_call but its operands' data and its body.
+struct PallasCallSpec {
+  std::string name;
+  std::source_location where;
+  Shape grid;
+  pltpu::CompilerParams params;
+  std::optional<pltpu::TensorCoreMesh> mesh;
+  std::vector<std::pair<int, int>> aliases;  // (input, output); inputs count the prefetch first
+  std::optional<pltpu::InterpretParams> interpret;
+  std::vector<ScratchRequest> scratch;  // the user's scratch
+};
+/// What the body gets at one grid step: the SMEM copies of the scalar-prefetch operands; per
+/// operand (inputs, then outputs) its window and the window's shape, or for an operand the body
+/// takes in HBM its whole array; the user's scratch buffers.
+struct PallasStep {
+  const RawRef* prefetch;
+  const WindowRef* windows;
+  const Shape* window_shapes;
+  const RawRef* arrays;
+  void* const* scratch;
+};
+/// Runs a pallas_call (src/runtime/pallas_call.cc): validates it before launch (UsageError),
+/// launches, and calls `body` at every grid step of every core. `args`: the scalar-prefetch
+/// operands, then the inputs; `outputs`: the outputs' buffers, which the call fills.
+void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
+                     const std::vector<PallasOperand>& operands, const void* const* args,
+                     void* const* outputs, FunctionRef<void(const PallasStep&)> body);
 
 }  // namespace detail
 
@@ -151,13 +164,18 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         scratch_(std::move(scratch)),
         in_specs_(std::move(in_specs)),
         out_specs_(std::move(out_specs)),
-        grid_(std::move(grid)),
-        params_(std::move(params)),
-        mesh_(std::move(mesh)),
-        aliases_(std::move(aliases)),
-        name_(std::move(name)),
-        where_(where),
-        interpret_(std::move(interpret)) {}
+        spec_{std::move(name),
+              where,
+              std::move(grid),
+              std::move(params),
+              std::move(mesh),
+              std::move(aliases.pairs),
+              std::move(interpret),
+              std::apply(
+                  [](const auto&... s) {
+                    return std::vector<detail::ScratchRequest>{s.request()...};
+                  },
+                  scratch_.items)} {}
 
   /// Runs the grid over `args` (the NP scalar-prefetch operands, then the inputs) and returns
   /// the output(s), as pl::kernel does.
@@ -168,34 +186,31 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
                   "scalar-prefetch arrays first, then its inputs");
     return call(std::make_index_sequence<static_cast<size_t>(NP)>{},
                 std::make_index_sequence<sizeof...(Args) - static_cast<size_t>(NP)>{},
-                std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{},
-                std::index_sequence_for<Args...>{}, args...);
+                std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{}, args...);
   }
 
  private:
   static constexpr size_t NO = sizeof...(Outs);
 
-  // The ref the body gets for an operand whose body parameter is declared in `Space`: the HBM
-  // ref itself (ANY: not pipelined), or its window in VMEM or SMEM.
-  template <MemorySpace Space, class T, class HbmR>
-  static auto operand_ref(const HbmR& hbm, const detail::WindowRef* windows, int w,
-                          const Shape& shape) {
+  // The ref the body gets at a step for operand `k`, whose body parameter is declared in
+  // `Space`: the HBM ref itself (ANY: not pipelined), or its window in VMEM or SMEM.
+  template <MemorySpace Space, class T, bool IsOutput>
+  static auto operand_ref(const detail::PallasStep& s, size_t k) {
     if constexpr (Space == MemorySpace::ANY) {
-      (void)windows;
-      (void)w;
-      (void)shape;
-      return hbm;
+      using E = std::conditional_t<IsOutput, T, const T>;
+      const detail::RawRef& a = s.arrays[k];
+      return pltpu::HbmRef<E>(static_cast<E*>(a.data), a.shape, a.strides);
     } else {
-      return pl::Ref<T, Space>(static_cast<T*>(windows[w].data), shape, *windows[w].strides);
+      return pl::Ref<T, Space>(static_cast<T*>(s.windows[k].data), s.window_shapes[k],
+                               *s.windows[k].strides);
     }
   }
 
   // P: prefetch positions, I: input positions (after the prefetch args), O: outputs, S: user
-  // scratch, A: all args.
-  template <size_t... P, size_t... I, size_t... O, size_t... S, size_t... A, class... Args>
+  // scratch.
+  template <size_t... P, size_t... I, size_t... O, size_t... S, class... Args>
   auto call(std::index_sequence<P...>, std::index_sequence<I...>, std::index_sequence<O...>,
-            std::index_sequence<S...>, std::index_sequence<A...>,
-            const Array<Args>&... args) const {
+            std::index_sequence<S...>, const Array<Args>&... args) const {
     using ArgT = std::tuple<Args...>;
     constexpr size_t NI = sizeof...(I);
     constexpr size_t NPs = sizeof...(P);
@@ -216,97 +231,29 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
     if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
       for (size_t k = 0; k < NO; ++k) specs[NI + k] = out_specs_.specs[k];
     }
-    std::vector<pltpu::GridDimensionSemantics> semantics = params_.dimension_semantics;
-    if (semantics.empty()) semantics.assign(static_cast<size_t>(grid_.rank()), pltpu::ARBITRARY);
-    const std::vector<detail::ScratchRequest> scratch = std::apply(
-        [](const auto&... s) { return std::vector<detail::ScratchRequest>{s.request()...}; },
-        scratch_.items);
-    const int64_t limit = params_.vmem_limit_bytes.value_or(detail::default_vmem_limit_bytes());
-    // The body's parameters: NP SMEM refs, the inputs, the outputs, the scratch.
-    static constexpr std::array<MemorySpace, NI + NO + 1> declared{
-        detail::declared_space<Body, NPs + I>()..., detail::declared_space<Body, NPs + NI + O>()...,
-        MemorySpace::VMEM};
-    const std::vector<detail::PallasOperandInfo> info{
-        detail::PallasOperandInfo{dtype_of<std::tuple_element_t<NPs + I, ArgT>>,
-                                  std::get<NPs + I>(argv).shape(), &specs[I], false,
-                                  declared[I]}...,
-        detail::PallasOperandInfo{dtype_of<Outs>, std::get<O>(out_.outs).shape, &specs[NI + O],
-                                  true, declared[NI + O]}...};
-    detail::check_pallas_call(info, grid_, semantics, scratch, limit, aliases_.pairs,
-                              static_cast<int>(NPs), name_, where_);
-
-    // Outputs, with aliased ones starting as a copy of their input; an aliased input is then
-    // read from the output's buffer, so the kernel sees one buffer for both.
+    const std::vector<detail::PallasOperand> operands{
+        detail::PallasOperand{dtype_of<std::tuple_element_t<NPs + I, ArgT>>,
+                              std::get<NPs + I>(argv).shape(), &specs[I], false,
+                              detail::param_is_const_ref<Body, NPs + I>(),
+                              detail::declared_space<Body, NPs + I>()}...,
+        detail::PallasOperand{dtype_of<Outs>, std::get<O>(out_.outs).shape, &specs[NI + O], true,
+                              false, detail::declared_space<Body, NPs + NI + O>()}...};
+    const std::vector<detail::PallasPrefetch> prefetch{detail::PallasPrefetch{
+        dtype_of<std::tuple_element_t<P, ArgT>>, std::get<P>(argv).shape()}...};
     std::tuple<Array<Outs>...> outs{
         Array<Outs>(detail::Uninitialized{}, std::get<O>(out_.outs).shape)...};
     const void* arg_data[sizeof...(Args) + 1] = {static_cast<const void*>(args.data())..., nullptr};
     void* const out_data[NO + 1] = {static_cast<void*>(std::get<O>(outs).data())..., nullptr};
-    const size_t out_bytes[NO + 1] = {std::get<O>(outs).bytes()..., 0};
-    for (const auto& [in, out] : aliases_.pairs) {
-      const auto o = static_cast<size_t>(out);
-      if (out_bytes[o] != 0) std::memcpy(out_data[o], arg_data[in], out_bytes[o]);
-      arg_data[in] = out_data[o];
-    }
-
-    const pltpu::TensorCoreMesh mesh = mesh_ ? *mesh_ : pltpu::TensorCoreMesh("core", where_);
-    const std::string axis = mesh.axis_name();
-    const int cores = mesh.num_cores();
-    pltpu::CompilerParams kp;
-    kp.vmem_limit_bytes = params_.vmem_limit_bytes;
-    kp.wait_timeout_ms = params_.wait_timeout_ms;
-    const std::array<Shape, NI + NO + 1> shapes{
-        detail::window_shape(specs[I], std::get<NPs + I>(argv).shape())...,
-        detail::window_shape(specs[NI + O], std::get<O>(out_.outs).shape)..., Shape{}};
-    // The kernel's scratch: the user's, then one SMEM buffer per scalar-prefetch operand.
-    const auto all_scratch = pl::scratch_types(
-        std::get<S>(scratch_.items)...,
-        pltpu::SMEM<std::tuple_element_t<P, ArgT>>(std::get<P>(argv).shape(), where_)...);
-    const auto* self = this;
-    auto per_core = [self, &specs, &semantics, &axis, cores, &shapes](const auto&... refs) {
-      const auto r = std::forward_as_tuple(refs...);
-      // refs: the NP prefetch HBM refs, the NI inputs, the NO outputs, the user's scratch,
-      // then the NP SMEM copies of the prefetch operands.
-      constexpr size_t kScratch = NPs + NI + NO;
-      constexpr size_t kSmem = kScratch + sizeof...(S);
-      (pltpu::sync_copy(std::get<P>(r), std::get<kSmem + P>(r)), ...);
-      detail::PipelineConfig cfg;
-      cfg.grid = self->grid_;
-      cfg.semantics = semantics;
-      cfg.where = self->where_;
-      cfg.op = "pallas_call";
-      cfg.scalar_prefetch = {std::get<kSmem + P>(r).raw()...};
-      const int core = lax::axis_index(axis);
-      const detail::IterationRange range =
-          detail::pallas_call_core_range(self->grid_, semantics, cores, core, self->where_);
-      cfg.range_begin = range.begin;
-      cfg.range_end = range.end;
-      // Operands the body takes as HBM refs are not pipelined; the others get a window.
-      std::vector<detail::PipelineOperand> ops;
-      std::array<int, NI + NO + 1> window{};
-      auto add = [&](size_t k, const detail::RawRef& raw, bool is_output, bool read_only) {
-        window[k] = -1;
-        if (declared[k] == MemorySpace::ANY) return;
-        window[k] = static_cast<int>(ops.size());
-        ops.push_back(detail::PipelineOperand{raw, &specs[k], is_output, read_only});
-      };
-      (add(I, std::get<NPs + I>(r).raw(), false, detail::param_is_const_ref<Body, NPs + I>()), ...);
-      (add(NI + O, std::get<NPs + NI + O>(r).raw(), true, false), ...);
-      auto step = [&](const detail::WindowRef* windows) {
-        self->body_(std::get<kSmem + P>(r)...,
-                    operand_ref<detail::declared_space<Body, NPs + I>(),
-                                std::tuple_element_t<NPs + I, ArgT>>(std::get<NPs + I>(r), windows,
-                                                                     window[I], shapes[I])...,
-                    operand_ref<detail::declared_space<Body, NPs + NI + O>(), Outs>(
-                        std::get<NPs + NI + O>(r), windows, window[NI + O], shapes[NI + O])...,
-                    std::get<kScratch + S>(r)...);
-      };
-      detail::run_pipeline(cfg, ops, step);
+    auto step = [this](const detail::PallasStep& s) {
+      body_(pltpu::SmemRef<std::tuple_element_t<P, ArgT>>(
+                static_cast<std::tuple_element_t<P, ArgT>*>(s.prefetch[P].data),
+                s.prefetch[P].shape)...,
+            operand_ref<detail::declared_space<Body, NPs + I>(),
+                        std::tuple_element_t<NPs + I, ArgT>, false>(s, I)...,
+            operand_ref<detail::declared_space<Body, NPs + NI + O>(), Outs, true>(s, NI + O)...,
+            std::get<S>(scratch_.items).make_ref(s.scratch[S])...);
     };
-    auto builder = pl::kernel(out_, all_scratch, mesh, pl::name(name_), kp);
-    if (interpret_) builder.set(*interpret_);
-    auto kernel = builder(per_core, where_);
-    kernel.run_into(outs,
-                    detail::HbmView<Args>{static_cast<const Args*>(arg_data[A]), args.shape()}...);
+    detail::run_pallas_call(spec_, prefetch, operands, arg_data, out_data, step);
     return finish(std::move(outs));
   }
 
@@ -325,13 +272,7 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
   ScratchTypes<Scrs...> scratch_;
   In in_specs_;
   OutS out_specs_;
-  Shape grid_;
-  pltpu::CompilerParams params_;
-  std::optional<pltpu::TensorCoreMesh> mesh_;
-  InputOutputAliases aliases_;
-  std::string name_;
-  std::source_location where_;
-  std::optional<pltpu::InterpretParams> interpret_;
+  detail::PallasCallSpec spec_;
 };
 
 namespace detail_pallas {
@@ -362,8 +303,28 @@ auto flatten(O&& o) {
   }
 }
 
+/// pallas_call's options, a grid spec's unpacked in its place (detail/options.h).
+struct PallasCallOptions {
+  template <class O>
+  static constexpr bool accepts =
+      detail::is_out_type_v<O> || detail::is_scratch_types_v<O> || IsIn<O>::value ||
+      IsOut<O>::value || std::is_same_v<O, pltpu::Grid> ||
+      std::is_same_v<O, pltpu::CompilerParams> || std::is_same_v<O, pltpu::TensorCoreMesh> ||
+      std::is_same_v<O, InputOutputAliases> || std::is_same_v<O, Name> ||
+      std::is_same_v<O, pltpu::InterpretParams>;
+  template <class O>
+  static constexpr void reject() {
+    static_assert(sizeof(O) == 0,
+                  "tessera: pallas_call options are pl::out_shape, pl::grid, pl::in_specs, "
+                  "pl::out_specs, pl::scratch_shapes, pl::input_output_aliases, "
+                  "pltpu::PrefetchScalarGridSpec, pltpu::CompilerParams, pltpu::TensorCoreMesh, "
+                  "pl::name and pltpu::InterpretParams");
+  }
+};
+
 template <int NP, class Body, class... Opts>
 auto make_pallas_call(Body&& body, Opts&&... opts) {
+  static_assert(detail::check_options<PallasCallOptions, std::decay_t<Opts>...>());
   using Out = typename detail::FindType<detail::IsOutType, OutType<>, std::decay_t<Opts>...>::type;
   using Scr = typename detail::FindType<detail::IsScratchTypes, ScratchTypes<>,
                                         std::decay_t<Opts>...>::type;
@@ -406,13 +367,6 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
           name = o.value;
         else if constexpr (std::is_same_v<O, pltpu::InterpretParams>)
           interpret = o;
-        else
-          static_assert(sizeof(O) == 0,
-                        "tessera: pallas_call options are pl::out_shape, pl::grid, "
-                        "pl::in_specs, pl::out_specs, pl::scratch_shapes, "
-                        "pl::input_output_aliases, pltpu::PrefetchScalarGridSpec, "
-                        "pltpu::CompilerParams, pltpu::TensorCoreMesh, pl::name and "
-                        "pltpu::InterpretParams");
       }(std::forward<Opts>(opts)),
       ...);
   if (where.line() == 0) where = out.where;  // no grid: errors point at pl::out_shape

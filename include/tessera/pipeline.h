@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "tessera/block_spec.h"
+#include "tessera/detail/options.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/kernel.h"
 #include "tessera/ref.h"
@@ -194,13 +195,6 @@ class Pipeline {
     static_assert((detail::is_hbm_ref_v<R> && ...),
                   "tessera: emit_pipeline operands are refs in HBM or ANY (the pipeline stages "
                   "their blocks in VMEM for the body)");
-    for (size_t k = 0; k < NIn + NOut; ++k) {
-      if (spec(k).memory_space() != MemorySpace::VMEM) {
-        detail::raise(ErrorKind::kInvalidArgument, "emit_pipeline", cfg_.where,
-                      "emit_pipeline stages every block in VMEM; a BlockSpec in another memory "
-                      "space (pl::ANY, SMEM) is for pallas_call operands");
-      }
-    }
     run(std::index_sequence_for<R...>{}, refs...);
   }
 
@@ -241,6 +235,20 @@ template <size_t N>
 inline constexpr size_t count_of<pl::InSpecs<N>> = N;
 template <size_t N>
 inline constexpr size_t count_of<pl::OutSpecs<N>> = N;
+
+/// emit_pipeline's options (detail/options.h).
+struct PipelineOptions {
+  template <class O>
+  static constexpr bool accepts =
+      std::is_same_v<O, Grid> || std::is_same_v<O, CoreAxisName> ||
+      std::is_same_v<O, DimensionSemantics> || IsInSpecs<O>::value || IsOutSpecs<O>::value;
+  template <class O>
+  static constexpr void reject() {
+    static_assert(sizeof(O) == 0,
+                  "tessera: emit_pipeline options are pltpu::grid, pl::in_specs, "
+                  "pl::out_specs, pltpu::core_axis_name and pltpu::dimension_semantics");
+  }
+};
 }  // namespace detail_pipeline
 
 /// `pltpu.emit_pipeline(body, grid=..., in_specs=..., out_specs=..., core_axis_name=...,
@@ -251,8 +259,9 @@ auto emit_pipeline(Body&& body, Opts&&... opts) {
                                        std::decay_t<Opts>...>::type;
   using Out = typename detail::FindType<detail_pipeline::IsOutSpecs, pl::OutSpecs<0>,
                                         std::decay_t<Opts>...>::type;
-  constexpr int grids = (0 + ... + (std::is_same_v<std::decay_t<Opts>, Grid> ? 1 : 0));
-  static_assert(grids == 1, "tessera: emit_pipeline needs exactly one pltpu::grid({...})");
+  static_assert(detail::check_options<detail_pipeline::PipelineOptions, std::decay_t<Opts>...>());
+  static_assert(detail::count_v<Grid, std::decay_t<Opts>...> == 1,
+                "tessera: emit_pipeline needs exactly one pltpu::grid({...})");
   In in{};
   Out out{};
   detail::PipelineConfig cfg;
@@ -270,10 +279,6 @@ auto emit_pipeline(Body&& body, Opts&&... opts) {
           in = o;
         else if constexpr (std::is_same_v<O, Out>)
           out = o;
-        else
-          static_assert(sizeof(O) == 0,
-                        "tessera: emit_pipeline options are pltpu::grid, pl::in_specs, "
-                        "pl::out_specs, pltpu::core_axis_name and pltpu::dimension_semantics");
       }(std::forward<Opts>(opts)),
       ...);
   return Pipeline<std::decay_t<Body>, detail_pipeline::count_of<In>,

@@ -58,11 +58,11 @@ struct RawRef {
   SmallVec strides;  // in elements
 };
 
-/// True on a core thread of a checked launch (src/check): refs made there check element
-/// access. Read once per ref, when it is made.
-inline thread_local bool t_checked_core = false;
-/// The checked engine's element-access hook (src/check/checked.cc).
-void checked_element(const void* p, int size, bool is_const, std::source_location where);
+/// True on a core thread whose engine observes element access (the checked engine): refs made
+/// there report each element access to it. Read once per ref, when it is made.
+inline thread_local bool t_observe_elements = false;
+/// Reports an element access to the running core's engine (src/runtime/engine.cc).
+void observe_element(const void* p, int size, bool is_const, std::source_location where);
 
 /// Applies indexers to (data, shape, strides) in place; throws kOutOfBounds with `where`.
 /// Returns the new data pointer offset in elements.
@@ -117,7 +117,7 @@ class Ref {
                                           (S2 == MemorySpace::HBM && Space == MemorySpace::ANY)) &&
            !(std::is_same_v<U, T> && S2 == Space)) Ref(const Ref<U, S2>& o)
   noexcept  // NOLINT: implicit, like T* -> const T*
-      : data_(o.data()), shape_(o.shape()), strides_(o.strides()), checked_(o.checked()) {}
+      : data_(o.data()), shape_(o.shape()), strides_(o.strides()), observed_(o.observed_) {}
 
   /// Writes the elements of `other` into this ref (shapes must match). VMEM/SMEM only.
   Ref& operator=(const Ref& other);
@@ -151,8 +151,6 @@ class Ref {
   int64_t nbytes() const noexcept { return size() * static_cast<int64_t>(sizeof(T)); }
   /// Strides in elements, one per axis.
   const detail::SmallVec& strides() const noexcept { return strides_; }
-  /// True when the ref was made on a core of a checked launch (element access is checked).
-  bool checked() const noexcept { return checked_; }
   /// Pointer to element (0, ..., 0).
   T* data() const noexcept { return data_; }
   /// True when the elements are contiguous in row-major order.
@@ -236,7 +234,7 @@ class Ref {
   }
   // Private copy that does not go through the element-writing assignment.
   Ref(const Ref& o, int)
-      : data_(o.data_), shape_(o.shape_), strides_(o.strides_), checked_(o.checked_) {}
+      : data_(o.data_), shape_(o.shape_), strides_(o.strides_), observed_(o.observed_) {}
 
   T& elem(const int64_t* idx, int n, std::source_location w) const {
     if (n != rank()) detail::throw_element_index_error(shape_, idx, n, Space, w);
@@ -247,16 +245,19 @@ class Ref {
       }
       off += idx[a] * strides_[a];
     }
-    if (checked_) [[unlikely]] {
-      detail::checked_element(data_ + off, static_cast<int>(sizeof(T)), std::is_const_v<T>, w);
+    if (observed_) [[unlikely]] {
+      detail::observe_element(data_ + off, static_cast<int>(sizeof(T)), std::is_const_v<T>, w);
     }
     return data_[off];
   }
 
+  template <class U, MemorySpace S2>
+  friend class Ref;
+
   T* data_;
   Shape shape_;
   detail::SmallVec strides_;
-  bool checked_ = detail::t_checked_core;
+  bool observed_ = detail::t_observe_elements;
 };
 
 }  // namespace pl

@@ -67,9 +67,9 @@ class ScopedScratch {
   void release(bool zero_semaphores) noexcept;
 
   std::source_location where_;
-  int64_t saved_vmem_ = 0;
-  int64_t saved_smem_ = 0;
-  int64_t saved_semaphore_ = 0;
+  // Where the core's stack stood before the scope (the runtime's stack mark, kept here as
+  // plain words so that this header needs none of the runtime's types).
+  int64_t saved_mark_[12] = {};
   size_t saved_scoped_ = 0;
   bool open_ = false;
 };

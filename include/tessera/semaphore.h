@@ -220,8 +220,8 @@ inline constexpr bool is_semaphore_ref_v<pltpu::BasicSemaphoreRef<K>> = true;
 
 namespace detail {
 template <SemaphoreKind K>
-void checked_signal(const pltpu::BasicSemaphoreRef<K>& sem, int64_t inc, std::optional<int> core,
-                    std::source_location where) {
+void signal_ref(const pltpu::BasicSemaphoreRef<K>& sem, int64_t inc, std::optional<int> core,
+                std::source_location where) {
   static_assert(K != SemaphoreKind::DMA,
                 "tessera: pl::semaphore_signal needs a REGULAR or BARRIER semaphore; a DMA "
                 "semaphore counts the bytes of async copies and is waited with the copy's "
@@ -246,22 +246,22 @@ constexpr CoreIndex core_index(int k) noexcept { return CoreIndex{k}; }
 template <SemaphoreKind K>
 void semaphore_signal(const pltpu::BasicSemaphoreRef<K>& sem,
                       std::source_location where = std::source_location::current()) {
-  detail::checked_signal(sem, 1, std::nullopt, where);
+  detail::signal_ref(sem, 1, std::nullopt, where);
 }
 template <SemaphoreKind K>
 void semaphore_signal(const pltpu::BasicSemaphoreRef<K>& sem, int64_t inc,
                       std::source_location where = std::source_location::current()) {
-  detail::checked_signal(sem, inc, std::nullopt, where);
+  detail::signal_ref(sem, inc, std::nullopt, where);
 }
 template <SemaphoreKind K>
 void semaphore_signal(const pltpu::BasicSemaphoreRef<K>& sem, int64_t inc, CoreIndex core,
                       std::source_location where = std::source_location::current()) {
-  detail::checked_signal(sem, inc, core.value, where);
+  detail::signal_ref(sem, inc, core.value, where);
 }
 template <SemaphoreKind K>
 void semaphore_signal(const pltpu::BasicSemaphoreRef<K>& sem, CoreIndex core,
                       std::source_location where = std::source_location::current()) {
-  detail::checked_signal(sem, 1, core.value, where);
+  detail::signal_ref(sem, 1, core.value, where);
 }
 
 /// `pl.semaphore_wait(sem, value=1)`: blocks until a single REGULAR or BARRIER semaphore of this

@@ -13,19 +13,126 @@
 #include <random>
 #include <utility>
 
+#include "check/checked_engine.h"
 #include "check/checked_state.h"
 #include "core/messages.h"
+#include "native/native_engine.h"
+#include "runtime/waits.h"
 #include "tessera/error.h"
 
 namespace tessera::detail {
 
+// ---- the engine ------------------------------------------------------------------------------
+
+namespace {
+
+class CheckedEngine final : public Engine {
+ public:
+  explicit CheckedEngine(std::unique_ptr<CheckedLaunch> launch) : L_(std::move(launch)) {}
+
+  CoreBudget budget(int64_t vmem_limit) const override {
+    CoreBudget b{std::min(vmem_limit, L_->vmem_limit), smem_capacity_bytes(), {}, {}};
+    if (L_->chip) {
+      const std::string chip = fmt::format("the {} chip's", L_->params.chip);
+      if (L_->chip->vmem_capacity_bytes < vmem_limit) b.vmem_chip = chip;
+      if (L_->chip->smem_capacity_bytes < b.smem) b.smem_chip = chip;
+      b.smem = std::min(b.smem, L_->chip->smem_capacity_bytes);
+    }
+    return b;
+  }
+  void core_begin(CoreContext& ctx, void* const* scratch) override {
+    checked_core_begin(*L_, ctx, scratch);
+  }
+  void core_end(CoreContext& ctx) override { checked_core_end(ctx); }
+  void core_finished(CoreContext& ctx) noexcept override { checked_core_finished(ctx); }
+  void launch_end(LaunchState& state) noexcept override { checked_finish(*L_, state); }
+
+  void copy(CoreContext* ctx, const RawRef& src, const RawRef& dst, const char* op,
+            std::source_location where) override {
+    if (ctx == nullptr || ctx->engine_core == nullptr) {
+      strided_copy(src, dst);  // outside a core's body there are no books to keep
+      return;
+    }
+    checked_sync_copy(*ctx, src, dst, op, where);
+  }
+  void dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, SemaphoreCell* sem,
+                 std::source_location made, std::source_location where) override {
+    checked_dma_start(ctx, src, dst, sem, made, where);
+  }
+  void dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                const WaitSite& site) override {
+    checked_dma_wait(ctx, sem, slot, bytes, site);
+  }
+  void signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) override {
+    checked_signal(ctx, target, slot, inc);
+  }
+  bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount) override {
+    return checked_try_take(ctx, cell, slot, amount);
+  }
+  // Spinning would only take the launch's lock in a loop: a checked wait sleeps at once.
+  bool spin_before_sleep() const noexcept override { return false; }
+  void blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+               const WaitSite& site) override {
+    checked_blocked(ctx, cell, slot, amount, site);
+  }
+  void unblocked(CoreContext& ctx, int64_t /*slot*/, bool /*taken*/) noexcept override {
+    checked_unblocked(ctx);
+  }
+
+  void before_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst) override {
+    checked_evaluate(ctx, prog, dst);
+  }
+  void before_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst,
+                  bool accumulate) override {
+    checked_dot(ctx, call, dst, accumulate);
+  }
+  bool observes_elements() const noexcept override { return true; }
+  void element_access(CoreContext& ctx, const void* p, int size, bool is_const,
+                      std::source_location where) override {
+    if (ctx.engine_core != nullptr) checked_element(ctx, p, size, is_const, where);
+  }
+
+  void fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype,
+             FunctionRef<std::string()> what) override {
+    checked_fresh(ctx, data, bytes, dtype, what());
+  }
+  void pad(CoreContext& ctx, void* data, int64_t bytes, DType dtype) override {
+    checked_pad(ctx, data, bytes, dtype);
+  }
+  // Every copy is kept, so that no kernel can come to depend on a window being the block.
+  bool may_use_blocks_in_place() const noexcept override { return false; }
+  void check_block_shape(CoreContext& /*ctx*/, const Shape& array, const SmallVec& block,
+                         DType dtype, int operand, bool is_output, const char* op,
+                         std::source_location where) const override {
+    if (L_->chip) checked_block_shape(array, block, dtype, operand, is_output, op, where);
+  }
+  std::vector<std::vector<int64_t>> parallel_order(
+      CoreContext& /*ctx*/, const Shape& grid,
+      const std::vector<pltpu::GridDimensionSemantics>& semantics) const override {
+    return checked_parallel_order(*L_, grid, semantics);
+  }
+
+ private:
+  std::unique_ptr<CheckedLaunch> L_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_checked_engine(const LaunchSpec& spec,
+                                            const pltpu::InterpretParams& params,
+                                            const LaunchBuffer* buffers, int num_buffers,
+                                            int64_t vmem_limit) {
+  return std::make_unique<CheckedEngine>(
+      checked_begin(spec, params, buffers, num_buffers, vmem_limit));
+}
+
 // ---- launch ----------------------------------------------------------------------------------
 
-void CheckedLaunchDeleter::operator()(CheckedLaunch* p) const noexcept { delete p; }
-
-CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretParams& params,
-                               const LaunchBuffer* buffers, int num_buffers, int64_t vmem_limit) {
-  CheckedLaunchPtr L(new CheckedLaunch());
+std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
+                                             const pltpu::InterpretParams& params,
+                                             const LaunchBuffer* buffers, int num_buffers,
+                                             int64_t vmem_limit) {
+  auto L = std::make_unique<CheckedLaunch>();
   L->spec = &spec;
   L->params = params;
   L->num_cores = spec.num_cores;
@@ -113,15 +220,11 @@ CheckedLaunchPtr checked_begin(const LaunchSpec& spec, const pltpu::InterpretPar
   return L;
 }
 
-int64_t checked_vmem_limit(const CheckedLaunch& launch, int64_t vmem_limit) noexcept {
-  return std::min(vmem_limit, launch.vmem_limit);
-}
-
 void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch) {
   CheckedCore& cc = *L.cores[static_cast<size_t>(ctx.core)];
-  ctx.checked = &cc;
+  ctx.engine_core = &cc;
   cc.vmem.base = reinterpret_cast<uintptr_t>(ctx.arena->vmem());
-  cc.vmem.bytes = ctx.vmem_limit;
+  cc.vmem.bytes = ctx.stack.limit(MemorySpace::VMEM);
   cc.vmem.allocate();
   cc.smem.base = reinterpret_cast<uintptr_t>(ctx.arena->smem());
   cc.smem.bytes = smem_capacity_bytes();
@@ -132,7 +235,7 @@ void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch
     if (r.space == MemorySpace::SEMAPHORE) continue;
     fill_poison(scratch[i], r.bytes, r.dtype, L.params.uninitialized_memory);
   }
-  t_checked_core = true;
+  t_observe_elements = true;
 }
 
 void checked_core_end(CoreContext& ctx) {
@@ -147,18 +250,20 @@ void checked_core_end(CoreContext& ctx) {
 }
 
 void checked_core_finished(CoreContext& ctx) noexcept {
-  if (ctx.checked == nullptr) return;
+  if (ctx.engine_core == nullptr) return;
   CheckedCore& cc = core_of(ctx);
   {
     std::lock_guard<std::mutex> lock(cc.launch->mu);
     cc.launch->finished[static_cast<size_t>(cc.core)] = 1;
     cc.launch->blocked[static_cast<size_t>(cc.core)].on = false;
   }
+  // A core that waits for this one may now be in a deadlock: it looks again when it wakes.
+  wake_semaphore_waiters(cc.launch->num_cores);
   cc.inflight.clear();
   cc.vmem.reset();
   cc.smem.reset();
-  ctx.checked = nullptr;
-  t_checked_core = false;
+  ctx.engine_core = nullptr;
+  t_observe_elements = false;
 }
 
 void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
@@ -193,18 +298,10 @@ void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
     state.first_error = std::current_exception();
   }
 }
-const pltpu::InterpretParams& checked_params(const CoreContext& ctx) noexcept {
-  return ctx.checked->launch->params;
-}
-
-const pltpu::TpuInfo* checked_chip(const CoreContext& ctx) noexcept {
-  return ctx.checked->launch->chip ? &*ctx.checked->launch->chip : nullptr;
-}
-
 std::vector<std::vector<int64_t>> checked_parallel_order(
-    const CoreContext& ctx, const Shape& grid,
+    const CheckedLaunch& launch, const Shape& grid,
     const std::vector<pltpu::GridDimensionSemantics>& semantics) {
-  const pltpu::InterpretParams& P = checked_params(ctx);
+  const pltpu::InterpretParams& P = launch.params;
   std::vector<std::vector<int64_t>> perms;
   if (!P.parallel_order_seed) return perms;
   std::mt19937_64 rng(*P.parallel_order_seed);  // the same on every core

@@ -12,6 +12,7 @@
 
 #include "check/checked_state.h"
 #include "core/messages.h"
+#include "native/native_engine.h"
 #include "tessera/error.h"
 
 namespace tessera::detail {
@@ -192,7 +193,7 @@ HbmBuffer* hbm_of(CheckedLaunch& L, uintptr_t p) {
 // scratch #1 VMEM<float32>(8, 128) element (0, 3)", "a VMEM buffer (pipeline window, run_scoped
 // or temporary) at byte 4096".
 std::string describe(const CoreContext& ctx, uintptr_t addr) {
-  CheckedCore& cc = *ctx.checked;
+  CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   if (HbmBuffer* b = hbm_of(L, addr)) {
     return fmt::format("HBM {} {} {}{}", b->is_output ? "output" : "input", b->index,
@@ -228,7 +229,7 @@ std::string describe(const CoreContext& ctx, uintptr_t addr) {
 namespace {
 
 Region* region_of(CoreContext& ctx, uintptr_t p) {
-  CheckedCore& cc = *ctx.checked;
+  CheckedCore& cc = core_of(ctx);
   if (cc.vmem.contains(p)) return &cc.vmem;
   if (cc.smem.contains(p)) return &cc.smem;
   if (HbmBuffer* b = hbm_of(*cc.launch, p)) return &b->region;
@@ -304,14 +305,14 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
 // Moves a copy's bytes and their shadow. HBM shadows are shared: under the mutex.
 void move_bytes(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& src_runs,
                 const Runs& dst_runs) {
-  CheckedCore& cc = *ctx.checked;
+  CheckedCore& cc = core_of(ctx);
   if (is_hbm(cc, dst_runs.lo) || is_hbm(cc, src_runs.lo)) {
     std::lock_guard<std::mutex> lock(cc.launch->mu);
     copy_shadow(ctx, src, dst, dst_runs);
   } else {
     copy_shadow(ctx, src, dst, dst_runs);
   }
-  dma_copy_raw(src, dst);
+  strided_copy(src, dst);  // the native engine moves the bytes
 }
 
 void execute(CoreContext& ctx, Dma& d) {
@@ -319,7 +320,7 @@ void execute(CoreContext& ctx, Dma& d) {
   d.executed = true;
   d.sem->fetch_add(d.bytes);
 }
-CheckedCore& core_of(CoreContext& ctx) { return *ctx.checked; }
+CheckedCore& core_of(const CoreContext& ctx) { return *static_cast<CheckedCore*>(ctx.engine_core); }
 void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst) {
   CheckedCore& cc = core_of(ctx);
   const pltpu::InterpretParams& P = cc.launch->params;
@@ -379,9 +380,9 @@ void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool 
   if (Region* reg = region_of(ctx, d.lo)) mark(*reg, d, 1);
 }
 
-void checked_element(const void* p, int size, bool is_const, std::source_location where) {
-  CoreContext* ctx = current_context();
-  if (ctx == nullptr || ctx->checked == nullptr) return;
+void checked_element(CoreContext& c, const void* p, int size, bool is_const,
+                     std::source_location where) {
+  CoreContext* ctx = &c;
   const auto a = reinterpret_cast<uintptr_t>(p);
   Runs r;
   r.v.push_back({a, a + static_cast<uintptr_t>(size)});
@@ -391,7 +392,7 @@ void checked_element(const void* p, int size, bool is_const, std::source_locatio
   // the source of an in-flight copy either); read through a ref of const elements to read only.
   check_compute_vs_dma(*ctx, r, !is_const, "Ref element access", where);
   Region* reg = region_of(*ctx, a);
-  if (is_const && reg != nullptr && !ctx->checked->launch->params.allow_uninitialized_reads) {
+  if (is_const && reg != nullptr && !core_of(*ctx).launch->params.allow_uninitialized_reads) {
     if (first_unwritten(*reg, r) != 0) {
       raise(ErrorKind::kUninitialized, "Ref element read", where,
             fmt::format("reads {}, which nothing has written since it was allocated; write it "

@@ -1,7 +1,7 @@
 // Internal: the books of a checked launch, shared by the files of the checked engine
 // (checked.cc: launch and rules; checked_shadow.cc: shadow memory and compute hooks;
 // checked_sync.cc: copies, semaphores, races and deadlocks). Nothing outside src/check includes
-// this; the native code calls in through checked.h.
+// this; the engine's hooks (checked.cc) call in through checked.h.
 //
 // Books, and who touches them:
 //   - VMEM / SMEM shadow ("written" byte map) and the in-flight DMA list: one core only (VMEM,
@@ -242,7 +242,7 @@ void move_bytes(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Ru
                 const Runs& dst_runs);
 // Runs an in-flight copy: moves its bytes and signals its semaphore.
 void execute(CoreContext& ctx, Dma& d);
-CheckedCore& core_of(CoreContext& ctx);
+CheckedCore& core_of(const CoreContext& ctx);
 // Compute reading (`write` false) or writing `runs` against the core's in-flight copies.
 void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const char* op,
                           std::source_location where);

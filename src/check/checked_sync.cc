@@ -14,13 +14,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <mutex>
-#include <thread>
 #include <utility>
 
 #include "check/checked_state.h"
 #include "core/messages.h"
+#include "native/native_engine.h"
+#include "runtime/waits.h"
 #include "tessera/error.h"
 
 namespace tessera::detail {
@@ -81,7 +81,7 @@ void join(VC& into, const VC& from) {
 // Compute reading (`write` false) or writing `runs` against the core's in-flight copies.
 void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const char* op,
                           std::source_location where) {
-  CheckedCore& cc = *ctx.checked;
+  CheckedCore& cc = core_of(ctx);
   if (!cc.launch->params.detect_races) return;
   for (const Dma& d : cc.inflight) {
     if (const uintptr_t p = overlap(runs, d.dst_runs)) {
@@ -106,7 +106,7 @@ namespace {
 // A new copy (src_runs -> dst_runs) against the core's in-flight copies.
 void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_runs, const char* op,
                       std::source_location where) {
-  CheckedCore& cc = *ctx.checked;
+  CheckedCore& cc = core_of(ctx);
   if (!cc.launch->params.detect_races) return;
   for (const Dma& d : cc.inflight) {
     uintptr_t p = overlap(dst_runs, d.dst_runs);
@@ -131,7 +131,7 @@ void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_ru
 // Records DMA accesses of HBM (under the launch mutex) and checks them against other accesses.
 void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool write, const VC& start,
                 uint32_t end, const char* op, std::source_location where) {
-  CheckedCore& cc = *ctx.checked;
+  CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   if (runs.empty() || !L.params.detect_races) return;
   HbmBuffer* b = hbm_of(L, runs.lo);
@@ -179,13 +179,6 @@ void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool wri
   b->history.push_back(std::move(acc));
 }
 
-bool try_take(SemaphoreCell& cell, int64_t amount) {
-  int64_t v = cell.load();
-  while (v >= amount) {
-    if (cell.compare_exchange_weak(v, v - amount)) return true;
-  }
-  return false;
-}
 }  // namespace
 
 // ---- hooks -----------------------------------------------------------------------------------
@@ -236,8 +229,8 @@ void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, S
   if (now) execute(ctx, cc.inflight.back());
 }
 
-void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, const RawRef& src,
-                      const char* op, std::source_location where) {
+void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                      const WaitSite& site) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   // Run pending copies on this semaphore, as late as possible: only while the count is short.
@@ -254,11 +247,7 @@ void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, const
     }
     execute(ctx, cc.inflight[pick]);
   }
-  checked_block_until(
-      ctx, *sem, -1, bytes, op, where,
-      fmt::format("{} (the DMA semaphore of a copy of {} {})", describe_semaphore(ctx, sem),
-                  dtype_name(src.dtype), src.shape.to_string()),
-      " bytes");
+  block_until(ctx, *sem, slot, bytes, site);
   // The copies this wait completes: executed ones on the semaphore, oldest first.
   std::vector<Dma> done;
   int64_t left = bytes;
@@ -294,93 +283,81 @@ void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) {
   (target == ctx.core ? *ctx.arena : core_arena(target)).semaphores()[slot].fetch_add(inc);
 }
 
-void checked_block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
-                         const char* op, std::source_location where, const std::string& what,
-                         const char* unit) {
+bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
-  LaunchState& state = *ctx.launch;
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline =
-      start + std::chrono::milliseconds(std::min<int64_t>(state.wait_timeout_ms, int64_t{1} << 40));
-  Blocked& me = L.blocked[static_cast<size_t>(cc.core)];
-  struct Leave {
-    CheckedLaunch& l;
-    Blocked& b;
-    ~Leave() {
-      std::lock_guard<std::mutex> lock(l.mu);
-      b.on = false;
-    }
-  } leave{L, me};
-  for (int spins = 0;; ++spins) {
-    if (try_take(cell, amount)) break;
-    if (state.cancelled.load()) {
-      raise(ErrorKind::kCancelled, op, where,
-            fmt::format("cancelled while waiting on {}: another core of this launch failed, and "
-                        "its error is the one the launch reports",
-                        what));
-    }
-    std::string deadlock;
-    {
-      std::lock_guard<std::mutex> lock(L.mu);
-      me.on = true;
-      me.cell = &cell;
-      me.amount = amount;
-      me.what = what;
-      me.op = op;
-      me.unit = unit;
-      me.where = where;
-      me.step = ctx.grid_step;
-      if (try_take(cell, amount)) {
-        me.on = false;
-        break;
-      }
-      bool stuck = !L.deadlock_reported;
-      for (int c = 0; c < L.num_cores && stuck; ++c) {
-        if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;
-        const Blocked& b = L.blocked[static_cast<size_t>(c)];
-        stuck = b.on && b.cell->load() < b.amount;
-      }
-      if (stuck) {
-        L.deadlock_reported = true;
-        std::vector<std::string> parts;
-        for (int c = 0; c < L.num_cores; ++c) {
-          const Blocked& b = L.blocked[static_cast<size_t>(c)];
-          if (L.finished[static_cast<size_t>(c)]) {
-            parts.push_back(fmt::format("core {} has finished", c));
-          } else if (b.on) {
-            std::string step;
-            if (!b.step.empty()) step = fmt::format(" at grid step ({})", fmt::join(b.step, ", "));
-            parts.push_back(fmt::format("core {} waits in {} at {}{} on {} (holds {}{}, needs {})",
-                                        c, b.op, format_location(b.where), step, b.what,
-                                        b.cell->load(), b.unit, b.amount));
-          }
-        }
-        deadlock = fmt::format(
-            "deadlock: every core of the mesh is blocked or finished, so no signal can ever "
-            "come: {}. Each wait needs matching signals (or started copies) from a core that "
-            "is still running; check which core signals whom, and loop bounds",
-            fmt::join(parts, "; "));
-      }
-    }
-    if (!deadlock.empty()) raise(ErrorKind::kDeadlock, op, where, deadlock);
-    if (std::chrono::steady_clock::now() > deadline) {
-      raise(ErrorKind::kTimeout, op, where,
-            fmt::format("{} holds {}{} after {} ms, short of the {}{} this wait needs "
-                        "(wait_timeout_ms={}), while another core is still running",
-                        what, cell.load(), unit, state.wait_timeout_ms, amount, unit,
-                        state.wait_timeout_ms));
-    }
-    if (spins < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-  if (slot >= 0 && L.params.detect_races) {
-    std::lock_guard<std::mutex> lock(L.mu);
+  // Under the lock that signals take: a core that is recorded as blocked is, in every state the
+  // deadlock check can see, still short of its amount.
+  std::lock_guard<std::mutex> lock(L.mu);
+  if (!take_if_enough(cell, amount)) return false;
+  L.blocked[static_cast<size_t>(cc.core)].on = false;
+  if (L.params.detect_races) {
     auto it = L.sem_vc.find({cc.core, slot});
     if (it != L.sem_vc.end()) join(L.vc[static_cast<size_t>(cc.core)], it->second);
   }
+  return true;
+}
+
+void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                     const WaitSite& site) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  std::string deadlock;
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    Blocked& me = L.blocked[static_cast<size_t>(cc.core)];
+    if (!me.on) {
+      me.on = true;
+      me.cell = &cell;
+      me.amount = amount;
+      me.what = name_semaphore(*ctx.launch->spec, &ctx, slot);
+      if (site.dma_src != nullptr) {
+        me.what += fmt::format(" (the DMA semaphore of a copy of {} {})",
+                               dtype_name(site.dma_src->dtype), site.dma_src->shape.to_string());
+      }
+      me.op = site.op;
+      me.unit = site.unit();
+      me.where = site.where;
+      me.step = ctx.grid_step;
+    }
+    // A deadlock is certain when this wait and every other core's are short, and every core is
+    // blocked or finished: the counters of blocked cores only change under this lock, by
+    // signals of running cores (of which there are none), and their copies were run before they
+    // blocked.
+    bool stuck = !L.deadlock_reported && cell.load() < amount;
+    for (int c = 0; c < L.num_cores && stuck; ++c) {
+      if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;
+      const Blocked& b = L.blocked[static_cast<size_t>(c)];
+      stuck = b.on && b.cell->load() < b.amount;
+    }
+    if (stuck) {
+      L.deadlock_reported = true;
+      std::vector<std::string> parts;
+      for (int c = 0; c < L.num_cores; ++c) {
+        const Blocked& b = L.blocked[static_cast<size_t>(c)];
+        if (L.finished[static_cast<size_t>(c)]) {
+          parts.push_back(fmt::format("core {} has finished", c));
+        } else if (b.on) {
+          std::string step;
+          if (!b.step.empty()) step = fmt::format(" at grid step ({})", fmt::join(b.step, ", "));
+          parts.push_back(fmt::format("core {} waits in {} at {}{} on {} (holds {}{}, needs {})", c,
+                                      b.op, format_location(b.where), step, b.what, b.cell->load(),
+                                      b.unit, b.amount));
+        }
+      }
+      deadlock = fmt::format(
+          "deadlock: every core of the mesh is blocked or finished, so no signal can ever "
+          "come: {}. Each wait needs matching signals (or started copies) from a core that "
+          "is still running; check which core signals whom, and loop bounds",
+          fmt::join(parts, "; "));
+    }
+  }
+  if (!deadlock.empty()) raise(ErrorKind::kDeadlock, site.op, site.where, deadlock);
+}
+
+void checked_unblocked(CoreContext& ctx) noexcept {
+  CheckedCore& cc = core_of(ctx);
+  std::lock_guard<std::mutex> lock(cc.launch->mu);
+  cc.launch->blocked[static_cast<size_t>(cc.core)].on = false;
 }
 }  // namespace tessera::detail

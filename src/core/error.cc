@@ -5,8 +5,9 @@
 
 #include <string_view>
 
+#include "core/check.h"
+#include "core/error_context.h"
 #include "core/messages.h"
-#include "runtime/context.h"
 #include "tessera/detail/runtime.h"
 
 namespace tessera {
@@ -46,6 +47,13 @@ Error::Error(ErrorKind kind, const std::string& message, std::source_location wh
 
 namespace detail {
 
+namespace {
+thread_local ErrorContext* t_error_context = nullptr;
+}  // namespace
+
+ErrorContext* current_error_context() noexcept { return t_error_context; }
+void set_current_error_context(ErrorContext* ctx) noexcept { t_error_context = ctx; }
+
 std::string format_location(std::source_location where) {
   if (where.line() == 0) return "<unknown location>";
   return fmt::format("{}:{}", basename_of(where.file_name()), where.line());
@@ -53,7 +61,7 @@ std::string format_location(std::source_location where) {
 
 void raise(ErrorKind kind, std::string_view op, std::source_location where,
            const std::string& detail) {
-  const CoreContext* ctx = current_context();
+  const ErrorContext* ctx = current_error_context();
   if (ctx == nullptr) {
     throw UsageError(
         kind, fmt::format("tessera: {} at {} (host): {}", op, format_location(where), detail),
@@ -71,6 +79,14 @@ void raise(ErrorKind kind, std::string_view op, std::source_location where,
                     fmt::format("tessera: {} at {} (kernel '{}', core {}{}): {}", op,
                                 format_location(where), name, ctx->core, step, detail),
                     where, ctx->core, ctx->grid_step, name);
+}
+
+void internal_check_failed(const char* condition, const char* why, std::source_location where) {
+  throw InternalError(ErrorKind::kInternal,
+                      fmt::format("tessera: internal error at {}: {} ({} is false); this is a bug "
+                                  "in Tessera, please report it with this message",
+                                  format_location(where), why, condition),
+                      where);
 }
 
 }  // namespace detail

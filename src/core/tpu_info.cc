@@ -2,10 +2,11 @@
 // machine behind `pltpu::get_tpu_info`.
 //
 // The TPU numbers restate the published per-generation facts that Pallas' `tpu_info.py` carries
-// (see docs/pallas-reference.md §2.9). They are kept here as chip-level figures plus the count
-// of physical TensorCores, and divided once in `info_from_spec`: Pallas reports every value per
-// TensorCore, and on 2-TensorCore chips its sources divide the chip's HBM, CMEM, bandwidth and
-// op rates by two. VMEM and SMEM are already per-TensorCore figures.
+// (Pallas' pltpu.get_tpu_info tables and Google's published TPU system specifications). They are
+// kept here as chip-level figures plus the count of physical TensorCores, and divided once in
+// `info_from_spec`: Pallas reports every value per TensorCore, and on 2-TensorCore chips its
+// sources divide the chip's HBM, CMEM, bandwidth and op rates by two. VMEM and SMEM are already
+// per-TensorCore figures.
 #include "tessera/tpu_info.h"
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// jnp::dot / lax::dot_general: validation, the operands as strided matrices, and the result's
-// dtype. The products themselves are the tile GEMMs of gemm.cc.
+// jnp::dot / lax::dot_general in the native engine: the operands as strided matrices (validated
+// by core/dot_rules.h) and the products, the tile GEMMs of gemm.cc.
 //
 // A product goes straight into the destination when the destination has the accumulator's
 // dtype (float32, int32), a unit column stride and does not overlap an operand. Otherwise it
@@ -15,81 +15,17 @@
 #include <new>
 #include <vector>
 
-#include "check/checked.h"
+#include "core/check.h"
+#include "core/dot_rules.h"
 #include "native/gemm.h"
 #include "runtime/context.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
 #include "tessera/detail/runtime.h"
-#include "trace/recorder.h"
 
 namespace tessera::detail {
 
 namespace {
-
-struct Operands {
-  int64_t m, n, k;
-  int lc, rc;  // normalised contracting dimensions
-};
-
-std::string dims_text(const lax::DotDimensionNumbers::Dims& d) {
-  // Python's tuple spelling: (), (1,), (0, 1).
-  if (d.size == 0) return "()";
-  if (d.size == 1) return fmt::format("({},)", d.dims[0]);
-  return fmt::format("({}, {}{})", d.dims[0], d.dims[1], d.size > 2 ? ", ..." : "");
-}
-
-std::string call_text(const DotCall& c) {
-  return fmt::format("lhs {} {} and rhs {} {}", dtype_name(c.lhs.dtype), c.lhs.shape.to_string(),
-                     dtype_name(c.rhs.dtype), c.rhs.shape.to_string());
-}
-
-Operands validate(const DotCall& c) {
-  for (const RawRef* r : {&c.lhs, &c.rhs}) {
-    if (r->shape.rank() != 2) {
-      raise(ErrorKind::kInvalidArgument, c.op, c.where,
-            fmt::format("{} has rank {} ({}); a dot of tiles needs 2-D refs (a vector can be "
-                        "viewed as a (1, K) or (K, 1) tile)",
-                        r == &c.lhs ? "lhs" : "rhs", r->shape.rank(), call_text(c)));
-    }
-  }
-  const auto& cd = c.dims.contracting;
-  if (c.dims.batch.lhs.size != 0 || c.dims.batch.rhs.size != 0) {
-    raise(ErrorKind::kInvalidArgument, c.op, c.where,
-          fmt::format("batch dimensions {} and {} were given for {}; a dot of 2-D tiles has no "
-                      "batch dimensions (loop over the batch and take 2-D views with .at(b))",
-                      dims_text(c.dims.batch.lhs), dims_text(c.dims.batch.rhs), call_text(c)));
-  }
-  if (cd.lhs.size != 1 || cd.rhs.size != 1) {
-    raise(ErrorKind::kInvalidArgument, c.op, c.where,
-          fmt::format("contracting dimensions {} and {} for {}; a dot of 2-D tiles contracts "
-                      "exactly one dimension of each operand, e.g. (((1,), (0,)), ((), ())) for "
-                      "x @ y",
-                      dims_text(cd.lhs), dims_text(cd.rhs), call_text(c)));
-  }
-  int lc = cd.lhs.dims[0];
-  int rc = cd.rhs.dims[0];
-  for (int* d : {&lc, &rc}) {
-    if (*d < -2 || *d > 1) {
-      raise(ErrorKind::kInvalidArgument, c.op, c.where,
-            fmt::format("contracting dimension {} of the {} is out of range for a 2-D operand "
-                        "({}); use 0 or 1 (or -2, -1)",
-                        *d, d == &lc ? "lhs" : "rhs", call_text(c)));
-    }
-    if (*d < 0) *d += 2;
-  }
-  const int64_t kl = c.lhs.shape[lc];
-  const int64_t kr = c.rhs.shape[rc];
-  if (kl != kr) {
-    const bool plain = lc == 1 && rc == 0;
-    raise(ErrorKind::kShapeMismatch, c.op, c.where,
-          fmt::format("{}: the lhs contracts dimension {} (extent {}) and the rhs dimension {} "
-                      "(extent {}); the contracted extents must be equal{}",
-                      call_text(c), lc, kl, rc, kr,
-                      plain && c.lhs.shape[1] == c.rhs.shape[1]
-                          ? " (for x @ y.T use lax::dot_general(x, y, {{{1}, {1}}}))"
-                          : ""));
-  }
-  return Operands{c.lhs.shape[1 - lc], c.rhs.shape[1 - rc], kl, lc, rc};
-}
 
 template <class T>
 MatrixView<T> lhs_view(const RawRef& r, int lc) {
@@ -150,7 +86,7 @@ class Temp {
 thread_local Temp tl_temp;
 
 // acc (+)= product for the operands' dtype; `acc` has the accumulator dtype, row stride c_rs.
-void product(const DotCall& c, const Operands& o, void* acc, int64_t c_rs, bool accumulate) {
+void product(const DotCall& c, const DotOperands& o, void* acc, int64_t c_rs, bool accumulate) {
   switch (c.lhs.dtype) {
     case DType::kFloat32:
       gemm_f32(o.m, o.n, o.k, lhs_view<float>(c.lhs, o.lc), rhs_view<float>(c.rhs, o.rc),
@@ -165,8 +101,7 @@ void product(const DotCall& c, const Operands& o, void* acc, int64_t c_rs, bool 
               static_cast<int32_t*>(acc), c_rs, accumulate);
       return;
     default:
-      raise(ErrorKind::kInternal, c.op, c.where,
-            fmt::format("internal error: no GEMM for {}", call_text(c)));
+      TESSERA_CHECK(false, "jnp::dot reached the GEMMs with operand dtypes none of them takes");
   }
 }
 
@@ -195,35 +130,25 @@ void store(const RawRef& dst, const Acc* tmp, int64_t m, int64_t n, bool accumul
 
 }  // namespace
 
-Shape dot_result_shape(const DotCall& call) {
-  const Operands o = validate(call);
-  return Shape{o.m, o.n};
-}
-
 void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
-  const Operands o = validate(call);
-  if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
-    checked_dot(*ctx, call, dst, accumulate);
-  }
+  const DotOperands o = dot_operands(call);
+  if (CoreContext* ctx = current_context()) ctx->engine->before_dot(*ctx, call, dst, accumulate);
   const Shape want{o.m, o.n};
   if (dst.shape != want) {
     raise(ErrorKind::kShapeMismatch, call.op, call.where,
           fmt::format("the product of {} has shape {}, but the destination ref has shape {}; "
                       "the {} needs a destination of the product's shape (slice it with "
                       ".at(...))",
-                      call_text(call), want.to_string(), dst.shape.to_string(),
+                      dot_call_text(call), want.to_string(), dst.shape.to_string(),
                       accumulate ? "accumulation (+=)" : "assignment"));
   }
-  if (dst.dtype != call.result) {
-    raise(ErrorKind::kInternal, call.op, call.where,
-          fmt::format("internal error: destination dtype {} differs from the result dtype {}",
-                      dtype_name(dst.dtype), dtype_name(call.result)));
-  }
+  TESSERA_CHECK(dst.dtype == call.result,
+                "a dot's destination has another dtype than the one its template checked");
   if (o.m == 0 || o.n == 0) return;
-  const trace::detail::MxuScope trace_op(call.op, o.m, o.n, o.k,
-                                         (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
-                                             (call.rhs.shape.size() * itemsize(call.rhs.dtype)) +
-                                             dst.shape.size() * itemsize(dst.dtype));
+  const MxuEvent mxu_event(call.op, o.m, o.n, o.k,
+                           (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
+                               (call.rhs.shape.size() * itemsize(call.rhs.dtype)) +
+                               dst.shape.size() * itemsize(dst.dtype));
   const DType acc_dtype = call.lhs.dtype == DType::kInt8 ? DType::kInt32 : DType::kFloat32;
   const bool direct = dst.dtype == acc_dtype && (dst.strides[1] == 1 || o.n == 1) &&
                       (dst.strides[0] >= o.n || o.m == 1) && !overlaps(dst, call.lhs) &&
@@ -248,8 +173,7 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
       store<int32_t, int8_t>(dst, static_cast<int32_t*>(tmp), o.m, o.n, accumulate);
       break;
     default:
-      raise(ErrorKind::kInternal, call.op, call.where,
-            fmt::format("internal error: no store for dtype {}", dtype_name(dst.dtype)));
+      TESSERA_CHECK(false, "a dot's result has a dtype with no store");
   }
 }
 

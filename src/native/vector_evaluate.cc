@@ -15,15 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "check/checked.h"
 #include "native/vector_plan.h"
 #include "runtime/context.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
+#include "runtime/step_hints.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/dma.h"
 #include "tessera/ref.h"
 #include "tessera/vector_reduce.h"
-#include "trace/recorder.h"
 
 namespace tessera::detail {
 
@@ -81,13 +82,17 @@ std::pair<const std::byte*, int64_t> span_of(const void* data, const Shape& shap
 
 thread_local std::vector<float> t_lanes;
 
-/// The temporaries of one assignment. Inside a kernel: a stack above the core's vmem_top,
-/// restored when the assignment ends (also on error); outside: heap blocks.
+/// The temporaries of one assignment. Inside a kernel: pushed on the core's stack and released
+/// when the assignment ends (also on error); outside: heap blocks.
 class Temporaries {
  public:
-  Temporaries() : ctx_(current_context()), saved_top_(ctx_ ? ctx_->vmem_top : 0) {}
+  using Mark = ArenaStack::Mark;
+
+  Temporaries() : ctx_(current_context()) {
+    if (ctx_ != nullptr) saved_ = ctx_->stack.mark();
+  }
   ~Temporaries() {
-    if (ctx_ != nullptr) ctx_->vmem_top = saved_top_;
+    if (ctx_ != nullptr) ctx_->stack.release(saved_);
   }
   Temporaries(const Temporaries&) = delete;
   Temporaries& operator=(const Temporaries&) = delete;
@@ -100,44 +105,18 @@ class Temporaries {
       if (!heap_.back()) throw std::bad_alloc();
       return heap_.back().get();
     }
-    const int64_t start = (ctx_->vmem_top + 63) / 64 * 64;
-    if (start + bytes > ctx_->vmem_limit) {
-      raise(ErrorKind::kCapacityExceeded, op_label(node.op), node.where,
-            fmt::format("the temporary for {} (a {} value in 32-bit lanes, {} bytes) does not "
-                        "fit in this core's VMEM: {} of the {} byte budget are in use (the "
-                        "kernel's scratch, enclosing run_scoped scopes and this expression's "
-                        "other temporaries); use smaller blocks or raise "
-                        "pltpu::CompilerParams{{.vmem_limit_bytes}}",
-                        what, shape.to_string(), bytes, start, ctx_->vmem_limit));
-    }
-    ctx_->vmem_top = start + bytes;
-    return ctx_->arena->vmem() + start;
+    return ctx_->stack.push(
+        MemorySpace::VMEM, bytes, StackUse::kTemporary, "an expression temporary",
+        [&] {
+          return fmt::format("(for {} of {}: a {} value in 32-bit lanes)", what, op_call(node.op),
+                             shape.to_string());
+        },
+        op_call(node.op), node.where);
   }
   /// A mark to release back to (stack order): temporaries above it are dropped.
-  int64_t mark() const { return ctx_ != nullptr ? ctx_->vmem_top : 0; }
-  void release(int64_t m) {
-    if (ctx_ != nullptr) ctx_->vmem_top = m;
-  }
-
-  static const char* op_label(OpCode op) {
-    switch (op) {
-      case OpCode::kReduceSum:
-        return "jnp.sum";
-      case OpCode::kReduceMax:
-        return "jnp.max";
-      case OpCode::kReduceMin:
-        return "jnp.min";
-      case OpCode::kArgMax:
-        return "jnp.argmax";
-      case OpCode::kArgMin:
-        return "jnp.argmin";
-      case OpCode::kTranspose:
-        return "jnp.transpose";
-      case OpCode::kReshape:
-        return "jnp.reshape";
-      default:
-        return "pltpu.roll";
-    }
+  Mark mark() const { return ctx_ != nullptr ? ctx_->stack.mark() : Mark{}; }
+  void release(const Mark& m) {
+    if (ctx_ != nullptr) ctx_->stack.release(m);
   }
 
  private:
@@ -145,7 +124,7 @@ class Temporaries {
     void operator()(std::byte* p) const noexcept { std::free(p); }
   };
   CoreContext* ctx_;
-  int64_t saved_top_;
+  Mark saved_{};
   std::vector<std::unique_ptr<std::byte, Free>> heap_;
 };
 
@@ -196,7 +175,7 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
   if (!in_place) {
     result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
   }
-  const int64_t mark = temps.mark();
+  const Temporaries::Mark mark = temps.mark();
   void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
   if (sub.back().dtype != lane) {
     ExprNode c;
@@ -219,8 +198,8 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
       SmallVec st(out_shape.rank(), 0);
       for (int i = 0; i < out_shape.rank(); ++i) st[i] = in_st[static_cast<int>(node.strides[i])];
       dma_copy(RawRef{operand, lane, MemorySpace::VMEM, out_shape, st},
-               RawRef{result, lane, MemorySpace::VMEM, out_shape, load_strides},
-               Temporaries::op_label(node.op), node.where);
+               RawRef{result, lane, MemorySpace::VMEM, out_shape, load_strides}, op_call(node.op),
+               node.where);
       break;
     }
     case OpCode::kRoll: {
@@ -304,144 +283,6 @@ std::vector<ExprNode> lower(const std::vector<ExprNode>& nodes, Temporaries& tem
 }
 
 }  // namespace
-
-std::vector<ExprNode>& ExprProgram::scratch_nodes() {
-  thread_local std::vector<ExprNode> nodes;
-  return nodes;
-}
-
-const char* op_name(OpCode op) noexcept {
-  switch (op) {
-    case OpCode::kLoad:
-      return "load";
-    case OpCode::kConst:
-      return "constant";
-    case OpCode::kIota:
-      return "iota";
-    case OpCode::kConvert:
-      return "astype";
-    case OpCode::kNeg:
-      return "negative";
-    case OpCode::kAbs:
-      return "abs";
-    case OpCode::kSign:
-      return "sign";
-    case OpCode::kSquare:
-      return "square";
-    case OpCode::kSqrt:
-      return "sqrt";
-    case OpCode::kRsqrt:
-      return "rsqrt";
-    case OpCode::kExp:
-      return "exp";
-    case OpCode::kExp2:
-      return "exp2";
-    case OpCode::kLog:
-      return "log";
-    case OpCode::kLog1p:
-      return "log1p";
-    case OpCode::kTanh:
-      return "tanh";
-    case OpCode::kLogistic:
-      return "logistic";
-    case OpCode::kSin:
-      return "sin";
-    case OpCode::kCos:
-      return "cos";
-    case OpCode::kErf:
-      return "erf";
-    case OpCode::kFloor:
-      return "floor";
-    case OpCode::kCeil:
-      return "ceil";
-    case OpCode::kRound:
-      return "round";
-    case OpCode::kNot:
-      return "invert";
-    case OpCode::kIntegerPow:
-      return "integer_pow";
-    case OpCode::kAdd:
-      return "add";
-    case OpCode::kSub:
-      return "subtract";
-    case OpCode::kMul:
-      return "multiply";
-    case OpCode::kDiv:
-      return "divide";
-    case OpCode::kRem:
-      return "remainder";
-    case OpCode::kFloorDiv:
-      return "floor_divide";
-    case OpCode::kMax:
-      return "maximum";
-    case OpCode::kMin:
-      return "minimum";
-    case OpCode::kPow:
-      return "power";
-    case OpCode::kAnd:
-      return "bitwise_and";
-    case OpCode::kOr:
-      return "bitwise_or";
-    case OpCode::kXor:
-      return "bitwise_xor";
-    case OpCode::kShl:
-      return "left_shift";
-    case OpCode::kShrA:
-      return "right_shift";
-    case OpCode::kShrL:
-      return "shift_right_logical";
-    case OpCode::kEq:
-      return "equal";
-    case OpCode::kNe:
-      return "not_equal";
-    case OpCode::kLt:
-      return "less";
-    case OpCode::kLe:
-      return "less_equal";
-    case OpCode::kGt:
-      return "greater";
-    case OpCode::kGe:
-      return "greater_equal";
-    case OpCode::kSelect:
-      return "where";
-    case OpCode::kReduceSum:
-      return "sum";
-    case OpCode::kReduceMax:
-      return "max";
-    case OpCode::kReduceMin:
-      return "min";
-    case OpCode::kArgMax:
-      return "argmax";
-    case OpCode::kArgMin:
-      return "argmin";
-    case OpCode::kTranspose:
-      return "transpose";
-    case OpCode::kReshape:
-      return "reshape";
-    case OpCode::kRoll:
-      return "roll";
-  }
-  return "?";
-}
-
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where) {
-  const int r = std::max(a.rank(), b.rank());
-  SmallVec out(r, 1);
-  for (int k = 0; k < r; ++k) {
-    const int ia = a.rank() - r + k;
-    const int ib = b.rank() - r + k;
-    const int64_t ea = ia >= 0 ? a[ia] : 1;
-    const int64_t eb = ib >= 0 ? b[ib] : 1;
-    if (ea != eb && ea != 1 && eb != 1) {
-      raise(ErrorKind::kShapeMismatch, op, where,
-            fmt::format("operands of shapes {} and {} do not broadcast (axis {} from the left of "
-                        "the result: {} vs {}); extents must match or be 1",
-                        shape_str(a), shape_str(b), k, ea, eb));
-    }
-    out[k] = ea == 1 ? eb : ea;
-  }
-  return Shape(std::move(out));
-}
 
 void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
                    const RawRef& dst) {
@@ -585,152 +426,11 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
   run_plan(p, lanes);
 }
 
-Shape reduce_shape(const Shape& in, const AxisSpec& axes, bool keepdims, bool single, bool nonempty,
-                   const char* op, std::source_location where, int64_t& mask) {
-  const int r = in.rank();
-  mask = 0;
-  if (axes.all) {
-    mask = r == 0 ? 0 : (int64_t{1} << r) - 1;
-  } else {
-    if (single && axes.axes.size() != 1) {
-      raise(ErrorKind::kInvalidArgument, op, where,
-            fmt::format("takes one axis or none (the flattened array), got {} axes",
-                        axes.axes.size()));
-    }
-    for (int64_t a : axes.axes) {
-      const int64_t ax = a < 0 ? a + r : a;
-      if (ax < 0 || ax >= r) {
-        raise(ErrorKind::kInvalidArgument, op, where,
-              fmt::format("axis {} is out of range for an operand of shape {} (rank {}); axes "
-                          "are -{}..{}",
-                          a, shape_str(in), r, r, r - 1));
-      }
-      if ((mask >> ax) & 1) {
-        raise(ErrorKind::kInvalidArgument, op, where,
-              fmt::format("axis {} is given twice (shape {})", a, shape_str(in)));
-      }
-      mask |= int64_t{1} << ax;
-    }
-  }
-  SmallVec out;
-  for (int i = 0; i < r; ++i) {
-    if ((mask >> i) & 1) {
-      if (nonempty && in[i] == 0) {
-        raise(ErrorKind::kInvalidArgument, op, where,
-              fmt::format("reduces axis {} of extent 0 (shape {}), which has no identity; jnp "
-                          "raises here too",
-                          i, shape_str(in)));
-      }
-      if (keepdims) out.push_back(1);
-    } else {
-      out.push_back(in[i]);
-    }
-  }
-  if (nonempty && r == 0 && in.size() == 0) mask = 0;
-  return Shape(std::move(out));
-}
-
-SmallVec transpose_perm(const Shape& in, const SmallVec& perm, std::source_location where) {
-  const int r = in.rank();
-  SmallVec p;
-  if (perm.size() == 0) {
-    for (int i = r - 1; i >= 0; --i) p.push_back(i);
-    return p;
-  }
-  if (perm.size() != r) {
-    raise(ErrorKind::kInvalidArgument, "jnp.transpose", where,
-          fmt::format("the permutation has {} axes but the operand of shape {} has {}", perm.size(),
-                      shape_str(in), r));
-  }
-  int64_t seen = 0;
-  for (int64_t a : perm) {
-    const int64_t ax = a < 0 ? a + r : a;
-    if (ax < 0 || ax >= r || ((seen >> ax) & 1)) {
-      raise(ErrorKind::kInvalidArgument, "jnp.transpose", where,
-            fmt::format("({}) is not a permutation of the axes of shape {}", fmt::join(perm, ", "),
-                        shape_str(in)));
-    }
-    seen |= int64_t{1} << ax;
-    p.push_back(ax);
-  }
-  return p;
-}
-
-Shape reshape_shape(const Shape& in, const Shape& to, std::source_location where) {
-  SmallVec dims = to.dims();
-  int infer = -1;
-  int64_t known = 1;
-  for (int i = 0; i < dims.size(); ++i) {
-    if (dims[i] == -1 && infer < 0) {
-      infer = i;
-    } else if (dims[i] < 0) {
-      raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
-            fmt::format("bad target shape {}: extents must be >= 0, with at most one -1",
-                        shape_str(to)));
-    } else {
-      known *= dims[i];
-    }
-  }
-  if (infer >= 0) dims[infer] = known == 0 ? 0 : in.size() / known;
-  Shape out(std::move(dims));
-  if (out.size() != in.size()) {
-    raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
-          fmt::format("cannot reshape {} ({} elements) into {} ({} elements)", shape_str(in),
-                      in.size(), shape_str(to), out.size()));
-  }
-  auto squeeze = [](const Shape& s) {
-    SmallVec d;
-    for (int64_t e : s) {
-      if (e != 1) d.push_back(e);
-    }
-    return d;
-  };
-  const int64_t in_last = in.rank() > 0 ? in[in.rank() - 1] : 1;
-  const int64_t out_last = out.rank() > 0 ? out[out.rank() - 1] : 1;
-  if (in_last != out_last && squeeze(in) != squeeze(out)) {
-    raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
-          fmt::format("reshaping {} into {} changes the last dim ({} -> {}); a Pallas TPU "
-                      "kernel can reshape leading dims (or flatten them into the second-to-last) "
-                      "and add or drop unit dims, not re-tile the last dim",
-                      shape_str(in), shape_str(out), in_last, out_last));
-  }
-  return out;
-}
-
-int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location where) {
-  const int r = in.rank();
-  const int ax = axis < 0 ? axis + r : axis;
-  if (ax < 0 || ax >= r) {
-    raise(ErrorKind::kInvalidArgument, "pltpu.roll", where,
-          fmt::format("axis {} is out of range for an operand of shape {} (rank {})", axis,
-                      shape_str(in), r));
-  }
-  const int64_t n = in[ax];
-  shift = n == 0 ? 0 : ((shift % n) + n) % n;
-  return ax;
-}
-
-void raise_zero_step(std::source_location where) {
-  raise(ErrorKind::kInvalidArgument, "jnp.arange", where,
-        "step is 0; arange needs a nonzero step (as numpy)");
-}
-
-void check_integer_pow(bool integral, int64_t n, std::source_location where) {
-  if (integral && n < 0) {
-    raise(ErrorKind::kInvalidArgument, "lax.integer_pow", where,
-          fmt::format("an integer operand cannot be raised to the negative power {} (jnp "
-                      "raises the same); convert with astype<float>() first",
-                      n));
-  }
-}
-
 void evaluate(const ExprProgram& prog, const RawRef& dst) {
-  const trace::detail::VpuScope trace_op(prog, dst);
-  // Checked mode: the books first (reads of unwritten bytes, races with in-flight copies), once
-  // per assignment and before any fast path.
-  if (CoreContext* ctx = current_context(); ctx != nullptr && ctx->checked != nullptr) {
-    checked_evaluate(*ctx, prog, dst);
-  }
+  const VpuEvent vpu_event(prog, dst);
+  // The engine's books first (the checked engine: reads of unwritten bytes, races with in-flight
+  // copies), once per assignment and before any fast path.
+  if (CoreContext* ctx = current_context()) ctx->engine->before_evaluate(*ctx, prog, dst);
   bool plain = true;
   for (const ExprNode& e : prog.nodes) plain = plain && !is_non_elementwise(e.op);
   if (plain) return evaluate_flat(prog.nodes, prog.where, dst);

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "native/vector_plan.h"
-#include "runtime/context.h"
+#include "runtime/step_hints.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/dma.h"

@@ -12,9 +12,9 @@ namespace tessera::detail {
 namespace {
 // The default VMEM budget per core. A CPU core's fast memory is its L2 (1-2 MiB here), but a
 // Pallas-style kernel double-buffers blocks whose best sizes on this CPU reach a few MiB
-// (performance.md: 512x512x256 matmul blocks), so the default budget follows Pallas' own default
-// scoped VMEM limit (16 MiB) rather than the L2 size; `vmem_limit_bytes` raises it up to the
-// largest VMEM of any TPU generation Tessera models (8i: 192 MiB).
+// (docs/performance.md: 512x512x256 matmul blocks), so the default budget follows Pallas' own
+// default scoped VMEM limit (16 MiB) rather than the L2 size; `vmem_limit_bytes` raises it up to
+// the largest VMEM of any TPU generation Tessera models (8i: 192 MiB).
 constexpr int64_t kDefaultVmemLimit = int64_t{16} << 20;
 constexpr int64_t kMaxVmemLimit = int64_t{192} << 20;
 // SMEM: 1 MiB per core, as on TPU v4 and later.

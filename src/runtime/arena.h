@@ -12,11 +12,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 namespace tessera::detail {
 
@@ -26,23 +24,18 @@ using SemaphoreCell = std::atomic<int64_t>;
 /// Semaphores per core (scratch and run_scoped together): 128 KiB of counters.
 inline constexpr int64_t kSemaphoresPerCore = 16384;
 
-/// Where a core sleeps while it waits on one of its semaphores. A waiter raises `sleepers`
-/// (seq_cst) before its last look at the counter; a signaller changes the counter (seq_cst) and
-/// then reads `sleepers`, and only when it is non-zero takes `mu` and notifies. Because the
-/// waiter holds `mu` from that last look until the condition variable releases it, either the
-/// waiter sees the new value or the signaller's notify reaches it: no wake-up is lost.
+/// Where a core sleeps while it waits on one of its semaphores: a futex word that wakers bump.
+/// A waiter raises `sleepers` (seq_cst), reads `seq`, then looks at its counter and, if it is
+/// short, sleeps while `seq` still holds what it read. A waker changes the counter (seq_cst), then
+/// reads `sleepers` and, only when it is non-zero, bumps `seq` and wakes the sleepers. In the
+/// single order of seq_cst operations, a waiter that missed the change read `seq` before the
+/// waker bumped it, so its sleep returns at once: no wake-up is lost, and no lock is taken.
 struct alignas(64) SemaphoreWaitQueue {
-  std::mutex mu;
-  std::condition_variable cv;
+  std::atomic<uint32_t> seq{0};
   std::atomic<int> sleepers{0};
 
   /// Wakes the core if it sleeps in a wait (after a signal, a DMA or a cancellation).
-  void wake() {
-    if (sleepers.load() != 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      cv.notify_all();
-    }
-  }
+  void wake() noexcept;
 };
 
 class CoreArena {

@@ -1,4 +1,5 @@
-// Grid and block index algebra: pure functions, no cores (tests/unit/block_spec_test.cc).
+// Grid algebra: the semantics' names, the split of a grid over cores, grid points. Pure
+// functions, no cores (tests/unit/block_spec_test.cc).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,25 +22,6 @@ const char* pltpu::to_string(GridDimensionSemantics s) noexcept {
       return "subcore_parallel";
   }
   return "?";
-}
-
-pl::Indices pl::BlockSpec::block_indices(const int64_t* grid_point, int n,
-                                         const detail::RawRef* prefetch, int num_prefetch) const {
-  if (whole_) return Indices{detail::SmallVec(static_cast<int>(block_.size()), 0)};
-  if (n != arity_) {
-    detail::raise(ErrorKind::kInvalidArgument, "BlockSpec index map", where_,
-                  fmt::format("the index map takes {} grid indices but the grid has rank {}; "
-                              "give it one int parameter per grid axis",
-                              arity_, n));
-  }
-  if (num_prefetch != prefetch_) {
-    detail::raise(ErrorKind::kInvalidArgument, "BlockSpec index map", where_,
-                  fmt::format("the index map takes {} scalar-prefetch refs after its grid indices "
-                              "but the call has {}; with pltpu::PrefetchScalarGridSpec<n> every "
-                              "index map takes the grid indices then all n refs",
-                              prefetch_, num_prefetch));
-  }
-  return map_(grid_point, prefetch);
 }
 
 namespace detail {
@@ -74,7 +56,7 @@ GridPartition partition_grid(const Shape& grid,
   int axis = -1;
   // (a) The first PARALLEL axis that divides evenly: every core gets size / num_cores.
   for (int a = 0; a < grid.rank(); ++a) {
-    if (semantics[static_cast<size_t>(a)] == pltpu::PARALLEL && grid[a] % num_cores == 0) {
+    if (is_parallel(semantics[static_cast<size_t>(a)]) && grid[a] % num_cores == 0) {
       const int64_t per = grid[a] / num_cores;
       p.grid[a] = per;
       p.offset[a] = core_id * per;
@@ -83,8 +65,7 @@ GridPartition partition_grid(const Shape& grid,
   }
   // (b) Else the largest PARALLEL axis (first on ties); the remainder goes to the lowest cores.
   for (int a = 0; a < grid.rank(); ++a) {
-    if (semantics[static_cast<size_t>(a)] == pltpu::PARALLEL &&
-        (axis < 0 || grid[a] > grid[axis])) {
+    if (is_parallel(semantics[static_cast<size_t>(a)]) && (axis < 0 || grid[a] > grid[axis])) {
       axis = a;
     }
   }
@@ -114,11 +95,11 @@ IterationRange pallas_call_core_range(const Shape& grid,
   if (num_cores <= 1) return {0, total};
   check_lengths(grid, semantics, "pallas_call", where);
   int prefix = 0;
-  while (prefix < grid.rank() && semantics[static_cast<size_t>(prefix)] == pltpu::PARALLEL) {
+  while (prefix < grid.rank() && is_parallel(semantics[static_cast<size_t>(prefix)])) {
     ++prefix;
   }
   for (int a = prefix; a < grid.rank(); ++a) {
-    if (semantics[static_cast<size_t>(a)] == pltpu::PARALLEL) {
+    if (is_parallel(semantics[static_cast<size_t>(a)])) {
       raise(ErrorKind::kInvalidArgument, "pallas_call", where,
             fmt::format("dimension_semantics {}: PARALLEL axes must form a prefix of the grid "
                         "(axis {} is PARALLEL after an ARBITRARY one); reorder the grid",
@@ -160,55 +141,6 @@ SmallVec grid_point(const Shape& grid, int64_t linear) {
     linear /= grid[a];
   }
   return idx;
-}
-
-BlockWindow block_window(const Shape& array, const std::vector<pl::BlockDim>& block,
-                         const pl::Indices& indices, std::source_location where) {
-  const int r = array.rank();
-  if (static_cast<int>(block.size()) != r || indices.v.size() != r) {
-    raise(ErrorKind::kShapeMismatch, "BlockSpec", where,
-          fmt::format("the block shape has {} axes and the index map returned {} indices, but "
-                      "the array {} has rank {}; give one block axis and one index per array axis",
-                      block.size(), indices.v.size(), array.to_string(), r));
-  }
-  BlockWindow w{SmallVec(r, 0), SmallVec(r, 0), SmallVec(r, 0), SmallVec(r, 0)};
-  for (int a = 0; a < r; ++a) {
-    const pl::BlockDim& b = block[static_cast<size_t>(a)];
-    const int64_t i = indices.v[a];
-    if (b.is_element()) {
-      // The index is an element offset into the array padded by pad_lo before its start.
-      const int64_t start = i - b.pad_lo;
-      const int64_t lo = std::max<int64_t>(start, 0);
-      const int64_t hi = std::min(start + b.size, array[a]);
-      if (i < 0 || i + b.size > b.pad_lo + array[a] + b.pad_hi || hi <= lo) {
-        raise(ErrorKind::kOutOfBounds, "BlockSpec", where,
-              fmt::format("element offset {} on axis {} puts the window of {} elements outside "
-                          "the array {} padded by ({}, {}); the window must lie in the padded "
-                          "array and cover at least one element of the array; check the index "
-                          "map",
-                          i, a, b.size, array.to_string(), b.pad_lo, b.pad_hi));
-      }
-      w.start[a] = lo;
-      w.block[a] = b.size;
-      w.valid[a] = hi - lo;
-      w.skip[a] = lo - start;
-      continue;
-    }
-    // A squeezed axis's index is an element index; a blocked axis's index counts blocks.
-    const int64_t start = b.is_squeezed ? i : i * b.size;
-    const int64_t size = b.is_squeezed ? 1 : b.size;
-    if (i < 0 || start >= array[a]) {
-      raise(ErrorKind::kOutOfBounds, "BlockSpec", where,
-            fmt::format("block index {} on axis {} starts at element {}, outside the array {} "
-                        "(extent {}); a block must have at least one element in bounds; check "
-                        "the index map",
-                        i, a, start, array.to_string(), array[a]));
-    }
-    w.start[a] = start;
-    w.block[a] = size;
-    w.valid[a] = std::min(size, array[a] - start);
-  }
-  return w;
 }
 
 }  // namespace detail

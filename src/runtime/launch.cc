@@ -1,11 +1,14 @@
 // Launch: validate the spec and lay out scratch once, then run the body on every core of the
-// pool, collecting the first exception and cancelling the rest.
+// pool, collecting the first exception and cancelling the rest. This is where a launch's engine
+// is chosen (runtime/engine.h): the checked engine for a kernel in interpret mode, the native
+// one otherwise; and where a trace session asked for by TESSERA_TRACE starts.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -14,10 +17,13 @@
 #include <thread>
 #include <vector>
 
-#include "check/checked.h"
+#include "check/checked_engine.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
+#include "runtime/waits.h"
 #include "tessera/compiler_params.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/error.h"
@@ -76,7 +82,10 @@ std::string describe_scratch(const ScratchRequest& r, size_t index) {
 
 CoreContext* current_context() noexcept { return t_context; }
 CoreArena& core_arena(int core) { return CorePool::instance().arena(core); }
-void set_current_context(CoreContext* ctx) noexcept { t_context = ctx; }
+void set_current_context(CoreContext* ctx) noexcept {
+  t_context = ctx;
+  set_current_error_context(ctx);
+}
 bool in_kernel() noexcept { return t_context != nullptr; }
 
 int default_num_cores() {
@@ -174,8 +183,12 @@ const pltpu::InterpretParams* forced_interpret() noexcept {
   return env_params ? &*env_params : nullptr;
 }
 
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
+  launch(spec, body, [](std::vector<LaunchBuffer>&) {});
+}
+
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
-            const LaunchBuffer* buffers, int num_buffers) {
+            LaunchBuffers buffers) {
   if (in_kernel()) {
     raise(ErrorKind::kInvalidArgument, "pl::kernel", spec.where,
           fmt::format("kernel '{}' was launched from inside a kernel body; kernels cannot nest "
@@ -184,12 +197,9 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   }
   const int64_t vmem_limit =
       spec.vmem_limit_bytes > 0 ? spec.vmem_limit_bytes : default_vmem_limit_bytes();
-  const int64_t vmem_used = spec.vmem_used;
-  const int64_t smem_used = spec.smem_used;
-  const std::vector<int64_t>& offsets = spec.offsets;
-  check_capacity(spec, MemorySpace::VMEM, vmem_used, vmem_limit,
+  check_capacity(spec, MemorySpace::VMEM, spec.vmem_used, vmem_limit,
                  "raise pltpu::CompilerParams{.vmem_limit_bytes = ...}");
-  check_capacity(spec, MemorySpace::SMEM, smem_used, smem_capacity_bytes(),
+  check_capacity(spec, MemorySpace::SMEM, spec.smem_used, smem_capacity_bytes(),
                  "move large buffers to VMEM (SMEM holds scalars)");
   const int64_t semaphore_bytes = semaphore_capacity() * int64_t{sizeof(SemaphoreCell)};
   if (spec.semaphore_used > semaphore_bytes) {  // the hint is formatted only when it is needed
@@ -200,22 +210,26 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
                        .c_str());
   }
 
-  // Checked mode (issue #5): the engine's books for this launch; null on the native path.
-  CheckedLaunchPtr checked;
-  if (spec.interpret) {
-    checked = checked_begin(spec, *spec.interpret, buffers, num_buffers, vmem_limit);
-  } else if (const pltpu::InterpretParams* forced = forced_interpret()) {
-    checked = checked_begin(spec, *forced, buffers, num_buffers, vmem_limit);
+  // The engine: a checked one (with its books) for a kernel in interpret mode, else native.
+  std::unique_ptr<Engine> checked;
+  if (const pltpu::InterpretParams* params =
+          spec.interpret ? &*spec.interpret : forced_interpret()) {
+    std::vector<LaunchBuffer> arrays;
+    buffers(arrays);
+    checked = make_checked_engine(spec, *params, arrays.data(), static_cast<int>(arrays.size()),
+                                  vmem_limit);
   }
+  Engine& engine = checked ? *checked : native_engine();
+  const CoreBudget budget = engine.budget(vmem_limit);
 
   LaunchState state;
   state.spec = &spec;
-  state.checked = checked.get();
   state.wait_timeout_ms =
       spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms();
   state.semaphore_high.store(spec.semaphore_used, std::memory_order_relaxed);
   CorePool& pool = CorePool::instance();
-  const trace::detail::LaunchScope trace_launch(spec.name, spec.num_cores);
+  trace::detail::start_from_env();
+  const LaunchEvents launch_events(spec.name, spec.num_cores);
   auto run_core = [&](int core) {
     CoreContext ctx;
     ctx.core = core;
@@ -224,12 +238,10 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
     ctx.kernel_name = &spec.name;
     ctx.launch = &state;
     ctx.kernel_where = spec.where;
+    ctx.engine = &engine;
     CoreArena& arena = pool.arena(core);
     ctx.arena = &arena;
-    ctx.vmem_limit = checked ? checked_vmem_limit(*checked, vmem_limit) : vmem_limit;
-    ctx.vmem_top = vmem_used;
-    ctx.smem_top = smem_used;
-    ctx.semaphore_top = spec.semaphore_used;
+    ctx.stack.reset(arena, spec.vmem_used, spec.smem_used, spec.semaphore_used, budget);
     constexpr size_t kInline = 16;
     void* inline_ptrs[kInline];
     std::vector<void*> heap_ptrs;
@@ -244,18 +256,14 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
                         : space == MemorySpace::SEMAPHORE
                             ? reinterpret_cast<std::byte*>(arena.semaphores())
                             : arena.vmem();
-      ptrs[i] = base + offsets[i];
+      ptrs[i] = base + spec.offsets[i];
     }
     set_current_context(&ctx);
     try {
-      const trace::detail::CoreScope trace_core(trace_launch, core);
-      if (checked) {
-        checked_core_begin(*checked, ctx, ptrs);
-        body(core, ptrs);
-        checked_core_end(ctx);
-      } else {
-        body(core, ptrs);
-      }
+      const CoreEvents core_events(launch_events, core);
+      engine.core_begin(ctx, ptrs);
+      body(core, ptrs);
+      engine.core_end(ctx);
     } catch (...) {
       {
         std::lock_guard<std::mutex> lock(state.mu);
@@ -265,14 +273,14 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
       // Cores blocked in a semaphore wait would otherwise sleep until their timeout.
       wake_semaphore_waiters(spec.num_cores);
     }
-    if (checked) checked_core_finished(ctx);
+    engine.core_finished(ctx);
     set_current_context(nullptr);
   };
   // The semaphore exit check and clearing run under the pool's launch lock: a launch from
   // another host thread must not start on these arenas before they are clear again.
   auto after = [&] {
     finish_semaphores(spec, state);
-    if (checked) checked_finish(*checked, state);
+    engine.launch_end(state);
   };
   pool.run(spec.num_cores, run_core, after);
   if (state.first_error) std::rethrow_exception(state.first_error);

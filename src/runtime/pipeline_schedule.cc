@@ -45,8 +45,7 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   const SmallVec global = to_global(local);
   out.resize(specs_.size());
   for (size_t k = 0; k < specs_.size(); ++k) {
-    out[k] = specs_[k]->block_indices(global.data(), global.size(), prefetch_.data(),
-                                      static_cast<int>(prefetch_.size()));
+    out[k] = specs_[k]->map_block(global.data(), prefetch_.data());
   }
 }
 

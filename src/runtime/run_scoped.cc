@@ -1,54 +1,34 @@
-// pl::run_scoped: a stack of scopes per core. Each region (VMEM, SMEM, semaphores) has a top in
-// the core's context, starting above the kernel's scratch; a scope bumps the tops and restores
-// them when it ends, so nested scopes stack and a finished scope's space is reused.
+// pl::run_scoped: a scope's buffers and semaphores, pushed on the core's stack (arena_stack.h)
+// above the kernel's scratch and any enclosing scope, and released when the scope ends, so nested
+// scopes stack and a finished scope's space is reused.
 #include "tessera/run_scoped.h"
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
+#include "runtime/engine.h"
+#include "runtime/waits.h"
 
 namespace tessera::detail {
 
 namespace {
-constexpr int64_t kAlign = 64;
-constexpr int64_t kCell = sizeof(SemaphoreCell);
+static_assert(sizeof(ArenaStack::Mark) == sizeof(int64_t) * 12,
+              "ScopedScratch keeps an ArenaStack::Mark in 12 words");
 
-int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-int64_t& top_of(CoreContext& ctx, MemorySpace space) {
-  switch (space) {
-    case MemorySpace::SMEM:
-      return ctx.smem_top;
-    case MemorySpace::SEMAPHORE:
-      return ctx.semaphore_top;
-    default:
-      return ctx.vmem_top;
-  }
-}
-
-[[noreturn]] void over_capacity(const CoreContext& ctx, const ScratchRequest* requests, int n,
-                                MemorySpace space, int64_t base, int64_t need, int64_t limit,
-                                const char* budget, const char* hint, std::source_location where) {
+// "(#0 VMEM<float32>(8, 128) = 4096 bytes, #2 ...)": the scope's requests of one space.
+std::string scope_text(const ScratchRequest* requests, int n, MemorySpace space) {
   std::vector<std::string> parts;
   for (int i = 0; i < n; ++i) {
     if (requests[i].space == space) {
       parts.push_back(describe_scratch(requests[i], static_cast<size_t>(i)));
     }
   }
-  const int64_t kernel_used = space == MemorySpace::SMEM        ? ctx.launch->spec->smem_used
-                              : space == MemorySpace::SEMAPHORE ? ctx.launch->spec->semaphore_used
-                                                                : ctx.launch->spec->vmem_used;
-  raise(ErrorKind::kCapacityExceeded, "pl::run_scoped", where,
-        fmt::format("the scope needs {} bytes of {} ({}) but only {} of the {} bytes of {} are "
-                    "free (the kernel's scratch uses {}, enclosing run_scoped scopes {}); {}",
-                    need, to_string(space), fmt::join(parts, ", "),
-                    std::max<int64_t>(0, limit - base), limit, budget, kernel_used,
-                    base - kernel_used, hint));
+  return fmt::format("({})", fmt::join(parts, ", "));
 }
 }  // namespace
 
@@ -61,61 +41,47 @@ ScopedScratch::ScopedScratch(const ScratchRequest* requests, int n, void** ptrs,
           "run_scoped allocates the running core's VMEM, SMEM and semaphores, so it only runs "
           "inside a kernel body");
   }
-  saved_vmem_ = ctx->vmem_top;
-  saved_smem_ = ctx->smem_top;
-  saved_semaphore_ = ctx->semaphore_top;
+  ArenaStack& stack = ctx->stack;
+  const ArenaStack::Mark mark = stack.mark();
+  std::memcpy(saved_mark_, &mark, sizeof(mark));
   saved_scoped_ = ctx->scoped_semaphores.size();
-  // Lay the scope out first and check every region before anything changes, so a failing
-  // scope leaves the core as it was.
-  int64_t tops[3] = {saved_vmem_, saved_smem_, saved_semaphore_};
+  // Check every region for the whole scope before anything changes, so that a failing scope
+  // leaves the core as it was and its message names all of the scope's buffers of that space.
+  int64_t need[3] = {0, 0, 0};
   size_t semaphores = 0;
-  auto index = [](MemorySpace s) {
-    return s == MemorySpace::SMEM ? 1 : s == MemorySpace::SEMAPHORE ? 2 : 0;
-  };
   for (int i = 0; i < n; ++i) {
-    int64_t& top = tops[index(requests[i].space)];
-    top = align_up(top + requests[i].bytes);
-    if (requests[i].space == MemorySpace::SEMAPHORE) ++semaphores;
+    const MemorySpace s = requests[i].space;
+    int64_t& total = need[s == MemorySpace::SMEM ? 1 : s == MemorySpace::SEMAPHORE ? 2 : 0];
+    total = ArenaStack::align_up(total) + requests[i].bytes;
+    if (s == MemorySpace::SEMAPHORE) ++semaphores;
   }
-  const int64_t semaphore_bytes = semaphore_capacity() * kCell;
-  if (tops[0] > ctx->vmem_limit) {
-    over_capacity(*ctx, requests, n, MemorySpace::VMEM, saved_vmem_, tops[0] - saved_vmem_,
-                  ctx->vmem_limit, "the kernel's VMEM budget",
-                  "shrink the buffers or raise pltpu::CompilerParams{.vmem_limit_bytes = ...}",
-                  where);
-  }
-  if (tops[1] > smem_capacity_bytes()) {
-    over_capacity(*ctx, requests, n, MemorySpace::SMEM, saved_smem_, tops[1] - saved_smem_,
-                  smem_capacity_bytes(), "SMEM", "move large buffers to VMEM (SMEM holds scalars)",
-                  where);
-  }
-  if (tops[2] > semaphore_bytes) {
-    over_capacity(*ctx, requests, n, MemorySpace::SEMAPHORE, saved_semaphore_,
-                  tops[2] - saved_semaphore_, semaphore_bytes, "semaphore memory",
-                  "use fewer semaphores", where);
+  const MemorySpace spaces[3] = {MemorySpace::VMEM, MemorySpace::SMEM, MemorySpace::SEMAPHORE};
+  for (int r = 0; r < 3; ++r) {
+    if (need[r] == 0) continue;
+    stack.require(
+        spaces[r], need[r], "the scope", [&] { return scope_text(requests, n, spaces[r]); },
+        "pl::run_scoped", where);
   }
   ctx->scoped_semaphores.reserve(saved_scoped_ + semaphores);  // the only step that may throw
   for (int i = 0; i < n; ++i) {
     const ScratchRequest& r = requests[i];
-    int64_t& top = top_of(*ctx, r.space);
-    std::byte* base = r.space == MemorySpace::SMEM ? ctx->arena->smem()
-                      : r.space == MemorySpace::SEMAPHORE
-                          ? reinterpret_cast<std::byte*>(ctx->arena->semaphores())
-                          : ctx->arena->vmem();
-    ptrs[i] = base + top;
+    const int64_t offset = ArenaStack::align_up(stack.top(r.space));
+    ptrs[i] = stack.push(
+        r.space, r.bytes, StackUse::kScope, "the scope",
+        [&] { return scope_text(requests, n, r.space); }, "pl::run_scoped", where);
     if (r.space == MemorySpace::SEMAPHORE) {
-      ctx->scoped_semaphores.push_back(ScopedSemaphore{top, r.shape, r.semaphore_kind, i, where});
-    } else if (ctx->checked != nullptr) {
-      checked_fresh(
-          *ctx, ptrs[i], r.bytes, r.dtype,  // poison, never written
-          fmt::format("run_scoped buffer #{} {}<{}>{} (scope at {})", i, to_string(r.space),
-                      dtype_name(r.dtype), r.shape.to_string(), format_location(where)));
+      ctx->scoped_semaphores.push_back(
+          ScopedSemaphore{offset, r.shape, r.semaphore_kind, i, where});
+    } else {
+      ctx->engine->fresh(*ctx, ptrs[i], r.bytes, r.dtype, [&] {
+        return fmt::format("run_scoped buffer #{} {}<{}>{} (scope at {})", i, to_string(r.space),
+                           dtype_name(r.dtype), r.shape.to_string(), format_location(where));
+      });
     }
-    top = align_up(top + r.bytes);
   }
   // The launcher clears every semaphore below this mark when the launch ends.
-  if (ctx->semaphore_top > saved_semaphore_) {
-    raise_semaphore_high(*ctx->launch, ctx->semaphore_top);
+  if (stack.top(MemorySpace::SEMAPHORE) > mark.top[2]) {
+    raise_semaphore_high(*ctx->launch, stack.top(MemorySpace::SEMAPHORE));
   }
   open_ = true;
 }
@@ -161,9 +127,9 @@ void ScopedScratch::release(bool zero_semaphores) noexcept {
     }
   }
   ctx.scoped_semaphores.resize(saved_scoped_);
-  ctx.vmem_top = saved_vmem_;
-  ctx.smem_top = saved_smem_;
-  ctx.semaphore_top = saved_semaphore_;
+  ArenaStack::Mark mark;
+  std::memcpy(&mark, saved_mark_, sizeof(mark));
+  ctx.stack.release(mark);
 }
 
 }  // namespace tessera::detail

@@ -1,6 +1,8 @@
-// Semaphores in the native engine: signal, wait (spin briefly, then sleep with a deadline; woken
-// by signals, DMA completions and cancellation), read, core_barrier, the byte counts of async
-// copies, and the check at kernel exit.
+// Semaphores: signal, wait, read and core_barrier as the kernel calls them, the one blocking wait
+// both engines use (spin briefly where the engine allows, then sleep on the core's futex word with
+// a deadline; woken by signals, DMA completions and cancellation), the byte counts of async
+// copies, and the check at kernel exit. The engine (runtime/engine.h) decides how a signal adds
+// and a wait takes; everything else is here.
 //
 // Every counter operation is seq_cst. Signals must release the signaller's writes and waits
 // must acquire them (acq_rel would do for that), but the sleep protocol of SemaphoreWaitQueue
@@ -16,17 +18,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "check/checked.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
 #include "runtime/spin.h"
-#include "trace/recorder.h"
+#include "runtime/waits.h"
 
 namespace tessera::detail {
 
@@ -41,6 +43,59 @@ constexpr int64_t kMaxWaitTimeoutMs = int64_t{1} << 40;
 // for when both share one hardware thread (then the pool does not spin at all).
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr int64_t kCell = sizeof(SemaphoreCell);
+
+std::string element_of(std::string base, int64_t element, const Shape& shape) {
+  if (shape.rank() == 0) return base;
+  return fmt::format("{} element {}", base, unravel_index(element, shape));
+}
+
+[[noreturn]] void throw_cancelled(const CoreContext& ctx, int64_t slot, const WaitSite& site) {
+  raise(ErrorKind::kCancelled, site.op, site.where,
+        fmt::format("cancelled while waiting on {}: another core of this launch failed, and its "
+                    "error is the one the launch reports",
+                    name_semaphore(*ctx.launch->spec, &ctx, slot)));
+}
+
+[[noreturn]] void throw_timeout(const CoreContext& ctx, const SemaphoreCell& cell, int64_t slot,
+                                int64_t amount, const WaitSite& site, int64_t timeout_ms) {
+  std::string hint = site.hint;
+  if (site.dma_src != nullptr) {
+    hint = fmt::format(
+        "a DMA that never came: this descriptor's source is {} {} ({} bytes), and each .wait() "
+        "needs started copies (.start() or pltpu::async_copy) of as many bytes on this semaphore",
+        dtype_name(site.dma_src->dtype), site.dma_src->shape.to_string(), amount);
+  }
+  raise(ErrorKind::kTimeout, site.op, site.where,
+        fmt::format("{} holds {}{} after {} ms, short of the {}{} this wait needs "
+                    "(wait_timeout_ms={}); {}",
+                    name_semaphore(*ctx.launch->spec, &ctx, slot), cell.load(), site.unit(),
+                    timeout_ms, amount, site.unit(), timeout_ms, hint));
+}
+
+void check_amount(int64_t v, const char* what, const char* op, std::source_location where) {
+  if (v < 0) {
+    raise(ErrorKind::kInvalidArgument, op, where,
+          fmt::format("{}={} is negative; signals add and waits subtract counts >= 0", what, v));
+  }
+}
+
+int64_t parse_timeout_env() {
+  const char* env = std::getenv("TESSERA_WAIT_TIMEOUT_MS");
+  if (env == nullptr || *env == '\0') return kDefaultWaitTimeoutMs;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (end == nullptr || *end != '\0' || v < 1) {
+    throw UsageError(
+        ErrorKind::kInvalidArgument,
+        fmt::format("tessera: TESSERA_WAIT_TIMEOUT_MS='{}' is not a timeout; set it to "
+                    "a number of milliseconds >= 1 or unset it (default {})",
+                    env, kDefaultWaitTimeoutMs),
+        std::source_location::current());
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
 
 CoreContext& context_for(const char* op, std::source_location where) {
   CoreContext* ctx = current_context();
@@ -69,16 +124,8 @@ int64_t own_slot(const CoreContext& ctx, const SemaphoreCell* cell, const char* 
   return static_cast<int64_t>((p - base) / static_cast<uintptr_t>(kCell));
 }
 
-std::string element_of(std::string base, int64_t element, const Shape& shape) {
-  if (shape.rank() == 0) return base;
-  return fmt::format("{} element {}", base, unravel_index(element, shape));
-}
-
-// Names the semaphore at `slot` of a core's region: "scratch #1 SemaphoreType.REGULAR((4,))
-// element (2,)" or "run_scoped #0 SemaphoreType.DMA (scope at k.cc:40)". `ctx` (the core's own
-// context, or null for the launcher) knows the live run_scoped scopes. `kind` is set when known.
 std::string name_semaphore(const LaunchSpec& spec, const CoreContext* ctx, int64_t slot,
-                           SemaphoreKind* kind = nullptr) {
+                           SemaphoreKind* kind) {
   const int64_t byte = slot * kCell;
   for (size_t i = 0; i < spec.scratch.size(); ++i) {
     const ScratchRequest& r = spec.scratch[i];
@@ -105,46 +152,18 @@ std::string name_semaphore(const LaunchSpec& spec, const CoreContext* ctx, int64
   return fmt::format("a run_scoped semaphore (slot {})", slot);
 }
 
-bool try_take(SemaphoreCell& cell, int64_t amount) {
-  int64_t v = cell.load();
-  while (v >= amount) {
-    if (cell.compare_exchange_weak(v, v - amount)) return true;
-  }
-  return false;
-}
-
-struct WaitSite {
-  const char* op;
-  std::source_location where;
-  const char* unit;  // "" or " bytes"
-  const char* hint;
-};
-
-[[noreturn]] void throw_cancelled(const CoreContext& ctx, int64_t slot, const WaitSite& site) {
-  raise(ErrorKind::kCancelled, site.op, site.where,
-        fmt::format("cancelled while waiting on {}: another core of this launch failed, and its "
-                    "error is the one the launch reports",
-                    name_semaphore(*ctx.launch->spec, &ctx, slot)));
-}
-
-// Blocks until `cell` (slot `slot` of the calling core) holds at least `amount`, then takes it.
 void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
                  const WaitSite& site) {
-  const trace::detail::SpanScope trace_wait(trace::detail::Kind::kWait, site.op, -1,
-                                            *site.unit != '\0');  // " bytes": a DMA wait
-  if (ctx.checked != nullptr) {
-    checked_block_until(ctx, cell, slot, amount, site.op, site.where,
-                        name_semaphore(*ctx.launch->spec, &ctx, slot), site.unit);
-    return;
-  }
-  if (try_take(cell, amount)) return;
+  const SpanEvent wait_event(EventKind::kWait, site.op, -1, site.dma_src != nullptr);
+  Engine& engine = *ctx.engine;
+  if (engine.try_take(ctx, cell, slot, amount)) return;
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();
-  if (CorePool::instance().spinning()) {
+  if (engine.spin_before_sleep() && CorePool::instance().spinning()) {
     const auto spin_end = start + kSpinFor;
     do {
       for (int i = 0; i < 64; ++i) {
-        if (try_take(cell, amount)) return;
+        if (engine.try_take(ctx, cell, slot, amount)) return;
         // Relaxed: only a hint here; the sleeping phase below re-reads it with seq_cst.
         if (state.cancelled.load(std::memory_order_relaxed)) throw_cancelled(ctx, slot, site);
         cpu_relax();
@@ -154,51 +173,45 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
   const int64_t timeout_ms = std::min(state.wait_timeout_ms, kMaxWaitTimeoutMs);
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   SemaphoreWaitQueue& queue = ctx.arena->wait_queue();
-  std::unique_lock<std::mutex> lock(queue.mu);
   queue.sleepers.fetch_add(1);
   struct Leave {
     SemaphoreWaitQueue& q;
-    ~Leave() { q.sleepers.fetch_sub(1); }
-  } leave{queue};
-  for (;;) {
-    if (try_take(cell, amount)) return;
-    if (state.cancelled.load()) throw_cancelled(ctx, slot, site);
-    if (queue.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
-      if (try_take(cell, amount)) return;
-      if (state.cancelled.load()) throw_cancelled(ctx, slot, site);
-      raise(ErrorKind::kTimeout, site.op, site.where,
-            fmt::format("{} holds {}{} after {} ms, short of the {}{} this wait needs "
-                        "(wait_timeout_ms={}); {}",
-                        name_semaphore(*state.spec, &ctx, slot), cell.load(), site.unit, timeout_ms,
-                        amount, site.unit, timeout_ms, site.hint));
+    Engine& e;
+    CoreContext& c;
+    int64_t slot;
+    bool taken = false;
+    ~Leave() {
+      q.sleepers.fetch_sub(1);
+      e.unblocked(c, slot, taken);
     }
+  } leave{queue, engine, ctx, slot};
+  for (;;) {
+    const uint32_t seen = queue.seq.load();
+    if (engine.try_take(ctx, cell, slot, amount)) {
+      leave.taken = true;
+      return;
+    }
+    if (state.cancelled.load()) throw_cancelled(ctx, slot, site);
+    engine.blocked(ctx, cell, slot, amount, site);  // the checked engine may raise kDeadlock here
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      if (engine.try_take(ctx, cell, slot, amount)) {
+        leave.taken = true;
+        return;
+      }
+      throw_timeout(ctx, cell, slot, amount, site, timeout_ms);
+    }
+    futex_wait_for(queue.seq, seen,
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now).count());
   }
 }
 
-void check_amount(int64_t v, const char* what, const char* op, std::source_location where) {
-  if (v < 0) {
-    raise(ErrorKind::kInvalidArgument, op, where,
-          fmt::format("{}={} is negative; signals add and waits subtract counts >= 0", what, v));
+void SemaphoreWaitQueue::wake() noexcept {
+  if (sleepers.load() != 0) {
+    seq.fetch_add(1);
+    futex_wake(seq, true);
   }
 }
-
-int64_t parse_timeout_env() {
-  const char* env = std::getenv("TESSERA_WAIT_TIMEOUT_MS");
-  if (env == nullptr || *env == '\0') return kDefaultWaitTimeoutMs;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  if (end == nullptr || *end != '\0' || v < 1) {
-    throw UsageError(
-        ErrorKind::kInvalidArgument,
-        fmt::format("tessera: TESSERA_WAIT_TIMEOUT_MS='{}' is not a timeout; set it to "
-                    "a number of milliseconds >= 1 or unset it (default {})",
-                    env, kDefaultWaitTimeoutMs),
-        std::source_location::current());
-  }
-  return static_cast<int64_t>(v);
-}
-
-}  // namespace
 
 std::string unravel_index(int64_t flat, const Shape& shape) {
   std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
@@ -241,13 +254,8 @@ void semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kin
                       target, ctx.num_cores - 1, ctx.axis_name != nullptr ? *ctx.axis_name : "",
                       ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
   }
-  CoreArena& arena = target == ctx.core ? *ctx.arena : core_arena(target);
-  if (ctx.checked != nullptr) {
-    checked_signal(ctx, target, slot, inc);
-  } else {
-    arena.semaphores()[slot].fetch_add(inc);
-  }
-  arena.wait_queue().wake();
+  ctx.engine->signal(ctx, target, slot, inc);
+  (target == ctx.core ? *ctx.arena : core_arena(target)).wait_queue().wake();
 }
 
 void semaphore_wait(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind, int64_t value,
@@ -258,7 +266,7 @@ void semaphore_wait(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
   check_amount(value, "value", op, where);
   const int64_t slot = own_slot(ctx, cell, op, where);
   block_until(ctx, *cell, slot, value,
-              WaitSite{op, where, "",
+              WaitSite{op, where,
                        "a signal that never came: every pl::semaphore_wait needs matching "
                        "pl::semaphore_signal calls on this core's semaphore (from this core, or "
                        "from another with pl::core_index)"});
@@ -291,38 +299,18 @@ void core_barrier(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
   if (n == 1) return;
   for (int k = 0; k < n; ++k) {
     if (k == ctx.core) continue;
-    CoreArena& arena = core_arena(k);
-    if (ctx.checked != nullptr) {
-      checked_signal(ctx, k, slot, 1);
-    } else {
-      arena.semaphores()[slot].fetch_add(1);
-    }
-    arena.wait_queue().wake();
+    ctx.engine->signal(ctx, k, slot, 1);
+    core_arena(k).wait_queue().wake();
   }
   block_until(ctx, *cell, slot, n - 1,
-              WaitSite{op, where, "",
+              WaitSite{op, where,
                        "a core that never reached the barrier: every core of the mesh must call "
                        "pltpu::core_barrier with this semaphore as often as this one"});
 }
 
-void check_dma_semaphore(const SemaphoreCell* cell, const char* op, std::source_location where) {
-  own_slot(context_for(op, where), cell, op, where);
-}
-
-void dma_semaphore_add(SemaphoreCell* cell, int64_t bytes) {
+void add_dma_bytes(CoreContext& ctx, SemaphoreCell* cell, int64_t bytes) {
   cell->fetch_add(bytes);  // releases the copy's writes to the core that waits for them
-  current_context()->arena->wait_queue().wake();
-}
-
-void dma_semaphore_wait(SemaphoreCell* cell, int64_t bytes, const RawRef& src, const char* op,
-                        std::source_location where) {
-  CoreContext& ctx = context_for(op, where);
-  const int64_t slot = own_slot(ctx, cell, op, where);
-  const std::string hint = fmt::format(
-      "a DMA that never came: this descriptor's source is {} {} ({} bytes), and each .wait() "
-      "needs started copies (.start() or pltpu::async_copy) of as many bytes on this semaphore",
-      dtype_name(src.dtype), src.shape.to_string(), bytes);
-  block_until(ctx, *cell, slot, bytes, WaitSite{op, where, " bytes", hint.c_str()});
+  ctx.arena->wait_queue().wake();
 }
 
 std::string describe_semaphore(const CoreContext& ctx, const SemaphoreCell* cell) {

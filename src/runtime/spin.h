@@ -2,7 +2,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -38,6 +40,20 @@ inline void futex_wait(std::atomic<T>& a, T old) noexcept {
                   0);
 #else
   a.wait(old);
+#endif
+}
+
+/// As futex_wait, for at most `ns` nanoseconds (ns > 0).
+template <class T>
+inline void futex_wait_for(std::atomic<T>& a, T old, int64_t ns) noexcept {
+  static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
+#if defined(__linux__)
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), FUTEX_WAIT_PRIVATE, old, &ts, nullptr, 0);
+#else
+  // No timed wait on the atomic elsewhere: a short sleep, after which the caller looks again.
+  if (a.load() == old) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  (void)ns;
 #endif
 }
 

@@ -132,7 +132,7 @@ void start_from_env() {
   std::call_once(once, [] {
     const char* env = std::getenv("TESSERA_TRACE");
     if (env == nullptr || *env == '\0') return;
-    (void)now_ns();  // the registry outlives the session below (statics die in reverse order)
+    touch_registry();  // the registry outlives the session below (statics die in reverse order)
     static std::unique_ptr<Session> session;
     t_owner = "TESSERA_TRACE";
     struct Reset {

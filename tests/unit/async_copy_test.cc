@@ -1,5 +1,5 @@
 // Async copies: make_async_copy(...).start()/.wait() and async_copy between HBM, VMEM and SMEM
-// (pallas-reference.md §6.4 items 27-30, 33, 37 with byte counts), several copies on one DMA
+// (Pallas' async copy semantics, with byte counts), several copies on one DMA
 // semaphore, one wait absorbing several transfers, a double-buffered loop, and the errors:
 // shape mismatch, a second start before the wait, a wait with no copy (timeout), a leak.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Checked mode (issue #5, docs/checked-mode.md), memory and chip rules: uninitialised memory,
+// Checked mode (docs/checked-mode.md), memory and chip rules: uninitialised memory,
 // bounds, chip capacity, the TPU's block-shape and matmul rules, output revisits, and
 // pltpu::ForceTpuInterpretMode. One buggy kernel per detector and variant, each with a clean twin
 // that passes with the right output. Assertions name the kind, the line, the core and the grid

@@ -1,4 +1,4 @@
-// Checked mode (issue #5, docs/checked-mode.md), races: compute against an in-flight DMA, copies
+// Checked mode (docs/checked-mode.md), races: compute against an in-flight DMA, copies
 // against each other, cores against each other on HBM; and the execution order (randomised
 // PARALLEL axes, DMA execution modes). One buggy kernel per detector and variant, each with a
 // clean twin that passes with the right output (Pallas' race-test pattern), under both DMA

@@ -1,4 +1,4 @@
-// Checked mode (issue #5, docs/checked-mode.md), semaphores: copies never waited, semaphores
+// Checked mode (docs/checked-mode.md), semaphores: copies never waited, semaphores
 // non-zero at exit, and deadlocks (on one core, across cores, DMA waits with no copy, mismatched
 // barriers). One buggy kernel per detector and variant, each with a clean twin that passes with
 // the right output, under both DMA execution modes where copies are involved. Assertions name the

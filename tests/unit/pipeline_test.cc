@@ -1,5 +1,5 @@
-// pltpu::emit_pipeline in the native engine: the seed's pipelined add, reductions over an
-// ARBITRARY axis, partial edge blocks, squeezed axes, copy-in elision, revisits, nesting, and
+// pltpu::emit_pipeline in the native engine: the pipelined add tutorial's kernel, reductions over
+// an ARBITRARY axis, partial edge blocks, squeezed axes, copy-in elision, revisits, nesting, and
 // the errors.
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@ Array<float> ramp(Shape s, float scale) {
   return a;
 }
 
-// The seed's kernel: o = x + y in (128, 128) blocks, the first grid axis split over the cores.
+// The pipelined add: o = x + y in (128, 128) blocks, the first grid axis split over the cores.
 Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int cores) {
   const int64_t m = x.shape()[0];
   const int64_t n = x.shape()[1];
@@ -255,10 +255,13 @@ TEST(EmitPipelineErrors, WindowsCountAgainstTheVmemBudget) {
   auto err = tessera::testing::catch_error<KernelError>([&] { k(x); });
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind(), ErrorKind::kCapacityExceeded);
-  EXPECT_NE(std::string(err->what()).find("a pipeline window needs 131072 more bytes of VMEM"),
+  EXPECT_NE(std::string(err->what()).find("a pipeline window needs 131072 bytes of VMEM"),
             std::string::npos)
       << err->what();
-  EXPECT_NE(std::string(err->what()).find("98304 byte budget"), std::string::npos) << err->what();
+  EXPECT_NE(
+      std::string(err->what()).find("only 98304 of the 98304 bytes of the kernel's VMEM budget"),
+      std::string::npos)
+      << err->what();
 }
 }  // namespace
 

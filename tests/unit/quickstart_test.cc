@@ -1,4 +1,5 @@
-// The seed's kernels: fill_42() = 128 x 42.0 and iota() = 0 .. 128n - 1 for n = 1..4 cores.
+// The quickstart's kernels (Pallas' TPU quickstart): fill_42() = 128 x 42.0 and iota() = 0 .. 128n
+// - 1 for n = 1..4 cores.
 #include "quickstart.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// Semaphores: scratch types and views, signal / wait / read (pallas-reference.md §6.4 items
-// 31, 32, 38 with blocking waits), signals between cores, core_barrier, and every error: wait
+// Semaphores: scratch types and views, signal / wait / read (Pallas' semantics, with blocking
+// waits), signals between cores, core_barrier, and every error: wait
 // timeout, cancellation by a failing core, leak at exit, core_index out of range, misuse.
 #include <gtest/gtest.h>
 

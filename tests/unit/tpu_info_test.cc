@@ -1,6 +1,6 @@
-// Tests of tessera/tpu_info.h: the TPU generation tables (against docs/pallas-reference.md §2.9,
-// per TensorCore), chip-name parsing, the megacore rule and its errors, the dtype rules, and
-// this machine described as a chip.
+// Tests of tessera/tpu_info.h: the TPU generation tables (against Pallas' pltpu.get_tpu_info
+// values, per TensorCore), chip-name parsing, the megacore rule and its errors, the dtype rules,
+// and this machine described as a chip.
 #include "tessera/tpu_info.h"
 
 #include <gtest/gtest.h>

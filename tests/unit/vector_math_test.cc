@@ -536,7 +536,7 @@ TEST(VectorMath, CreationFunctions) {
 }
 
 TEST(VectorMath, InsideAKernel) {
-  // The seed's shape of kernel: compute on VMEM scratch, on every core.
+  // The quickstart's shape of kernel: compute on VMEM scratch, on every core.
   auto k =
       pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 2),
                  pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::VMEM<int32_t>({8, 128})))(

@@ -1,6 +1,7 @@
-// `tessera bench add --size N --cores C --repeats R [--json]`: the seed's pipelined add on N x N
-// float32 against a plain multi-threaded loop computing the same sum, alternating the two so
-// that both see the same machine state. Prints architecture.md §6's JSON object with --json.
+// `tessera bench add --size N --cores C --repeats R [--json]`: the pipelined add (Pallas'
+// pipelining tutorial) on N x N float32 against a plain multi-threaded loop computing the same sum,
+// alternating the two so that both see the same machine state. Prints one JSON object with --json
+// (docs/performance.md lists its fields).
 #include "bench_command.h"
 
 #include <omp.h>
@@ -128,7 +129,7 @@ void register_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand(
       "bench",
       "Time a kernel against a reference computed in the same process.\nKernels:\n  "
-      "add     the seed's pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
+      "add     the pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
       "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS");
   static std::string kernel;
   static int64_t size = 8192;
@@ -145,7 +146,7 @@ void register_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 256));
   bench->add_option("--repeats", repeats, "Timed repetitions (default 5)")
       ->check(CLI::Range(1, 1000));
-  bench->add_flag("--json", json, "Print one JSON object (architecture.md section 6)");
+  bench->add_flag("--json", json, "Print one JSON object (fields: docs/performance.md)");
   bench
       ->add_option("--trace", trace_path,
                    "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "

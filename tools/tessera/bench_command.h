@@ -17,7 +17,8 @@ struct MatmulBenchOptions {
   int repeats;
   bool json;
   std::string trace_path = {};  // --trace: trace the timed runs of ours
-  bool check = false;  // also time the kernel in checked mode (issue #5) and report the ratio
+  bool check =
+      false;  // also time the kernel in checked mode (docs/checked-mode.md) and report the ratio
 };
 int run_matmul_bench(const MatmulBenchOptions& options);
 }  // namespace tessera::cli

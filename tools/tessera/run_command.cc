@@ -28,7 +28,7 @@ const std::vector<Example>& examples() {
   static const std::vector<Example> list = {
       {"quickstart", "the Pallas TPU quickstart: fill_42 and iota (examples/01_quickstart*.cc)",
        [](std::ostream& out) { return examples::run_quickstart(out); }},
-      {"add", "the seed's pipelined add with emit_pipeline (examples/02_pipelined_add*.cc)",
+      {"add", "the pipelined add with emit_pipeline (examples/02_pipelined_add*.cc)",
        [](std::ostream& out) { return examples::run_add(out); }},
       {"correct_sum", "a reduction over the last ARBITRARY axis with pallas_call (examples/03_*)",
        [](std::ostream& out) { return examples::run_correct_sum(out); }},

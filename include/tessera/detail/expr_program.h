@@ -14,68 +14,11 @@
 
 namespace tessera::detail {
 
+/// The ops, in the order of detail/op_codes.inc (non-elementwise ones last).
 enum class OpCode : uint8_t {
-  // leaves
-  kLoad,   // read a VMEM/SMEM ref (broadcast into the result shape)
-  kConst,  // a scalar constant (fconst / iconst), broadcast everywhere
-  kIota,   // the index along `axis` of the result shape
-  // elementwise, one operand (a)
-  kConvert,  // operand a converted to this node's dtype
-  kNeg,
-  kAbs,
-  kSign,
-  kSquare,
-  kSqrt,
-  kRsqrt,
-  kExp,
-  kExp2,
-  kLog,
-  kLog1p,
-  kTanh,
-  kLogistic,
-  kSin,
-  kCos,
-  kErf,
-  kFloor,
-  kCeil,
-  kRound,       // half to even
-  kNot,         // bitwise not (logical not for bool)
-  kIntegerPow,  // a ** iconst
-  // elementwise, two operands (a, b) of the same dtype
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,       // float: true division; int: XLA's truncating division (floor_divide only)
-  kRem,       // Python/jnp remainder: the sign of the divisor
-  kFloorDiv,  // jnp.floor_divide
-  kMax,
-  kMin,
-  kPow,
-  kAnd,
-  kOr,
-  kXor,
-  kShl,
-  kShrA,
-  kShrL,
-  // comparisons: operands a, b of one dtype, result bool
-  kEq,
-  kNe,
-  kLt,
-  kLe,
-  kGt,
-  kGe,
-  // select: c ? a : b (c is bool)
-  kSelect,
-  // non-elementwise (evaluated into temporaries before the elementwise pass; `shape` is the
-  // operand's shape, `out_shape` the result's, `sub_begin` the first node of the operand)
-  kReduceSum,  // iconst: bit mask of reduced axes
-  kReduceMax,
-  kReduceMin,
-  kArgMax,  // iconst: bit mask of the reduced axis (all axes: the flat index)
-  kArgMin,
-  kTranspose,  // strides: the permutation (result axis i is operand axis strides[i])
-  kReshape,
-  kRoll,  // iconst: shift (normalised to 0..n-1), axis
+#define TESSERA_OP(code, name, call) code,
+#include "tessera/detail/op_codes.inc"
+#undef TESSERA_OP
 };
 
 /// True for the ops that need their operand evaluated into a temporary first.
@@ -83,6 +26,8 @@ constexpr bool is_non_elementwise(OpCode op) noexcept { return op >= OpCode::kRe
 
 /// Display name of an op ("add", ...), for messages and traces.
 const char* op_name(OpCode op) noexcept;
+/// The jnp/lax call that makes an op ("jnp.sum", "pltpu.roll"), as errors name it.
+const char* op_call(OpCode op) noexcept;
 
 struct ExprNode {
   OpCode op = OpCode::kConst;

@@ -84,12 +84,17 @@ struct LaunchBuffer {
   int index = 0;  // among the inputs or the outputs
 };
 
+/// The HBM arrays of a launch (inputs, then outputs), for an engine that keeps books of them:
+/// appends them to its argument. Only called when the launch's engine asks.
+using LaunchBuffers = FunctionRef<void(std::vector<LaunchBuffer>&)>;
+
 /// Runs `body(core, scratch_pointers)` on every core of the launch, concurrently, and waits.
 /// Throws UsageError before any core runs for a bad spec (scratch over capacity, ...); rethrows
 /// the first exception a core raised (other cores are cancelled at their next blocking point).
-/// `buffers` (inputs, then outputs) are only read by the checked engine.
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
-            const LaunchBuffer* buffers = nullptr, int num_buffers = 0);
+            LaunchBuffers buffers);
+/// The same for a launch with no HBM arrays.
+void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body);
 
 /// The params every kernel without its own runs checked with: pltpu::ForceTpuInterpretMode's,
 /// else defaults when TESSERA_INTERPRET is set (to anything but "" or "0"), else null.

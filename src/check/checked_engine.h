@@ -1,0 +1,20 @@
+// Internal: the checked engine (runtime/engine.h), made once per checked launch by the runtime
+// when a kernel runs in interpret mode (pltpu::InterpretParams, TESSERA_INTERPRET or
+// pltpu::ForceTpuInterpretMode). See docs/checked-mode.md for what it catches.
+#pragma once
+
+#include <memory>
+
+#include "runtime/engine.h"
+#include "tessera/interpret.h"
+
+namespace tessera::detail {
+
+/// The engine of one checked launch. Throws UsageError before any core runs when the launch
+/// cannot run on the chip `params` names (its mesh or its scratch is too large).
+std::unique_ptr<Engine> make_checked_engine(const LaunchSpec& spec,
+                                            const pltpu::InterpretParams& params,
+                                            const LaunchBuffer* buffers, int num_buffers,
+                                            int64_t vmem_limit);
+
+}  // namespace tessera::detail

@@ -1,0 +1,206 @@
+// The rules of in-kernel expressions that do not depend on an engine: the ops' names, and the
+// shapes jnp's broadcasting, reductions, transposes, reshapes and rolls give (with the errors
+// jnp raises for bad arguments). The public headers (vector_ops.h, vector_reduce.h,
+// vector_math.h) call these while building an expression; the native evaluator runs it.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "tessera/detail/expr_program.h"
+#include "tessera/detail/runtime.h"
+#include "tessera/vector_ops.h"
+#include "tessera/vector_reduce.h"
+
+namespace tessera::detail {
+
+namespace {
+std::string shape_str(const Shape& s) { return s.to_string(); }
+}  // namespace
+
+const char* op_name(OpCode op) noexcept {
+  switch (op) {
+#define TESSERA_OP(code, name, call) \
+  case OpCode::code:                 \
+    return name;
+#include "tessera/detail/op_codes.inc"
+#undef TESSERA_OP
+  }
+  return "?";
+}
+
+const char* op_call(OpCode op) noexcept {
+  switch (op) {
+#define TESSERA_OP(code, name, call) \
+  case OpCode::code:                 \
+    return call;
+#include "tessera/detail/op_codes.inc"
+#undef TESSERA_OP
+  }
+  return "?";
+}
+
+std::vector<ExprNode>& ExprProgram::scratch_nodes() {
+  thread_local std::vector<ExprNode> nodes;
+  return nodes;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where) {
+  const int r = std::max(a.rank(), b.rank());
+  SmallVec out(r, 1);
+  for (int k = 0; k < r; ++k) {
+    const int ia = a.rank() - r + k;
+    const int ib = b.rank() - r + k;
+    const int64_t ea = ia >= 0 ? a[ia] : 1;
+    const int64_t eb = ib >= 0 ? b[ib] : 1;
+    if (ea != eb && ea != 1 && eb != 1) {
+      raise(ErrorKind::kShapeMismatch, op, where,
+            fmt::format("operands of shapes {} and {} do not broadcast (axis {} from the left of "
+                        "the result: {} vs {}); extents must match or be 1",
+                        shape_str(a), shape_str(b), k, ea, eb));
+    }
+    out[k] = ea == 1 ? eb : ea;
+  }
+  return Shape(std::move(out));
+}
+
+Shape reduce_shape(const Shape& in, const AxisSpec& axes, bool keepdims, bool single, bool nonempty,
+                   const char* op, std::source_location where, int64_t& mask) {
+  const int r = in.rank();
+  mask = 0;
+  if (axes.all) {
+    mask = r == 0 ? 0 : (int64_t{1} << r) - 1;
+  } else {
+    if (single && axes.axes.size() != 1) {
+      raise(ErrorKind::kInvalidArgument, op, where,
+            fmt::format("takes one axis or none (the flattened array), got {} axes",
+                        axes.axes.size()));
+    }
+    for (int64_t a : axes.axes) {
+      const int64_t ax = a < 0 ? a + r : a;
+      if (ax < 0 || ax >= r) {
+        raise(ErrorKind::kInvalidArgument, op, where,
+              fmt::format("axis {} is out of range for an operand of shape {} (rank {}); axes "
+                          "are -{}..{}",
+                          a, shape_str(in), r, r, r - 1));
+      }
+      if ((mask >> ax) & 1) {
+        raise(ErrorKind::kInvalidArgument, op, where,
+              fmt::format("axis {} is given twice (shape {})", a, shape_str(in)));
+      }
+      mask |= int64_t{1} << ax;
+    }
+  }
+  SmallVec out;
+  for (int i = 0; i < r; ++i) {
+    if ((mask >> i) & 1) {
+      if (nonempty && in[i] == 0) {
+        raise(ErrorKind::kInvalidArgument, op, where,
+              fmt::format("reduces axis {} of extent 0 (shape {}), which has no identity; jnp "
+                          "raises here too",
+                          i, shape_str(in)));
+      }
+      if (keepdims) out.push_back(1);
+    } else {
+      out.push_back(in[i]);
+    }
+  }
+  if (nonempty && r == 0 && in.size() == 0) mask = 0;
+  return Shape(std::move(out));
+}
+
+SmallVec transpose_perm(const Shape& in, const SmallVec& perm, std::source_location where) {
+  const int r = in.rank();
+  SmallVec p;
+  if (perm.size() == 0) {
+    for (int i = r - 1; i >= 0; --i) p.push_back(i);
+    return p;
+  }
+  if (perm.size() != r) {
+    raise(ErrorKind::kInvalidArgument, "jnp.transpose", where,
+          fmt::format("the permutation has {} axes but the operand of shape {} has {}", perm.size(),
+                      shape_str(in), r));
+  }
+  int64_t seen = 0;
+  for (int64_t a : perm) {
+    const int64_t ax = a < 0 ? a + r : a;
+    if (ax < 0 || ax >= r || ((seen >> ax) & 1)) {
+      raise(ErrorKind::kInvalidArgument, "jnp.transpose", where,
+            fmt::format("({}) is not a permutation of the axes of shape {}", fmt::join(perm, ", "),
+                        shape_str(in)));
+    }
+    seen |= int64_t{1} << ax;
+    p.push_back(ax);
+  }
+  return p;
+}
+
+Shape reshape_shape(const Shape& in, const Shape& to, std::source_location where) {
+  SmallVec dims = to.dims();
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < dims.size(); ++i) {
+    if (dims[i] == -1 && infer < 0) {
+      infer = i;
+    } else if (dims[i] < 0) {
+      raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
+            fmt::format("bad target shape {}: extents must be >= 0, with at most one -1",
+                        shape_str(to)));
+    } else {
+      known *= dims[i];
+    }
+  }
+  if (infer >= 0) dims[infer] = known == 0 ? 0 : in.size() / known;
+  Shape out(std::move(dims));
+  if (out.size() != in.size()) {
+    raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
+          fmt::format("cannot reshape {} ({} elements) into {} ({} elements)", shape_str(in),
+                      in.size(), shape_str(to), out.size()));
+  }
+  auto squeeze = [](const Shape& s) {
+    SmallVec d;
+    for (int64_t e : s) {
+      if (e != 1) d.push_back(e);
+    }
+    return d;
+  };
+  const int64_t in_last = in.rank() > 0 ? in[in.rank() - 1] : 1;
+  const int64_t out_last = out.rank() > 0 ? out[out.rank() - 1] : 1;
+  if (in_last != out_last && squeeze(in) != squeeze(out)) {
+    raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
+          fmt::format("reshaping {} into {} changes the last dim ({} -> {}); a Pallas TPU "
+                      "kernel can reshape leading dims (or flatten them into the second-to-last) "
+                      "and add or drop unit dims, not re-tile the last dim",
+                      shape_str(in), shape_str(out), in_last, out_last));
+  }
+  return out;
+}
+
+int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location where) {
+  const int r = in.rank();
+  const int ax = axis < 0 ? axis + r : axis;
+  if (ax < 0 || ax >= r) {
+    raise(ErrorKind::kInvalidArgument, "pltpu.roll", where,
+          fmt::format("axis {} is out of range for an operand of shape {} (rank {})", axis,
+                      shape_str(in), r));
+  }
+  const int64_t n = in[ax];
+  shift = n == 0 ? 0 : ((shift % n) + n) % n;
+  return ax;
+}
+
+void raise_zero_step(std::source_location where) {
+  raise(ErrorKind::kInvalidArgument, "jnp.arange", where,
+        "step is 0; arange needs a nonzero step (as numpy)");
+}
+
+void check_integer_pow(bool integral, int64_t n, std::source_location where) {
+  if (integral && n < 0) {
+    raise(ErrorKind::kInvalidArgument, "lax.integer_pow", where,
+          fmt::format("an integer operand cannot be raised to the negative power {} (jnp "
+                      "raises the same); convert with astype<float>() first",
+                      n));
+  }
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,98 @@
+// Internal: a BlockSpec canonicalised against its operand, once per call of a pipeline — the
+// block mapping — and the block algebra on it: which elements block `indices` covers (its
+// window), and the views of that block in the array and in its VMEM window.
+//
+// map_grid is the one place that validates a grid walk's specification: grid extents,
+// dimension semantics, block ranks and extents, index-map arities and scalar-prefetch counts,
+// buffer counts and memory spaces. Everything after it (the cursor, the pipeline, the copies)
+// trusts the mappings; only the index maps' values are checked per step, since they depend on
+// the data (block_window).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "tessera/block_spec.h"
+#include "tessera/ref.h"
+
+namespace tessera::detail {
+
+/// One operand of a grid walk as the caller has it.
+struct MappedOperand {
+  RawRef hbm;                 // the whole array
+  const pl::BlockSpec* spec;  // its BlockSpec
+  bool is_output = false;
+  /// An input the body takes as a ref to const elements: it never writes its window, so an
+  /// engine may let the body read a full block where it lies.
+  bool read_only = false;
+  /// pallas_call: where the body's parameter lives (ANY: the body takes the HBM ref itself and
+  /// the operand is not pipelined). emit_pipeline: VMEM.
+  MemorySpace declared = MemorySpace::VMEM;
+};
+
+/// A BlockSpec canonicalised against its operand.
+struct BlockMapping {
+  RawRef hbm;
+  const pl::BlockSpec* spec = nullptr;  // its index map
+  bool whole = true;                    // the whole array is one block
+  bool is_output = false;
+  bool read_only = false;
+  int index = 0;    // among the inputs, or among the outputs
+  int buffers = 1;  // windows the pipeline keeps (pl::Buffered; 1 for a whole array)
+  MemorySpace space = MemorySpace::VMEM;  // where the window lives: VMEM, SMEM or ANY (none)
+  SmallVec block;  // per array axis: the block's extent (1 for a squeezed axis)
+  Shape window;    // the body's view: the block without squeezed axes
+  int64_t window_bytes = 0;
+
+  bool pipelined() const noexcept { return space != MemorySpace::ANY; }
+  /// "input 1", "output 0".
+  std::string name() const;
+};
+
+/// What a grid walk is and who asks for it.
+struct GridRequest {
+  enum class Kind { kPallasCall, kEmitPipeline };
+  Kind kind = Kind::kEmitPipeline;
+  const char* op = "emit_pipeline";
+  std::source_location where;
+  const std::string* kernel_name = nullptr;  // pallas_call: named in errors before launch
+  Shape grid;
+  std::vector<pltpu::GridDimensionSemantics> semantics;  // empty: every axis ARBITRARY
+  int num_prefetch = 0;                                  // scalar-prefetch refs of index maps
+};
+
+/// A validated grid walk: the grid, one semantics per axis, and a mapping per operand.
+struct GridMapping {
+  Shape grid;
+  std::vector<pltpu::GridDimensionSemantics> semantics;
+  std::vector<BlockMapping> blocks;  // inputs, then outputs
+  int num_inputs = 0;
+};
+
+/// Validates and canonicalises a grid walk (see the file comment). Raises UsageError before a
+/// pallas_call's launch (naming the kernel), KernelError for emit_pipeline inside a kernel.
+GridMapping map_grid(const GridRequest& request, const std::vector<MappedOperand>& operands);
+
+/// The window of block `indices` of `m`: its elements' start, extent and valid part per axis.
+/// Raises kOutOfBounds (at the spec's line) when the index map put the block outside the array.
+BlockWindow block_window(const BlockMapping& m, const pl::Indices& indices);
+/// The same without raising: nothing when the block would be out of bounds (a prefetch of the
+/// next step's block, which reports the error itself when it runs).
+std::optional<BlockWindow> try_block_window(const BlockMapping& m, const pl::Indices& indices);
+
+/// The part of `m`'s array that window `w` covers, as a strided view (squeezed axes dropped),
+/// and the matching part of its VMEM window at `window` (null: only the HBM view is wanted).
+struct BlockViews {
+  RawRef hbm;
+  RawRef vmem;
+};
+BlockViews block_views(const BlockMapping& m, const BlockWindow& w, void* window);
+/// Where window `w` starts in `m`'s array (a block read or written in place).
+void* block_data(const BlockMapping& m, const BlockWindow& w);
+/// True when the block lies wholly inside the array (no partial edge).
+inline bool is_full(const BlockWindow& w) { return w.valid == w.block; }
+
+}  // namespace tessera::detail

@@ -1,0 +1,82 @@
+// Step hints: the calling thread's current hints, and the prefetch queue's filling and draining.
+#include "runtime/step_hints.h"
+
+#include <hwy/cache_control.h>
+
+#include <cstdint>
+
+#include "tessera/ref.h"
+
+namespace tessera::detail {
+
+namespace {
+thread_local StepHints* t_step_hints = nullptr;
+}  // namespace
+
+StepHints* step_hints() noexcept { return t_step_hints; }
+
+HintsScope::HintsScope(StepHints* h) noexcept : saved_(t_step_hints) { t_step_hints = h; }
+HintsScope::~HintsScope() { t_step_hints = saved_; }
+
+int64_t queue_prefetch(PrefetchQueue& q, const RawRef& hbm) {
+  if (q.num == PrefetchQueue::kMaxBlocks || hbm.shape.size() == 0) return 0;
+  const int item = itemsize(hbm.dtype);
+  PrefetchQueue::Block b;
+  b.base = static_cast<const std::byte*>(hbm.data);
+  int r = hbm.shape.rank();
+  while (r > 0 && hbm.shape[r - 1] == 1) --r;
+  if (r == 0) {
+    b.row_bytes = item;
+  } else {
+    if (hbm.strides[r - 1] != 1) return 0;
+    b.row_bytes = hbm.shape[r - 1] * item;
+    int outer = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      if (hbm.shape[d] == 1) continue;
+      if (outer == 0) {
+        b.n1 = hbm.shape[d];
+        b.s1 = hbm.strides[d] * item;
+      } else if (outer == 1) {
+        b.n2 = hbm.shape[d];
+        b.s2 = hbm.strides[d] * item;
+      } else {
+        return 0;
+      }
+      ++outer;
+    }
+  }
+  q.blocks[q.num++] = b;
+  return b.n1 * b.n2 * ((b.row_bytes + 126) / 64);  // a row may straddle one more line
+}
+
+void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept {
+  if (q.fill != nullptr) {
+    const auto fill = q.fill;
+    q.fill = nullptr;
+    fill(q.fill_ctx, q);
+  }
+  q.credit += stored_bytes * q.ratio_q8;
+  int64_t lines = q.credit >> 14;  // one line per 64 bytes x 256
+  q.credit -= lines << 14;
+  while (lines > 0 && q.cur < q.num) {
+    const PrefetchQueue::Block& b = q.blocks[q.cur];
+    const std::byte* row = b.base + q.r1 * b.s1 + q.r2 * b.s2;
+    const auto first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63};
+    const auto end = reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(b.row_bytes);
+    for (; lines > 0; --lines) {
+      const uintptr_t line = first + static_cast<uintptr_t>(q.byte);
+      if (line >= end) break;
+      hwy::Prefetch(reinterpret_cast<const std::byte*>(line));
+      q.byte += 64;
+    }
+    if (first + static_cast<uintptr_t>(q.byte) < end) continue;
+    q.byte = 0;
+    if (++q.r1 < b.n1) continue;
+    q.r1 = 0;
+    if (++q.r2 < b.n2) continue;
+    q.r2 = 0;
+    ++q.cur;
+  }
+}
+
+}  // namespace tessera::detail

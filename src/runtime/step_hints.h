@@ -1,0 +1,79 @@
+// Internal: what a running pipeline step tells the native vector evaluator about its blocks —
+// which output blocks it may store into with streaming stores, and which lines of the next
+// step's input blocks to prefetch while this step computes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::detail {
+
+/// The lines of the next grid step's input blocks, which the native engine prefetches a few at a
+/// time while the current step computes (the vector evaluator drains it tile by tile), so that
+/// the next blocks arrive while this one is worked on, as a TPU's DMA engine would overlap them.
+struct PrefetchQueue {
+  struct Block {
+    const std::byte* base = nullptr;
+    int64_t row_bytes = 0;   // the contiguous innermost run
+    int64_t n1 = 1, s1 = 0;  // rows: n1 x n2, at byte strides s1 (inner) and s2 (outer)
+    int64_t n2 = 1, s2 = 0;
+  };
+  static constexpr int kMaxBlocks = 8;
+  Block blocks[kMaxBlocks];
+  int num = 0;
+  // Position of the next line to prefetch.
+  int cur = 0;
+  int64_t r1 = 0, r2 = 0, byte = 0;
+  // Lines to prefetch per 64 bytes the evaluator stores, in 1/256 units, and the carry.
+  int64_t ratio_q8 = 0;
+  int64_t credit = 0;
+  // The blocks are queued lazily, on the first drain: an evaluation that never drains (the
+  // fused register path) costs the step nothing for them.
+  void (*fill)(const void* ctx, PrefetchQueue& q) noexcept = nullptr;
+  const void* fill_ctx = nullptr;
+  bool active() const noexcept { return cur < num || fill != nullptr; }
+  void clear() noexcept {
+    num = cur = 0;
+    r1 = r2 = byte = credit = ratio_q8 = 0;
+    fill = nullptr;
+    fill_ctx = nullptr;
+  }
+};
+
+/// Prefetches the lines that `stored_bytes` of evaluator output pay for (see PrefetchQueue).
+void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept;
+
+/// What a running pipeline step tells the vector evaluator (native engine only).
+struct StepHints {
+  /// Output blocks written in place and visited for this one step: stores into them stream past
+  /// the caches (non-temporal), since nothing reads them back soon.
+  static constexpr int kMaxSpans = 8;
+  const std::byte* stream_lo[kMaxSpans] = {};
+  const std::byte* stream_hi[kMaxSpans] = {};
+  int num_stream = 0;
+  bool streamed = false;  // a streaming store happened: fence before the step ends
+  PrefetchQueue prefetch;
+};
+
+/// The calling thread's step hints, or null when no pipeline step runs on it.
+StepHints* step_hints() noexcept;
+
+/// A pipeline's hints become the thread's for its life (an enclosing pipeline's come back
+/// after).
+class HintsScope {
+ public:
+  explicit HintsScope(StepHints* h) noexcept;
+  ~HintsScope();
+  HintsScope(const HintsScope&) = delete;
+  HintsScope& operator=(const HintsScope&) = delete;
+
+ private:
+  StepHints* saved_;
+};
+
+struct RawRef;
+/// Queues the lines of `hbm` (a block view) for prefetching; returns the lines queued. Views the
+/// queue cannot describe (more than two outer axes, a strided innermost axis) are skipped.
+int64_t queue_prefetch(PrefetchQueue& q, const RawRef& hbm);
+
+}  // namespace tessera::detail
