@@ -36,19 +36,6 @@ namespace tessera {
 
 namespace detail {
 
-/// One indexer of `Ref::at`: an integer (squeeze), a `pl::Slice`, or `pl::all`.
-struct Indexer {
-  enum class Kind : uint8_t { kIndex, kSlice, kAll };
-  Kind kind = Kind::kAll;
-  pl::Slice slice{};  // for kIndex: start = the index
-
-  template <class I>
-  requires std::is_integral_v<I> Indexer(I i)
-  noexcept : kind(Kind::kIndex), slice{static_cast<int64_t>(i), 1, 1} {}  // NOLINT
-  Indexer(pl::Slice s) noexcept : kind(Kind::kSlice), slice(s) {}         // NOLINT
-  Indexer(pl::All) noexcept {}                                            // NOLINT
-};
-
 /// The type-erased form of a Ref, as the runtime (DMA, checks, traces) sees it.
 struct RawRef {
   void* data = nullptr;
@@ -61,8 +48,110 @@ struct RawRef {
 /// True on a core thread whose engine observes element access (the checked engine): refs made
 /// there report each element access to it. Read once per ref, when it is made.
 inline thread_local bool t_observe_elements = false;
-/// Reports an element access to the running core's engine (src/runtime/engine.cc).
-void observe_element(const void* p, int size, bool is_const, std::source_location where);
+/// Reports an element access (a read, or a write) to the running core's engine
+/// (src/runtime/engine.cc).
+void observe_element(const void* p, int size, bool read, std::source_location where);
+
+/// An element of a Ref of non-const elements, as `ref(i, j)` returns it: converting it to T reads
+/// the element, assigning to it writes it, `+=` and the like do both. Reads and writes are told
+/// apart for the checked engine (a counter read before anything set it is a read of garbage).
+/// Like a reference, it names the element, not its value: `auto e = ref(0)` keeps reading the
+/// element as it changes; write `T v = ref(0)` for the value.
+template <class T>
+class ElementRef {
+ public:
+  using value_type = T;
+  ElementRef(T* p, std::source_location where, bool observed) noexcept
+      : p_(p), where_(where), observed_(observed) {}
+  ElementRef(const ElementRef&) = default;
+
+  operator T() const {  // NOLINT: reads like the element it names
+    if (observed_) [[unlikely]]
+      observe_element(p_, static_cast<int>(sizeof(T)), true, where_);
+    return *p_;
+  }
+  /// The element's value (a read).
+  T get() const { return static_cast<T>(*this); }
+  ElementRef& operator=(const T& v) {
+    if (observed_) [[unlikely]]
+      observe_element(p_, static_cast<int>(sizeof(T)), false, where_);
+    *p_ = v;
+    return *this;
+  }
+  /// `a(i) = b(j)`: reads b's element, writes a's.
+  ElementRef& operator=(const ElementRef& o) { return *this = o.get(); }
+  template <class U>
+  ElementRef& operator+=(const U& v) {
+    return *this = static_cast<T>(get() + v);
+  }
+  template <class U>
+  ElementRef& operator-=(const U& v) {
+    return *this = static_cast<T>(get() - v);
+  }
+  template <class U>
+  ElementRef& operator*=(const U& v) {
+    return *this = static_cast<T>(get() * v);
+  }
+  template <class U>
+  ElementRef& operator/=(const U& v) {
+    return *this = static_cast<T>(get() / v);
+  }
+  template <class U>
+  ElementRef& operator%=(const U& v) {
+    return *this = static_cast<T>(get() % v);
+  }
+  template <class U>
+  ElementRef& operator&=(const U& v) {
+    return *this = static_cast<T>(get() & v);
+  }
+  template <class U>
+  ElementRef& operator|=(const U& v) {
+    return *this = static_cast<T>(get() | v);
+  }
+  template <class U>
+  ElementRef& operator^=(const U& v) {
+    return *this = static_cast<T>(get() ^ v);
+  }
+  ElementRef& operator++() { return *this += 1; }
+  ElementRef& operator--() { return *this -= 1; }
+  T operator++(int) {
+    const T old = get();
+    *this = static_cast<T>(old + 1);
+    return old;
+  }
+  T operator--(int) {
+    const T old = get();
+    *this = static_cast<T>(old - 1);
+    return old;
+  }
+
+ private:
+  T* p_;
+  std::source_location where_;
+  bool observed_;
+};
+
+template <class T>
+inline constexpr bool is_element_ref_v = false;
+template <class T>
+inline constexpr bool is_element_ref_v<ElementRef<T>> = true;
+/// An integer, or an element of a Ref of integers (`s_ref(i)` used as an index).
+template <class I>
+concept IndexValue = std::is_integral_v<I> ||
+    (is_element_ref_v<I>&& std::is_integral_v<typename I::value_type>);
+
+/// One indexer of `Ref::at`: an integer (squeeze), a `pl::Slice`, or `pl::all`.
+struct Indexer {
+  enum class Kind : uint8_t { kIndex, kSlice, kAll };
+  Kind kind = Kind::kAll;
+  pl::Slice slice{};  // for kIndex: start = the index
+
+  template <class I>
+  requires IndexValue<I> Indexer(I i)  // NOLINT: an index reads like one
+      : kind(Kind::kIndex), slice{static_cast<int64_t>(i), 1, 1} {}
+  Indexer(pl::Slice s) noexcept : kind(Kind::kSlice), slice(s) {}  // NOLINT
+  Indexer(pl::All) noexcept {}                                     // NOLINT
+};
 
 /// Applies indexers to (data, shape, strides) in place; throws kOutOfBounds with `where`.
 /// Returns the new data pointer offset in elements.
@@ -191,29 +280,34 @@ class Ref {
     return at_n({a, b, c, d, e, f}, w);
   }
 
+  /// What element access gives: the element itself for a ref of const elements, else an
+  /// ElementRef (a reference-like proxy that tells reads from writes).
+  using element_access = std::conditional_t<std::is_const_v<T>, T&, detail::ElementRef<T>>;
+
   /// Element access (VMEM/SMEM only), one index per axis, bounds-checked.
-  T& operator()(std::source_location w = std::source_location::current())
+  element_access operator()(std::source_location w = std::source_location::current())
       const requires detail::kComputeCheck<T, Space> {
     return elem({}, 0, w);
   }
-  T& operator()(int64_t i, std::source_location w = std::source_location::current())
+  element_access operator()(int64_t i, std::source_location w = std::source_location::current())
       const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i};
     return elem(idx, 1, w);
   }
-  T& operator()(int64_t i, int64_t j, std::source_location w = std::source_location::current())
+  element_access operator()(int64_t i, int64_t j,
+                            std::source_location w = std::source_location::current())
       const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i, j};
     return elem(idx, 2, w);
   }
-  T& operator()(int64_t i, int64_t j, int64_t k,
-                std::source_location w = std::source_location::current())
+  element_access operator()(int64_t i, int64_t j, int64_t k,
+                            std::source_location w = std::source_location::current())
       const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i, j, k};
     return elem(idx, 3, w);
   }
-  T& operator()(int64_t i, int64_t j, int64_t k, int64_t l,
-                std::source_location w = std::source_location::current())
+  element_access operator()(int64_t i, int64_t j, int64_t k, int64_t l,
+                            std::source_location w = std::source_location::current())
       const requires detail::kComputeCheck<T, Space> {
     const int64_t idx[] = {i, j, k, l};
     return elem(idx, 4, w);
@@ -236,7 +330,7 @@ class Ref {
   Ref(const Ref& o, int)
       : data_(o.data_), shape_(o.shape_), strides_(o.strides_), observed_(o.observed_) {}
 
-  T& elem(const int64_t* idx, int n, std::source_location w) const {
+  element_access elem(const int64_t* idx, int n, std::source_location w) const {
     if (n != rank()) detail::throw_element_index_error(shape_, idx, n, Space, w);
     int64_t off = 0;
     for (int a = 0; a < n; ++a) {
@@ -245,10 +339,14 @@ class Ref {
       }
       off += idx[a] * strides_[a];
     }
-    if (observed_) [[unlikely]] {
-      detail::observe_element(data_ + off, static_cast<int>(sizeof(T)), std::is_const_v<T>, w);
+    if constexpr (std::is_const_v<T>) {
+      if (observed_) [[unlikely]] {
+        detail::observe_element(data_ + off, static_cast<int>(sizeof(T)), true, w);
+      }
+      return data_[off];
+    } else {
+      return detail::ElementRef<T>(data_ + off, w, observed_);
     }
-    return data_[off];
   }
 
   template <class U, MemorySpace S2>

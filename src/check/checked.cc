@@ -87,9 +87,9 @@ class CheckedEngine final : public Engine {
     checked_dot(ctx, call, dst, accumulate);
   }
   bool observes_elements() const noexcept override { return true; }
-  void element_access(CoreContext& ctx, const void* p, int size, bool is_const,
+  void element_access(CoreContext& ctx, const void* p, int size, bool read,
                       std::source_location where) override {
-    if (ctx.engine_core != nullptr) checked_element(ctx, p, size, is_const, where);
+    if (ctx.engine_core != nullptr) checked_element(ctx, p, size, read, where);
   }
 
   void fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype,
@@ -106,6 +106,9 @@ class CheckedEngine final : public Engine {
                          std::source_location where) const override {
     if (L_->chip) checked_block_shape(array, block, dtype, operand, is_output, op, where);
   }
+  void pipeline_begins(CoreContext& ctx) override { checked_pipeline_begins(ctx); }
+  void pipeline_step_begins(CoreContext& ctx) override { checked_pipeline_step_begins(ctx); }
+  void pipeline_ends(CoreContext& ctx) noexcept override { checked_pipeline_ends(ctx); }
   std::vector<std::vector<int64_t>> parallel_order(
       CoreContext& /*ctx*/, const Shape& grid,
       const std::vector<pltpu::GridDimensionSemantics>& semantics) const override {
@@ -144,11 +147,11 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
     if (spec.num_cores > phys) {
       throw UsageError(
           ErrorKind::kUnsupported,
-          fmt::format("tessera: pl::kernel at {} (kernel '{}', before launch): the mesh has {} "
+          fmt::format("tessera: {} at {} (kernel '{}', before launch): the mesh has {} "
                       "cores but a {} chip has {} TensorCore{}; use "
                       "pltpu::TensorCoreMesh(\"{}\", {}) or check against another chip",
-                      format_location(spec.where), spec.name, spec.num_cores, L->params.chip, phys,
-                      phys == 1 ? "" : "s", spec.axis_name, phys),
+                      spec.entry, format_location(spec.where), spec.name, spec.num_cores,
+                      L->params.chip, phys, phys == 1 ? "" : "s", spec.axis_name, phys),
           spec.where, -1, {}, spec.name);
     }
     L->vmem_limit = std::min(vmem_limit, chip.vmem_capacity_bytes);
@@ -156,10 +159,10 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
       if (used <= cap) return;
       throw UsageError(
           ErrorKind::kCapacityExceeded,
-          fmt::format("tessera: pl::kernel at {} (kernel '{}', before launch): scratch needs {} "
+          fmt::format("tessera: {} at {} (kernel '{}', before launch): scratch needs {} "
                       "bytes of {} per core but a {} TensorCore has {} bytes; largest buffers: "
                       "{}; shrink them (this kernel would not fit on that chip)",
-                      format_location(spec.where), spec.name, used, to_string(space),
+                      spec.entry, format_location(spec.where), spec.name, used, to_string(space),
                       L->params.chip, cap, largest_scratch(spec, space)),
           spec.where, -1, {}, spec.name);
     };
@@ -279,18 +282,50 @@ void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
       if (p == 0) continue;
       int64_t unwritten = 0;
       const int64_t cells = b->region.bytes >> b->region.shift;
-      for (int64_t i = 0; i < cells; ++i) unwritten += b->region.init[i] == 0 ? 1 : 0;
+      for (int64_t i = 0; i < cells; ++i) unwritten += b->region.init[i] != kDefined ? 1 : 0;
       const LaunchSpec& spec = *L.spec;
+      const std::string element = elem_at(p, b->region.base, b->dtype, b->shape);
+      const uint8_t state_at = *b->region.at(p);
+      if (const Origin* o = origin_of(L, state_at)) {
+        // A value computed from never-written data reached the output: reported where it was
+        // computed, with what it read.
+        const std::source_location where = o->where.line() != 0 ? o->where : spec.where;
+        std::string step;
+        if (!o->step.empty()) step = fmt::format(", grid step ({})", fmt::join(o->step, ", "));
+        const std::string what =
+            o->early_hbm_read
+                ? fmt::format(
+                      "tessera: copy at {} (kernel '{}', core {}{}): reads {} before any "
+                      "core had written it (if another core writes it, order that write "
+                      "before this read with pl::semaphore_signal/wait or "
+                      "pltpu::core_barrier)",
+                      format_location(where), spec.name, o->core, step, o->source)
+                : fmt::format(
+                      "tessera: vector assignment at {} (kernel '{}', core {}{}): "
+                      "computes from {}, which nothing had written since it was "
+                      "allocated (fresh scratch, output windows and run_scoped buffers "
+                      "hold garbage on a TPU; here: poison)",
+                      format_location(where), spec.name, o->core, step, o->source);
+        state.first_error = std::make_exception_ptr(KernelError(
+            ErrorKind::kUninitialized,
+            fmt::format("{}, and the result reached output {} {}{}{} ({} of its {} elements are "
+                        "undefined): the caller would read garbage. Write it first, e.g. "
+                        "initialise an accumulator under `if (pl::program_id(k) == 0)`",
+                        what, b->index, dtype_name(b->dtype), b->shape.to_string(), element,
+                        unwritten, b->shape.size()),
+            where, o->core, o->step, spec.name));
+        return;
+      }
       state.first_error = std::make_exception_ptr(KernelError(
           ErrorKind::kUninitialized,
-          fmt::format("tessera: pl::kernel at {} (kernel '{}', checked): output {} {}{}{} was "
+          fmt::format("tessera: {} at {} (kernel '{}', checked): output {} {}{}{} was "
                       "never written by any core ({} of its {} elements were not); the caller "
                       "would read garbage. Write every element (check the grid covers the "
                       "output, each core's slice and the last partial block), or pass "
                       "InterpretParams{{.allow_uninitialized_reads = true}}",
-                      format_location(spec.where), spec.name, b->index, dtype_name(b->dtype),
-                      b->shape.to_string(), elem_at(p, b->region.base, b->dtype, b->shape),
-                      unwritten, b->shape.size()),
+                      spec.entry, format_location(spec.where), spec.name, b->index,
+                      dtype_name(b->dtype), b->shape.to_string(), element, unwritten,
+                      b->shape.size()),
           spec.where, -1, {}, spec.name));
       return;
     }

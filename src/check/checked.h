@@ -59,12 +59,16 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
                      const WaitSite& site);
 /// The wait no longer blocks.
 void checked_unblocked(CoreContext& ctx) noexcept;
+/// A pipeline on this core begins, begins a grid step, ends.
+void checked_pipeline_begins(CoreContext& ctx);
+void checked_pipeline_step_begins(CoreContext& ctx);
+void checked_pipeline_ends(CoreContext& ctx) noexcept;
 /// A vector assignment: its loaded refs and its destination.
 void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst);
 /// A jnp::dot assignment / accumulation.
 void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool accumulate);
 /// An element access through a Ref made on a checked core.
-void checked_element(CoreContext& ctx, const void* p, int size, bool is_const,
+void checked_element(CoreContext& ctx, const void* p, int size, bool read,
                      std::source_location where);
 /// A fresh buffer (run_scoped, a pipeline window): poisoned and never written.
 /// `what` names it in messages ("the window of output 0").

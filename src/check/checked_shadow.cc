@@ -103,8 +103,6 @@ uintptr_t overlap(const Runs& a, const Runs& b) {
   return 0;
 }
 
-namespace {
-
 void mark_range(Region& reg, uintptr_t lo, uintptr_t hi, uint8_t v) {
   lo = std::max(lo, reg.base);
   hi = std::min(hi, reg.base + static_cast<uintptr_t>(reg.bytes));
@@ -120,20 +118,45 @@ void mark(Region& reg, const Runs& runs, uint8_t v) {
   for (const Run& r : runs.v) mark_range(reg, r.lo, r.hi, v);
 }
 
-// The address of the first unwritten byte of [lo, hi), or 0.
+namespace {
+// The first shadow byte of [p, end) that is not kDefined, or null.
+const uint8_t* find_undefined(const uint8_t* p, const uint8_t* end) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  while (p < end && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
+    if (*p != kDefined) return p;
+    ++p;
+  }
+  for (; p + 8 <= end; p += 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    if (w != kOnes) break;
+  }
+  for (; p < end; ++p) {
+    if (*p != kDefined) return p;
+  }
+  return nullptr;
+}
+}  // namespace
+
 uintptr_t first_unwritten_range(const Region& reg, uintptr_t lo, uintptr_t hi) {
   lo = std::max(lo, reg.base);
   hi = std::min(hi, reg.base + static_cast<uintptr_t>(reg.bytes));
   if (lo >= hi) return 0;
   const uint8_t* first = reg.at(lo);
   const uint8_t* last = reg.at(hi - 1);
-  const void* z = std::memchr(first, 0, static_cast<size_t>(last - first + 1));
+  const uint8_t* z = find_undefined(first, last + 1);
   if (z == nullptr) return 0;
-  const auto idx = static_cast<uintptr_t>(static_cast<const uint8_t*>(z) - reg.init);
+  const auto idx = static_cast<uintptr_t>(z - reg.init);
   return std::max(lo, reg.base + (idx << reg.shift));
 }
 
-}  // namespace
+uint8_t shadow_state(const Region& reg, uintptr_t p, int item) {
+  if (reg.init == nullptr || !reg.contains(p)) return kDefined;
+  const uintptr_t hi =
+      std::min(p + static_cast<uintptr_t>(item), reg.base + static_cast<uintptr_t>(reg.bytes));
+  const uint8_t* z = find_undefined(reg.at(p), reg.at(hi - 1) + 1);
+  return z == nullptr ? kDefined : *z;
+}
 
 uintptr_t first_unwritten(const Region& reg, const Runs& runs) {
   if (reg.init == nullptr) return 0;
@@ -226,8 +249,6 @@ std::string describe(const CoreContext& ctx, uintptr_t addr) {
   return fmt::format("memory at {:#x}", addr);
 }
 
-namespace {
-
 Region* region_of(CoreContext& ctx, uintptr_t p) {
   CheckedCore& cc = core_of(ctx);
   if (cc.vmem.contains(p)) return &cc.vmem;
@@ -235,8 +256,6 @@ Region* region_of(CoreContext& ctx, uintptr_t p) {
   if (HbmBuffer* b = hbm_of(*cc.launch, p)) return &b->region;
   return nullptr;
 }
-
-}  // namespace
 
 bool is_hbm(CheckedCore& cc, uintptr_t p) { return hbm_of(*cc.launch, p) != nullptr; }
 
@@ -247,22 +266,37 @@ std::string dma_text(const CoreContext& ctx, const Dma& d) {
 }
 namespace {
 
-// Copies the shadow of src's elements to dst's (same shapes).
-void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& dst_runs) {
+// Copies the shadow of src's elements to dst's (same shapes). Elements of an HBM output that no
+// core has written yet arrive undefined with an origin that says so (`where`: the copy), so that
+// a later error can name the copy as the likely race with the core that writes them.
+void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& dst_runs,
+                 std::source_location where) {
   Region* dreg = region_of(ctx, dst_runs.lo);
   if (dreg == nullptr || dreg->init == nullptr) return;
   Region* sreg = region_of(ctx, reinterpret_cast<uintptr_t>(src.data));
   if (sreg == nullptr || sreg->init == nullptr) {
-    mark(*dreg, dst_runs, 1);
+    mark(*dreg, dst_runs, kDefined);
     return;
   }
   const int rank = src.shape.rank();
   const int64_t item = itemsize(src.dtype);
   const auto s0 = reinterpret_cast<uintptr_t>(src.data);
   const auto d0 = reinterpret_cast<uintptr_t>(dst.data);
+  const HbmBuffer* from_output = hbm_of(*core_of(ctx).launch, s0);
+  if (from_output != nullptr && !from_output->is_output) from_output = nullptr;
+  uint8_t early_read = kUnwritten;  // the origin of "read before any core wrote it", once made
   auto element = [&](uintptr_t sp, uintptr_t dp) {
-    const bool written = first_unwritten_range(*sreg, sp, sp + static_cast<uintptr_t>(item)) == 0;
-    mark_range(*dreg, dp, dp + static_cast<uintptr_t>(item), written ? 1 : 0);
+    // The element's state travels: defined, never written, or undefined with its origin.
+    uint8_t state = shadow_state(*sreg, sp, static_cast<int>(item));
+    if (state == kUnwritten && from_output != nullptr) {
+      if (early_read == kUnwritten) {
+        early_read = add_origin_locked(
+            *core_of(ctx).launch,
+            Origin{where, ctx.core, ctx.grid_step, describe(ctx, sp), /*early_hbm_read=*/true});
+      }
+      state = early_read;
+    }
+    mark_range(*dreg, dp, dp + static_cast<uintptr_t>(item), state);
   };
   if (rank == 0) {
     element(s0, d0);
@@ -283,7 +317,7 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
     const uintptr_t dp = d0 + static_cast<uintptr_t>(dof);
     const auto len = static_cast<uintptr_t>(n * item);
     if (ss == item && ds == item && first_unwritten_range(*sreg, sp, sp + len) == 0) {
-      mark_range(*dreg, dp, dp + len, 1);  // the common case: a written row
+      mark_range(*dreg, dp, dp + len, kDefined);  // the common case: a defined row
     } else if (ss == item && ds == item && sreg->shift == dreg->shift) {
       std::memcpy(dreg->at(dp), sreg->at(sp), static_cast<size_t>(len >> dreg->shift));
       dreg->touched(dreg->at(dp + len - 1));
@@ -304,50 +338,23 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
 
 // Moves a copy's bytes and their shadow. HBM shadows are shared: under the mutex.
 void move_bytes(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& src_runs,
-                const Runs& dst_runs) {
+                const Runs& dst_runs, std::source_location where) {
   CheckedCore& cc = core_of(ctx);
   if (is_hbm(cc, dst_runs.lo) || is_hbm(cc, src_runs.lo)) {
     std::lock_guard<std::mutex> lock(cc.launch->mu);
-    copy_shadow(ctx, src, dst, dst_runs);
+    copy_shadow(ctx, src, dst, dst_runs, where);
   } else {
-    copy_shadow(ctx, src, dst, dst_runs);
+    copy_shadow(ctx, src, dst, dst_runs, where);
   }
   strided_copy(src, dst);  // the native engine moves the bytes
 }
 
 void execute(CoreContext& ctx, Dma& d) {
-  move_bytes(ctx, d.src, d.dst, d.src_runs, d.dst_runs);
+  move_bytes(ctx, d.src, d.dst, d.src_runs, d.dst_runs, d.started);
   d.executed = true;
   d.sem->fetch_add(d.bytes);
 }
 CheckedCore& core_of(const CoreContext& ctx) { return *static_cast<CheckedCore*>(ctx.engine_core); }
-void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst) {
-  CheckedCore& cc = core_of(ctx);
-  const pltpu::InterpretParams& P = cc.launch->params;
-  constexpr const char* op = "vector assignment";
-  for (const ExprNode& n : prog.nodes) {
-    if (n.op != OpCode::kLoad) continue;
-    const Runs r = runs_of(n.data, n.dtype, n.shape, n.strides);
-    // A race is the cause when the bytes are also unwritten (on_wait: the copy has not run).
-    check_compute_vs_dma(ctx, r, false, op, n.where.line() != 0 ? n.where : prog.where);
-    if (!P.allow_uninitialized_reads) {
-      if (Region* reg = region_of(ctx, r.lo)) {
-        if (const uintptr_t p = first_unwritten(*reg, r)) {
-          raise(ErrorKind::kUninitialized, op, n.where.line() != 0 ? n.where : prog.where,
-                fmt::format("reads {}, which nothing has written since it was allocated (fresh "
-                            "scratch, output windows and run_scoped buffers hold garbage on a "
-                            "TPU; here: poison); write it first, e.g. initialise an "
-                            "accumulator under `if (pl::program_id(k) == 0)`",
-                            describe(ctx, p)));
-        }
-      }
-    }
-  }
-  const Runs d = runs_of(dst);
-  check_compute_vs_dma(ctx, d, true, op, prog.where);
-  if (Region* reg = region_of(ctx, d.lo)) mark(*reg, d, 1);
-}
-
 void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool accumulate) {
   CheckedCore& cc = core_of(ctx);
   const pltpu::InterpretParams& P = cc.launch->params;
@@ -363,11 +370,12 @@ void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool 
     if (!P.allow_uninitialized_reads) {
       if (Region* reg = region_of(ctx, runs.lo)) {
         if (const uintptr_t p = first_unwritten(*reg, runs)) {
+          settle_before_uninitialized(ctx, shadow_state(*reg, p, 1), call.op, call.where);
           raise(ErrorKind::kUninitialized, call.op, call.where,
-                fmt::format("reads {}, which nothing has written since it was allocated; an "
-                            "accumulator must be initialised before `acc += jnp::dot(...)` "
-                            "(e.g. under `if (pl::program_id(k) == 0)`)",
-                            describe(ctx, p)));
+                fmt::format("an undefined element reaches the dot: it reads {}; an accumulator "
+                            "must be initialised before `acc += jnp::dot(...)` (e.g. under "
+                            "`if (pl::program_id(k) == 0)`), and operands written first",
+                            undefined_text(ctx, p, shadow_state(*reg, p, 1))));
         }
       }
     }
@@ -377,30 +385,30 @@ void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool 
   if (accumulate) read(dst);
   const Runs d = runs_of(dst);
   check_compute_vs_dma(ctx, d, true, call.op, call.where);
-  if (Region* reg = region_of(ctx, d.lo)) mark(*reg, d, 1);
+  if (Region* reg = region_of(ctx, d.lo)) mark(*reg, d, kDefined);
 }
 
-void checked_element(CoreContext& c, const void* p, int size, bool is_const,
+void checked_element(CoreContext& ctx, const void* p, int size, bool read,
                      std::source_location where) {
-  CoreContext* ctx = &c;
   const auto a = reinterpret_cast<uintptr_t>(p);
   Runs r;
   r.v.push_back({a, a + static_cast<uintptr_t>(size)});
   r.lo = a;
   r.hi = a + static_cast<uintptr_t>(size);
-  // A ref of non-const elements may be written through: judged as a write (it must not touch
-  // the source of an in-flight copy either); read through a ref of const elements to read only.
-  check_compute_vs_dma(*ctx, r, !is_const, "Ref element access", where);
-  Region* reg = region_of(*ctx, a);
-  if (is_const && reg != nullptr && !core_of(*ctx).launch->params.allow_uninitialized_reads) {
-    if (first_unwritten(*reg, r) != 0) {
-      raise(ErrorKind::kUninitialized, "Ref element read", where,
-            fmt::format("reads {}, which nothing has written since it was allocated; write it "
-                        "first",
-                        describe(*ctx, a)));
-    }
+  check_compute_vs_dma(ctx, r, !read, read ? "Ref element read" : "Ref element write", where);
+  Region* reg = region_of(ctx, a);
+  if (reg == nullptr) return;
+  if (!read) {
+    mark(*reg, r, kDefined);
+    return;
   }
-  if (!is_const && reg != nullptr) mark(*reg, r, 1);
+  if (!core_of(ctx).launch->params.allow_uninitialized_reads && first_unwritten(*reg, r) != 0) {
+    settle_before_uninitialized(ctx, shadow_state(*reg, a, size), "Ref element read", where);
+    raise(ErrorKind::kUninitialized, "Ref element read", where,
+          fmt::format("reads {}; a scalar read of garbage steers the kernel by garbage: write "
+                      "it first",
+                      undefined_text(ctx, a, shadow_state(*reg, a, size))));
+  }
 }
 
 namespace {
@@ -423,10 +431,10 @@ void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype, std
     if (cc.names.size() >= 64) cc.names.erase(cc.names.begin());
     cc.names.push_back({lo, lo + static_cast<uintptr_t>(bytes), std::move(what)});
   }
-  poison_and_mark(ctx, data, bytes, dtype, 0);
+  poison_and_mark(ctx, data, bytes, dtype, kUnwritten);
 }
 
 void checked_pad(CoreContext& ctx, void* data, int64_t bytes, DType dtype) {
-  poison_and_mark(ctx, data, bytes, dtype, 1);
+  poison_and_mark(ctx, data, bytes, dtype, kDefined);
 }
 }  // namespace tessera::detail

@@ -135,8 +135,35 @@ struct Region {
   }
 };
 
-// The address of the first unwritten byte of `runs` in `reg`, or 0.
+// Shadow states, one byte per byte of VMEM/SMEM and per element of an HBM output: never written,
+// defined, or (kFirstOrigin and up) undefined, computed from undefined data by the statement that
+// CheckedLaunch::origins[state - kFirstOrigin] records. The states travel with the data through
+// copies and vector assignments (checked_values.cc), as definedness bits do in Valgrind's
+// memcheck; reading one is an error only where an undefined value matters.
+constexpr uint8_t kUnwritten = 0;
+constexpr uint8_t kDefined = 1;
+constexpr uint8_t kFirstOrigin = 2;
+constexpr size_t kMaxOrigins = 254;  // the last one stands for "and later statements"
+
+// Where undefined data was first computed on: the statement, its core and grid step, and the
+// never-written memory it read.
+struct Origin {
+  std::source_location where;
+  int core = 0;
+  std::vector<int64_t> step;
+  std::string source;  // describe() of the never-written byte
+  // A DMA read an HBM output's bytes before any core wrote them: with more than one core, most
+  // likely a race with the core that writes them (a missing barrier).
+  bool early_hbm_read = false;
+};
+
+// The address of the first byte of `runs` in `reg` that is not defined, or 0.
 uintptr_t first_unwritten(const Region& reg, const Runs& runs);
+uintptr_t first_unwritten_range(const Region& reg, uintptr_t lo, uintptr_t hi);
+// The state of the `item` bytes at `p`: kDefined when all are, else the first other state.
+uint8_t shadow_state(const Region& reg, uintptr_t p, int item);
+void mark_range(Region& reg, uintptr_t lo, uintptr_t hi, uint8_t v);
+void mark(Region& reg, const Runs& runs, uint8_t v);
 // Fills fresh memory with the poison of `mode` for `dtype`.
 void fill_poison(void* data, int64_t bytes, DType dtype, pltpu::UninitializedMemory mode);
 
@@ -154,13 +181,16 @@ struct Dma {
   VC vc_start;
 };
 
-// A view of an HBM array as a box of array coordinates [lo, hi) per axis (`ok` false when the
-// view's strides do not map onto the array's axes; then its byte runs decide).
+// A view of an HBM array as a product of arithmetic progressions of array coordinates, one per
+// axis: lo, lo + step, ..., lo + (count - 1) * step (`ok` false when the view's strides do not map
+// onto the array's axes; then its byte runs decide). Strided views (every other column, rows of
+// one core's share) are exact, not their bounding box.
 struct Box {
   bool ok = false;
   int rank = 0;
   int64_t lo[8] = {};
-  int64_t hi[8] = {};
+  int64_t step[8] = {};
+  int64_t count[8] = {};
 };
 
 struct HbmAccess {
@@ -209,6 +239,20 @@ struct CheckedCore {
     std::string what;
   };
   std::vector<Named> names;
+  // The write-backs of each running pipeline (innermost last) in its last two grid steps: a
+  // copy-in that reads their bytes (an input aliased to an output) races with them on a TPU,
+  // where the next step's input prefetch and the last steps' write-backs are DMAs in flight at
+  // the same time.
+  struct WriteBack {
+    Runs runs;
+    int64_t step = 0;
+    std::vector<int64_t> grid_step;
+  };
+  struct PipelineBooks {
+    int64_t step = -1;
+    std::vector<WriteBack> write_backs;
+  };
+  std::vector<PipelineBooks> pipelines;
 };
 
 struct CheckedLaunch {
@@ -226,6 +270,7 @@ struct CheckedLaunch {
   std::vector<uint8_t> finished;
   bool deadlock_reported = false;
   uint64_t next_dma = 1;
+  std::vector<Origin> origins;  // under mu
 };
 
 // " element (i, j)" of the element of an array at `addr`, or "" for rank 0.
@@ -239,10 +284,26 @@ bool is_hbm(CheckedCore& cc, uintptr_t p);
 std::string dma_text(const CoreContext& ctx, const Dma& d);
 // Moves a copy's bytes and their shadow.
 void move_bytes(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& src_runs,
-                const Runs& dst_runs);
+                const Runs& dst_runs, std::source_location where);
 // Runs an in-flight copy: moves its bytes and signals its semaphore.
 void execute(CoreContext& ctx, Dma& d);
 CheckedCore& core_of(const CoreContext& ctx);
+// The region (VMEM, SMEM of this core, or an HBM output) holding `p`, or null.
+Region* region_of(CoreContext& ctx, uintptr_t p);
+// Records where undefined data read at `read` was first computed on; returns its shadow state.
+uint8_t add_origin(CoreContext& ctx, std::source_location where, uintptr_t read);
+// The same with the launch's mutex held.
+uint8_t add_origin_locked(CheckedLaunch& L, Origin o);
+// Before raising kUninitialized for data of state `state` on a launch of several cores: when the
+// data came from an HBM output read before any core wrote it, waits until every other core has
+// finished or blocks, so that the race with the core that writes it, which is the cause, is the
+// error the launch reports (this core then stops with kCancelled).
+void settle_before_uninitialized(CoreContext& ctx, uint8_t state, const char* op,
+                                 std::source_location where);
+// For a message about undefined data of state `state` found at `addr`: what it is and, for a
+// computed value, where it came from.
+std::string undefined_text(CoreContext& ctx, uintptr_t addr, uint8_t state);
+const Origin* origin_of(const CheckedLaunch& L, uint8_t state);
 // Compute reading (`write` false) or writing `runs` against the core's in-flight copies.
 void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const char* op,
                           std::source_location where);

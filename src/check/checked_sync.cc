@@ -14,7 +14,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "check/checked_state.h"
@@ -40,7 +43,8 @@ Box box_of(const HbmBuffer& b, const RawRef& r) {
   for (int d = 0; d < R; ++d) {
     x.lo[d] = off / A[d];
     off -= x.lo[d] * A[d];
-    x.hi[d] = x.lo[d] + 1;
+    x.step[d] = 1;
+    x.count[d] = 1;
   }
   bool used[8] = {};
   for (int a = 0; a < r.shape.rank(); ++a) {
@@ -54,20 +58,55 @@ Box box_of(const HbmBuffer& b, const RawRef& r) {
     }
     if (axis < 0) return x;
     used[axis] = true;
-    x.hi[axis] = x.lo[axis] + (n - 1) * (s / A[axis]) + 1;
-    if (x.hi[axis] > b.shape[axis]) return x;
+    x.step[axis] = s / A[axis];
+    x.count[axis] = n;
+    if (x.lo[axis] + (n - 1) * x.step[axis] >= b.shape[axis]) return x;
   }
   x.ok = true;
   return x;
 }
 
-// The address of the first element both boxes cover, or 0.
+// The smallest coordinate two progressions of one axis share, or -1: x = lo_p + i * s_p =
+// lo_q + j * s_q within both, solved as a pair of congruences (their moduli need not be coprime).
+int64_t common_coordinate(int64_t lo_p, int64_t s_p, int64_t n_p, int64_t lo_q, int64_t s_q,
+                          int64_t n_q) {
+  const int64_t first = std::max(lo_p, lo_q);
+  const int64_t last = std::min(lo_p + (n_p - 1) * s_p, lo_q + (n_q - 1) * s_q);
+  if (first > last) return -1;
+  // Extended Euclid on (s_p, s_q): g = s_p * u + s_q * v.
+  __int128 r0 = s_p, r1 = s_q, u0 = 1, u1 = 0;
+  while (r1 != 0) {
+    const __int128 q = r0 / r1;
+    const __int128 r2 = r0 - q * r1;
+    r0 = r1;
+    r1 = r2;
+    const __int128 u2 = u0 - q * u1;
+    u0 = u1;
+    u1 = u2;
+  }
+  const __int128 g = r0;
+  const __int128 diff = static_cast<__int128>(lo_q) - lo_p;
+  if (diff % g != 0) return -1;
+  const __int128 l = s_p / g * static_cast<__int128>(s_q);  // lcm
+  // x = lo_p + s_p * t with s_p * t = diff (mod s_q): t = u0 * diff / g (mod s_q / g).
+  const __int128 m = s_q / g;
+  __int128 t = (u0 % m) * ((diff / g) % m) % m;
+  if (t < 0) t += m;
+  __int128 x = lo_p + static_cast<__int128>(s_p) * t;  // a common value, maybe below `first`
+  if (x < first) x += (first - x + l - 1) / l * l;
+  if (x > first) x -= (x - first) / l * l;
+  return x <= last ? static_cast<int64_t>(x) : -1;
+}
+
+// The address of the first element both views cover (per axis, the smallest shared coordinate),
+// or 0.
 uintptr_t box_overlap(const HbmBuffer& b, const Box& p, const Box& q) {
   int64_t flat = 0;
   for (int d = 0; d < p.rank; ++d) {
-    const int64_t lo = std::max(p.lo[d], q.lo[d]);
-    if (lo >= std::min(p.hi[d], q.hi[d])) return 0;
-    flat = flat * b.shape[d] + lo;
+    const int64_t x =
+        common_coordinate(p.lo[d], p.step[d], p.count[d], q.lo[d], q.step[d], q.count[d]);
+    if (x < 0) return 0;
+    flat = flat * b.shape[d] + x;
   }
   return b.region.base + static_cast<uintptr_t>(flat * itemsize(b.dtype));
 }
@@ -183,6 +222,43 @@ void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool wri
 
 // ---- hooks -----------------------------------------------------------------------------------
 
+void checked_pipeline_begins(CoreContext& ctx) { core_of(ctx).pipelines.emplace_back(); }
+
+void checked_pipeline_step_begins(CoreContext& ctx) {
+  CheckedCore::PipelineBooks& p = core_of(ctx).pipelines.back();
+  ++p.step;
+  std::erase_if(p.write_backs,
+                [&](const CheckedCore::WriteBack& w) { return w.step < p.step - 2; });
+}
+
+void checked_pipeline_ends(CoreContext& ctx) noexcept {
+  if (ctx.engine_core == nullptr) return;
+  CheckedCore& cc = core_of(ctx);
+  if (!cc.pipelines.empty()) cc.pipelines.pop_back();
+}
+
+namespace {
+// A pipeline's copy-in against the write-backs of its last two steps (CheckedCore::pipelines).
+void check_copy_in_vs_write_backs(CoreContext& ctx, const Runs& src, const char* op,
+                                  std::source_location where) {
+  CheckedCore& cc = core_of(ctx);
+  if (cc.pipelines.empty() || !cc.launch->params.detect_races) return;
+  for (const CheckedCore::WriteBack& w : cc.pipelines.back().write_backs) {
+    const uintptr_t p = overlap(src, w.runs);
+    if (p == 0) continue;
+    raise(ErrorKind::kRace, op, where,
+          fmt::format("the copy-in of grid step ({}) reads {}, which the write-back after grid "
+                      "step ({}) wrote (the input is aliased to an output); on a TPU the "
+                      "pipeline prefetches a step's inputs while the last steps' outputs are "
+                      "still being written back, so the read may see the old value: read each "
+                      "aliased block before any step writes it back, or read it in a later "
+                      "pallas_call",
+                      fmt::join(ctx.grid_step, ", "), describe(ctx, p),
+                      fmt::join(w.grid_step, ", ")));
+  }
+}
+}  // namespace
+
 void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, const char* op,
                        std::source_location where) {
   CheckedCore& cc = core_of(ctx);
@@ -190,6 +266,14 @@ void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, c
   const Runs sr = runs_of(src);
   const Runs dr = runs_of(dst);
   check_dma_vs_dma(ctx, sr, dr, op, where);
+  if (!cc.pipelines.empty()) {
+    if (std::strcmp(op, "emit_pipeline copy-in") == 0) {
+      check_copy_in_vs_write_backs(ctx, sr, op, where);
+    } else if (std::strcmp(op, "emit_pipeline write-back") == 0) {
+      cc.pipelines.back().write_backs.push_back(
+          CheckedCore::WriteBack{dr, cc.pipelines.back().step, ctx.grid_step});
+    }
+  }
   const bool hbm = is_hbm(cc, sr.lo) || is_hbm(cc, dr.lo);
   if (hbm && L.params.detect_races) {
     std::lock_guard<std::mutex> lock(L.mu);
@@ -199,7 +283,7 @@ void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, c
     record_hbm(ctx, src, sr, false, start, e, op, where);
     record_hbm(ctx, dst, dr, true, start, e, op, where);
   }
-  move_bytes(ctx, src, dst, sr, dr);
+  move_bytes(ctx, src, dst, sr, dr, where);
 }
 
 void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, SemaphoreCell* sem,
@@ -353,6 +437,38 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
     }
   }
   if (!deadlock.empty()) raise(ErrorKind::kDeadlock, site.op, site.where, deadlock);
+}
+
+void settle_before_uninitialized(CoreContext& ctx, uint8_t state, const char* op,
+                                 std::source_location where) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  if (L.num_cores == 1) return;
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    const Origin* o = origin_of(L, state);
+    if (o == nullptr || !o->early_hbm_read) return;
+  }
+  LaunchState& launch = *ctx.launch;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(std::min<int64_t>(launch.wait_timeout_ms, 60000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (launch.cancelled.load()) {
+      raise(ErrorKind::kCancelled, op, where,
+            "stopped here, having read data another core had not written yet, while that core's "
+            "error (the race) is the one the launch reports");
+    }
+    bool others_done = true;
+    {
+      std::lock_guard<std::mutex> lock(L.mu);
+      for (int c = 0; c < L.num_cores && others_done; ++c) {
+        if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;
+        others_done = L.blocked[static_cast<size_t>(c)].on;
+      }
+    }
+    if (others_done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 void checked_unblocked(CoreContext& ctx) noexcept {

@@ -4,7 +4,11 @@
 // engine. Its pipelines may use blocks where they lie in HBM (runtime/pipeline.cc).
 #pragma once
 
+#include <source_location>
+#include <vector>
+
 #include "runtime/engine.h"
+#include "tessera/detail/expr_program.h"
 
 namespace tessera::detail {
 
@@ -24,6 +28,14 @@ class NativeEngine final : public Engine {
 /// Copies the elements of `src` into `dst` (equal shapes and dtypes; overlapping views copy as
 /// memmove does run by run). The one copy both engines move bytes with.
 void strided_copy(const RawRef& src, const RawRef& dst);
+
+/// Evaluates an expression's nodes (in ExprProgram order) into `dst` with the native evaluator,
+/// without the engine's hooks. `stack_temporaries`: inside a kernel, the temporaries of
+/// non-elementwise nodes come from the core's stack and count against its VMEM budget (a
+/// kernel's own assignment); false: from the heap (the checked engine's evaluations of its books,
+/// which are not the kernel's).
+void evaluate_nodes(const std::vector<ExprNode>& nodes, std::source_location where,
+                    const RawRef& dst, bool stack_temporaries);
 
 /// Takes `amount` from `cell` if it holds that much (one compare-and-swap loop).
 inline bool take_if_enough(SemaphoreCell& cell, int64_t amount) noexcept {

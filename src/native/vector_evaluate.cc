@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "native/native_engine.h"
 #include "native/vector_plan.h"
 #include "runtime/context.h"
 #include "runtime/engine.h"
@@ -88,7 +89,9 @@ class Temporaries {
  public:
   using Mark = ArenaStack::Mark;
 
-  Temporaries() : ctx_(current_context()) {
+  /// `on_stack`: inside a kernel, take the temporaries from the core's stack (counted against
+  /// its VMEM budget); otherwise, and outside a kernel, from the heap.
+  explicit Temporaries(bool on_stack = true) : ctx_(on_stack ? current_context() : nullptr) {
     if (ctx_ != nullptr) saved_ = ctx_->stack.mark();
   }
   ~Temporaries() {
@@ -431,15 +434,20 @@ void evaluate(const ExprProgram& prog, const RawRef& dst) {
   // The engine's books first (the checked engine: reads of unwritten bytes, races with in-flight
   // copies), once per assignment and before any fast path.
   if (CoreContext* ctx = current_context()) ctx->engine->before_evaluate(*ctx, prog, dst);
+  evaluate_nodes(prog.nodes, prog.where, dst, true);
+}
+
+void evaluate_nodes(const std::vector<ExprNode>& program, std::source_location where,
+                    const RawRef& dst, bool stack_temporaries) {
   bool plain = true;
-  for (const ExprNode& e : prog.nodes) plain = plain && !is_non_elementwise(e.op);
-  if (plain) return evaluate_flat(prog.nodes, prog.where, dst);
+  for (const ExprNode& e : program) plain = plain && !is_non_elementwise(e.op);
+  if (plain) return evaluate_flat(program, where, dst);
   // Lowering evaluates sub-programs, which reuse the per-thread node storage of ExprProgram
   // only through evaluate_flat (not the storage itself), so a copy is enough.
-  const std::vector<ExprNode> nodes = prog.nodes;
-  Temporaries temps;
+  const std::vector<ExprNode> nodes = program;
+  Temporaries temps(stack_temporaries);
   const std::vector<ExprNode> lowered = lower(nodes, temps);
-  evaluate_flat(lowered, prog.where, dst);
+  evaluate_flat(lowered, where, dst);
 }
 
 }  // namespace tessera::detail

@@ -22,8 +22,8 @@ void Engine::before_evaluate(CoreContext& /*ctx*/, const ExprProgram& /*prog*/,
 void Engine::before_dot(CoreContext& /*ctx*/, const DotCall& /*call*/, const RawRef& /*dst*/,
                         bool /*accumulate*/) {}
 bool Engine::observes_elements() const noexcept { return false; }
-void Engine::element_access(CoreContext& /*ctx*/, const void* /*p*/, int /*size*/,
-                            bool /*is_const*/, std::source_location /*where*/) {}
+void Engine::element_access(CoreContext& /*ctx*/, const void* /*p*/, int /*size*/, bool /*read*/,
+                            std::source_location /*where*/) {}
 void Engine::fresh(CoreContext& /*ctx*/, void* /*data*/, int64_t /*bytes*/, DType /*dtype*/,
                    FunctionRef<std::string()> /*what*/) {}
 void Engine::pad(CoreContext& /*ctx*/, void* /*data*/, int64_t /*bytes*/, DType /*dtype*/) {}
@@ -32,6 +32,9 @@ void Engine::check_block_shape(CoreContext& /*ctx*/, const Shape& /*array*/,
                                const SmallVec& /*block*/, DType /*dtype*/, int /*operand*/,
                                bool /*is_output*/, const char* /*op*/,
                                std::source_location /*where*/) const {}
+void Engine::pipeline_begins(CoreContext& /*ctx*/) {}
+void Engine::pipeline_step_begins(CoreContext& /*ctx*/) {}
+void Engine::pipeline_ends(CoreContext& /*ctx*/) noexcept {}
 std::vector<std::vector<int64_t>> Engine::parallel_order(
     CoreContext& /*ctx*/, const Shape& /*grid*/,
     const std::vector<pltpu::GridDimensionSemantics>& /*semantics*/) const {

@@ -113,7 +113,7 @@ class Engine {
   /// Element access through a Ref made on a core whose engine observes elements
   /// (observes_elements() was true when the core started).
   virtual bool observes_elements() const noexcept;
-  virtual void element_access(CoreContext& ctx, const void* p, int size, bool is_const,
+  virtual void element_access(CoreContext& ctx, const void* p, int size, bool read,
                               std::source_location where);
 
   // ---- buffers and rules ----
@@ -133,6 +133,11 @@ class Engine {
   virtual void check_block_shape(CoreContext& ctx, const Shape& array, const SmallVec& block,
                                  DType dtype, int operand, bool is_output, const char* op,
                                  std::source_location where) const;
+  /// A pipeline starts on this core, starts each of its grid steps, and ends (also when it
+  /// fails); pipelines nest.
+  virtual void pipeline_begins(CoreContext& ctx);
+  virtual void pipeline_step_begins(CoreContext& ctx);
+  virtual void pipeline_ends(CoreContext& ctx) noexcept;
   /// The order in which a pipeline visits the points of its PARALLEL axes: per grid axis, empty
   /// (in order) or a permutation.
   virtual std::vector<std::vector<int64_t>> parallel_order(

@@ -312,6 +312,12 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     }
   } restore{ctx_, outer_step, outer_extent};
   const HintsScope hints_scope(&hints_);
+  engine_.pipeline_begins(ctx_);
+  struct End {
+    Engine& e;
+    CoreContext& c;
+    ~End() { e.pipeline_ends(c); }
+  } end{engine_, ctx_};
 
   std::vector<const pl::BlockSpec*> specs;
   specs.reserve(g_.blocks.size());
@@ -326,6 +332,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   for (; !cursor.done(); cursor.advance()) {
     const SpanEvent step_event(EventKind::kStep, config_.op, cursor.step());
     ctx_.grid_step.assign(cursor.grid_point().begin(), cursor.grid_point().end());
+    engine_.pipeline_step_begins(ctx_);
     begin_step(cursor);
     set_hints(cursor);
     for (size_t k = 0; k < g_.blocks.size(); ++k) windows_[k] = state_[k].win;

@@ -207,6 +207,56 @@ TEST(CheckedRace, TwoCoresWriteSameHbmBytes) {
   EXPECT_NE(std::string(e->what()).find("no happens-before"), std::string::npos) << e->what();
 }
 
+// Two cores write interleaved columns (core c the columns c, c + 2, ...) or interleaved rows of
+// one output: disjoint element sets whose bounding boxes overlap. The buggy twin gives both cores
+// the same columns.
+Array<float> interleaved_writes(bool rows, bool buggy) {
+  return pl::kernel(pl::out_type<float>({8, 256}), pltpu::TensorCoreMesh("core", 2),
+                    pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::VMEM<float>({4, 256})),
+                    checked())([rows, buggy](pltpu::HbmRef<float> o, pltpu::VmemRef<float> cols,
+                                             pltpu::VmemRef<float> half) {
+    const int c = lax::axis_index("core");
+    const int first = buggy ? 0 : c;
+    if (rows) {
+      half = jnp::full_like(half, static_cast<float>(c + 1));
+      // clang-format off
+      MARK_LINE; pltpu::sync_copy(half, o.at(pl::ds(first, 4, 2)));
+      // clang-format on
+      if (buggy) {
+        pltpu::run_on_first_core("core", [&] { pltpu::sync_copy(half, o.at(pl::ds(1, 4, 2))); });
+      }
+    } else {
+      cols = jnp::full_like(cols, static_cast<float>(c + 1));
+      // clang-format off
+      MARK_LINE; pltpu::sync_copy(cols, o.at(pl::all, pl::ds(first, 128, 2)));
+      // clang-format on
+      if (buggy) {
+        pltpu::run_on_first_core("core",
+                                 [&] { pltpu::sync_copy(cols, o.at(pl::all, pl::ds(1, 128, 2))); });
+      }
+    }
+  })();
+}
+
+TEST(CheckedRace, InterleavedColumnsAndRowsOfTwoCoresAreDisjoint) {
+  for (bool rows : {false, true}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      const Array<float> o = interleaved_writes(rows, false);
+      for (int64_t r = 0; r < 8; ++r) {
+        for (int64_t col = 0; col < 256; ++col) {
+          const float want = static_cast<float>((rows ? r : col) % 2 + 1);
+          ASSERT_EQ(o[r * 256 + col], want) << rows << " " << r << " " << col;
+        }
+      }
+    }
+    auto e = tessera::testing::catch_error<KernelError>([&] { interleaved_writes(rows, true); });
+    ASSERT_TRUE(e) << rows;
+    maybe_print(*e);
+    EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
+    EXPECT_NE(std::string(e->what()).find("no happens-before"), std::string::npos) << e->what();
+  }
+}
+
 // Core 1 reads what core 0 writes; the clean twin orders them with a semaphore signal/wait.
 Array<float> handoff(bool buggy) {
   return pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
@@ -284,6 +334,80 @@ TEST(CheckedRace, ParallelGridWholeOutputOnTwoCores) {
   EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
   EXPECT_EQ(e->grid_step(), std::vector<int64_t>{e->core()}) << e->what();
   EXPECT_NE(std::string(e->what()).find("write-back"), std::string::npos) << e->what();
+}
+
+// A missing core_barrier: core 1 reads (and reduces) what core 0 writes, with nothing ordering
+// them. Whichever core gets there first, the launch reports the race, not the garbage core 1 read
+// (the buggy twin runs with either core delayed).
+Array<float> handoff_then_reduce(bool buggy, int slow_core) {
+  return pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
+                    pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::VMEM<float>({128}),
+                                      pltpu::SemaphoreType::REGULAR),
+                    pltpu::CompilerParams{.wait_timeout_ms = 60000}, checked())(
+      [buggy, slow_core](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::VmemRef<float> s,
+                         pltpu::SemaphoreRef barrier) {
+        const int c = lax::axis_index("core");
+        if (c == slow_core) {
+          v = jnp::full_like(v, 0.0f);
+          for (int i = 0; i < 2000; ++i) v = v + 1.0f;  // arrive late
+        }
+        if (c == 0) {
+          v = jnp::full_like(v, 5.0f);
+          pltpu::sync_copy(v, o.at(pl::ds(0, 128)));
+        }
+        if (!buggy) pltpu::core_barrier(barrier, "core");
+        if (c == 1) {
+          pltpu::sync_copy(o.at(pl::ds(0, 128)), v);
+          s = jnp::full_like(s, 0.0f) + jnp::sum(v);
+          pltpu::sync_copy(s, o.at(pl::ds(128, 128)));
+        }
+      })();
+}
+
+TEST(CheckedRace, MissingBarrierIsReportedAsTheRace) {
+  for (int slow : {0, 1}) {
+    const Array<float> o = handoff_then_reduce(false, slow);
+    EXPECT_EQ(o[0], 5.0f);
+    EXPECT_EQ(o[200], 640.0f);
+    for (int trial = 0; trial < 5; ++trial) {
+      auto e = tessera::testing::catch_error<KernelError>([&] { handoff_then_reduce(true, slow); });
+      ASSERT_TRUE(e);
+      maybe_print(*e);
+      EXPECT_EQ(e->kind(), ErrorKind::kRace) << "slow core " << slow << ": " << e->what();
+      EXPECT_NE(std::string(e->what()).find("no happens-before"), std::string::npos) << e->what();
+    }
+  }
+}
+
+// An input aliased to the output, read at step i from block i (the clean twin: a block not yet
+// written back) or from block i - 1 (written back after the previous step: on a TPU that
+// write-back and this step's prefetch are DMAs in flight at once).
+Array<float> aliased_reads(const Array<float>& x, bool buggy) {
+  const pl::BlockSpec out({8, 128}, [](int i) { return pl::idx(i, 0); });
+  const pl::BlockSpec in =
+      buggy ? pl::BlockSpec({8, 128}, [](int i) { return pl::idx(i > 0 ? i - 1 : 0, 0); }) : out;
+  // clang-format off
+  g_line.store(__LINE__); const auto grid = pl::grid({4});
+  // clang-format on
+  return pl::pallas_call(
+      [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv + 1.0f; },
+      pl::out_shape<float>({32, 128}), grid, pl::in_specs(in), pl::out_specs(out),
+      pl::input_output_aliases({{0, 0}}), pltpu::TensorCoreMesh("core", 1), checked())(x);
+}
+
+TEST(CheckedRace, AliasedInputReadAfterItsBlockWasWrittenBack) {
+  const Array<float> x = ramp({32, 128});
+  const Array<float> o = aliased_reads(x, false);
+  for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] + 1.0f);
+  auto e = tessera::testing::catch_error<KernelError>([&] { aliased_reads(x, true); });
+  ASSERT_TRUE(e);
+  maybe_print(*e);
+  EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
+  EXPECT_EQ(e->grid_step(), (std::vector<int64_t>{2})) << e->what();
+  EXPECT_NE(std::string(e->what()).find("copy-in of grid step (2) reads"), std::string::npos)
+      << e->what();
+  EXPECT_NE(std::string(e->what()).find("write-back after grid step (1)"), std::string::npos)
+      << e->what();
 }
 
 // ---- execution order --------------------------------------------------------------------------
