@@ -112,7 +112,7 @@ struct Indices {
 };
 /// `return pl::idx(i, k);` from an index map.
 template <class... I>
-requires(std::is_integral_v<I>&&...) Indices idx(I... i) {
+requires(detail::IndexValue<I>&&...) Indices idx(I... i) {
   return Indices{detail::SmallVec{static_cast<int64_t>(i)...}};
 }
 

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
 #include <source_location>
 #include <string>
@@ -67,6 +68,12 @@ template <class T>
 OutType<T> out_type(Shape shape, std::source_location where = std::source_location::current()) {
   detail::check_scratch_shape(shape, MemorySpace::HBM, where);
   return {{ShapeDtypeStruct<T>{std::move(shape)}}, where};
+}
+/// The same from braces: `out_type<float>({8, 128})`, and `out_type<float>({})` for a scalar.
+template <class T>
+OutType<T> out_type(std::initializer_list<int64_t> dims,
+                    std::source_location where = std::source_location::current()) {
+  return out_type<T>(Shape(dims), where);
 }
 /// Several outputs, in order.
 template <class T0, class... Ts>
@@ -153,8 +160,11 @@ struct KernelBodyParameter {
   static constexpr bool ok = std::is_convertible_v<Passed, Declared>;
   static_assert(ok,
                 "tessera: kernel body parameter does not accept the ref Tessera passes at this "
-                "position (see KernelBodyParameter<position, passed, declared> above); inputs "
-                "come first as HbmRef<const T>, then outputs as HbmRef<T>, then scratch refs");
+                "position (see KernelBodyParameter<position, passed, declared> above); "
+                "pl::kernel passes inputs as HbmRef<const T>, then outputs as HbmRef<T>, then "
+                "scratch refs; pl::pallas_call passes the scalar-prefetch SmemRefs, then the "
+                "input and output blocks (VmemRef, SmemRef, or the HBM ref of a pl::ANY "
+                "BlockSpec), then scratch refs");
 };
 
 template <class Declared, class Passed, size_t... I>
@@ -186,6 +196,36 @@ constexpr bool check_body() {
     static_assert(std::is_invocable_v<const Body&, Passed...>,
                   "tessera: the kernel body cannot be called as body(input refs..., output "
                   "refs..., scratch refs...) with the refs Tessera passes");
+    return true;
+  }
+}
+
+/// The same check for a pallas_call's body, called as body(scalar-prefetch SMEM refs..., input
+/// blocks..., output blocks..., scratch refs...).
+template <class Body, class... Passed>
+constexpr bool check_pallas_body() {
+  using Sig = CallableTraits<Body>;
+  if constexpr (Sig::known) {
+    static_assert(!Sig::mutable_call,
+                  "tessera: the pallas_call body is a mutable lambda; it runs on every core at "
+                  "once, so state it changes would be shared between cores (a data race): keep "
+                  "per-core state in scratch refs, and drop `mutable`");
+    using Declared = typename Sig::params;
+    constexpr size_t n = std::tuple_size_v<Declared>;
+    static_assert(n == sizeof...(Passed),
+                  "tessera: the pallas_call body takes a different number of parameters than "
+                  "scalar-prefetch operands + inputs + outputs + scratch buffers; it is called as "
+                  "body(scalar-prefetch SMEM refs..., input refs..., output refs..., scratch "
+                  "refs...)");
+    if constexpr (n == sizeof...(Passed)) {
+      return check_params<Declared, std::tuple<Passed...>>(std::make_index_sequence<n>{});
+    }
+    return false;
+  } else {
+    static_assert(std::is_invocable_v<const Body&, Passed...>,
+                  "tessera: the pallas_call body cannot be called as body(scalar-prefetch SMEM "
+                  "refs..., input refs..., output refs..., scratch refs...) with the refs "
+                  "Tessera passes");
     return true;
   }
 }

@@ -55,6 +55,11 @@ template <class T>
 OutType<T> out_shape(Shape shape, std::source_location where = std::source_location::current()) {
   return out_type<T>(std::move(shape), where);
 }
+template <class T>
+OutType<T> out_shape(std::initializer_list<int64_t> dims,
+                     std::source_location where = std::source_location::current()) {
+  return out_type<T>(Shape(dims), where);
+}
 template <class T0, class... Ts>
 OutType<T0, Ts...> out_shape(const ShapeDtypeStruct<T0>& first,
                              const ShapeDtypeStruct<Ts>&... rest) {
@@ -206,6 +211,12 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
     }
   }
 
+  // The ref a body parameter declared in `Space` receives for an operand of T (inputs read-only).
+  template <MemorySpace Space, class T, bool IsOutput>
+  using passed_ref = std::conditional_t<Space == MemorySpace::ANY,
+                                        pltpu::HbmRef<std::conditional_t<IsOutput, T, const T>>,
+                                        pl::Ref<T, Space>>;
+
   // P: prefetch positions, I: input positions (after the prefetch args), O: outputs, S: user
   // scratch.
   template <size_t... P, size_t... I, size_t... O, size_t... S, class... Args>
@@ -214,47 +225,58 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
     using ArgT = std::tuple<Args...>;
     constexpr size_t NI = sizeof...(I);
     constexpr size_t NPs = sizeof...(P);
-    if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
-      static_assert(std::tuple_size_v<decltype(In::specs)> == NI,
-                    "tessera: pallas_call has a different number of in_specs than inputs");
+    constexpr bool body_fits = detail::check_pallas_body<
+        Body, pltpu::SmemRef<std::tuple_element_t<P, ArgT>>...,
+        passed_ref<detail::declared_space<Body, NPs + I>(), std::tuple_element_t<NPs + I, ArgT>,
+                   false>...,
+        passed_ref<detail::declared_space<Body, NPs + NI + O>(), Outs, true>...,
+        typename Scrs::ref_type...>();
+    if constexpr (!body_fits) {
+      return;  // check_pallas_body said why; nothing below would compile
+    } else {
+      if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
+        static_assert(std::tuple_size_v<decltype(In::specs)> == NI,
+                      "tessera: pallas_call has a different number of in_specs than inputs");
+      }
+      if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
+        static_assert(std::tuple_size_v<decltype(OutS::specs)> == NO,
+                      "tessera: pallas_call has a different number of out_specs than outputs");
+      }
+      const auto argv = std::forward_as_tuple(args...);
+      static_cast<void>(argv);  // unused when there are no inputs
+      std::array<BlockSpec, NI + NO> specs;
+      if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
+        for (size_t k = 0; k < NI; ++k) specs[k] = in_specs_.specs[k];
+      }
+      if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
+        for (size_t k = 0; k < NO; ++k) specs[NI + k] = out_specs_.specs[k];
+      }
+      const std::vector<detail::PallasOperand> operands{
+          detail::PallasOperand{dtype_of<std::tuple_element_t<NPs + I, ArgT>>,
+                                std::get<NPs + I>(argv).shape(), &specs[I], false,
+                                detail::param_is_const_ref<Body, NPs + I>(),
+                                detail::declared_space<Body, NPs + I>()}...,
+          detail::PallasOperand{dtype_of<Outs>, std::get<O>(out_.outs).shape, &specs[NI + O], true,
+                                false, detail::declared_space<Body, NPs + NI + O>()}...};
+      const std::vector<detail::PallasPrefetch> prefetch{detail::PallasPrefetch{
+          dtype_of<std::tuple_element_t<P, ArgT>>, std::get<P>(argv).shape()}...};
+      std::tuple<Array<Outs>...> outs{
+          Array<Outs>(detail::Uninitialized{}, std::get<O>(out_.outs).shape)...};
+      const void* arg_data[sizeof...(Args) + 1] = {static_cast<const void*>(args.data())...,
+                                                   nullptr};
+      void* const out_data[NO + 1] = {static_cast<void*>(std::get<O>(outs).data())..., nullptr};
+      auto step = [this](const detail::PallasStep& s) {
+        body_(pltpu::SmemRef<std::tuple_element_t<P, ArgT>>(
+                  static_cast<std::tuple_element_t<P, ArgT>*>(s.prefetch[P].data),
+                  s.prefetch[P].shape)...,
+              operand_ref<detail::declared_space<Body, NPs + I>(),
+                          std::tuple_element_t<NPs + I, ArgT>, false>(s, I)...,
+              operand_ref<detail::declared_space<Body, NPs + NI + O>(), Outs, true>(s, NI + O)...,
+              std::get<S>(scratch_.items).make_ref(s.scratch[S])...);
+      };
+      detail::run_pallas_call(spec_, prefetch, operands, arg_data, out_data, step);
+      return finish(std::move(outs));
     }
-    if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
-      static_assert(std::tuple_size_v<decltype(OutS::specs)> == NO,
-                    "tessera: pallas_call has a different number of out_specs than outputs");
-    }
-    const auto argv = std::forward_as_tuple(args...);
-    static_cast<void>(argv);  // unused when there are no inputs
-    std::array<BlockSpec, NI + NO> specs;
-    if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
-      for (size_t k = 0; k < NI; ++k) specs[k] = in_specs_.specs[k];
-    }
-    if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
-      for (size_t k = 0; k < NO; ++k) specs[NI + k] = out_specs_.specs[k];
-    }
-    const std::vector<detail::PallasOperand> operands{
-        detail::PallasOperand{dtype_of<std::tuple_element_t<NPs + I, ArgT>>,
-                              std::get<NPs + I>(argv).shape(), &specs[I], false,
-                              detail::param_is_const_ref<Body, NPs + I>(),
-                              detail::declared_space<Body, NPs + I>()}...,
-        detail::PallasOperand{dtype_of<Outs>, std::get<O>(out_.outs).shape, &specs[NI + O], true,
-                              false, detail::declared_space<Body, NPs + NI + O>()}...};
-    const std::vector<detail::PallasPrefetch> prefetch{detail::PallasPrefetch{
-        dtype_of<std::tuple_element_t<P, ArgT>>, std::get<P>(argv).shape()}...};
-    std::tuple<Array<Outs>...> outs{
-        Array<Outs>(detail::Uninitialized{}, std::get<O>(out_.outs).shape)...};
-    const void* arg_data[sizeof...(Args) + 1] = {static_cast<const void*>(args.data())..., nullptr};
-    void* const out_data[NO + 1] = {static_cast<void*>(std::get<O>(outs).data())..., nullptr};
-    auto step = [this](const detail::PallasStep& s) {
-      body_(pltpu::SmemRef<std::tuple_element_t<P, ArgT>>(
-                static_cast<std::tuple_element_t<P, ArgT>*>(s.prefetch[P].data),
-                s.prefetch[P].shape)...,
-            operand_ref<detail::declared_space<Body, NPs + I>(),
-                        std::tuple_element_t<NPs + I, ArgT>, false>(s, I)...,
-            operand_ref<detail::declared_space<Body, NPs + NI + O>(), Outs, true>(s, NI + O)...,
-            std::get<S>(scratch_.items).make_ref(s.scratch[S])...);
-    };
-    detail::run_pallas_call(spec_, prefetch, operands, arg_data, out_data, step);
-    return finish(std::move(outs));
   }
 
   static auto finish(std::tuple<Array<Outs>...>&& outs) {

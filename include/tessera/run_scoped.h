@@ -62,6 +62,9 @@ class ScopedScratch {
   ScopedScratch(const ScopedScratch&) = delete;
   ScopedScratch& operator=(const ScopedScratch&) = delete;
   void close();
+  /// Raises kInvalidArgument when `data` lies in a buffer of this scope (a Ref that f returns
+  /// would outlive the memory it views).
+  void check_escape(const void* data) const;
 
  private:
   void release(bool zero_semaphores) noexcept;
@@ -79,6 +82,14 @@ std::invoke_result_t<F&, typename S::ref_type...> run_scoped_impl(std::source_lo
                                                                   std::index_sequence<I...>,
                                                                   const S&... types) {
   using R = std::invoke_result_t<F&, typename S::ref_type...>;
+  static_assert(!is_expr_v<std::remove_cvref_t<R>>,
+                "tessera: the function passed to pl::run_scoped returns a lazy expression; it "
+                "reads the scope's buffers when it is evaluated, after run_scoped has freed "
+                "them: assign it to a ref inside the scope (or return a scalar)");
+  static_assert(!is_element_ref_v<std::remove_cvref_t<R>>,
+                "tessera: the function passed to pl::run_scoped returns an element of a ref "
+                "(an ElementRef names the element, which may be in the scope's freed buffers): "
+                "return its value, e.g. `T v = ref(i); return v;` or `return ref(i).get();`");
   const ScratchRequest requests[sizeof...(S) + 1] = {types.request()..., ScratchRequest{}};
   void* ptrs[sizeof...(S) + 1] = {};
   ScopedScratch scope(requests, static_cast<int>(sizeof...(S)), ptrs, where);
@@ -87,6 +98,7 @@ std::invoke_result_t<F&, typename S::ref_type...> run_scoped_impl(std::source_lo
     scope.close();
   } else {
     R result = std::invoke(f, types.make_ref(ptrs[I])...);
+    if constexpr (is_ref_v<std::remove_cvref_t<R>>) scope.check_escape(result.data());
     scope.close();
     return result;  // moved (or, for a reference, the same reference)
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "tessera/compiler_params.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/error.h"
+#include "tessera/tpu_info.h"
 #include "trace/recorder.h"
 
 namespace tessera::detail {
@@ -57,10 +59,10 @@ void check_capacity(const LaunchSpec& spec, MemorySpace space, int64_t used, int
   if (used <= limit) return;
   throw UsageError(
       ErrorKind::kCapacityExceeded,
-      fmt::format("tessera: pl::kernel at {} (kernel '{}', before launch): scratch needs {} bytes "
+      fmt::format("tessera: {} at {} (kernel '{}', before launch): scratch needs {} bytes "
                   "of {} per core but the limit is {} bytes; largest buffers: {}; shrink them or "
                   "{}",
-                  format_location(spec.where), spec.name, used, to_string(space), limit,
+                  spec.entry, format_location(spec.where), spec.name, used, to_string(space), limit,
                   largest_scratch(spec, space), knob),
       spec.where, -1, {}, spec.name);
 }
@@ -89,6 +91,11 @@ void set_current_context(CoreContext* ctx) noexcept {
 bool in_kernel() noexcept { return t_context != nullptr; }
 
 int default_num_cores() {
+  // Kernels checked against a chip (TESSERA_INTERPRET=v5e, pltpu::ForceTpuInterpretMode) get the
+  // chip's TensorCores by default, not the host's hardware threads.
+  if (const pltpu::InterpretParams* p = forced_interpret(); p != nullptr && !p->chip.empty()) {
+    return chip_num_cores(*p);
+  }
   static const int n = [] {
     if (const char* env = std::getenv("TESSERA_NUM_CORES"); env != nullptr && *env != '\0') {
       char* end = nullptr;
@@ -98,7 +105,7 @@ int default_num_cores() {
                          fmt::format("tessera: TESSERA_NUM_CORES='{}' is not a core count; set it "
                                      "to an integer from 1 to {} or unset it",
                                      env, kMaxCores),
-                         std::source_location::current());
+                         std::source_location{});
       }
       return static_cast<int>(v);
     }
@@ -167,20 +174,44 @@ namespace {
 std::atomic<const pltpu::InterpretParams*> g_forced{nullptr};
 }  // namespace
 
-const pltpu::InterpretParams* forced_interpret() noexcept {
+namespace {
+// TESSERA_INTERPRET: a switch (1/true/yes/on, 0/false/no/off, any case) or a TPU generation
+// ("v5e"); anything else is an error that names the variable. Parsed once.
+std::optional<pltpu::InterpretParams> interpret_from_env() {
+  const char* env = std::getenv("TESSERA_INTERPRET");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  std::string v(env);
+  std::string lower;
+  for (char c : v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return std::nullopt;
+  pltpu::InterpretParams p;
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return p;
+  try {
+    (void)pltpu::get_tpu_info_for_chip(v, 1, std::source_location::current());
+  } catch (const Error&) {
+    throw UsageError(ErrorKind::kInvalidArgument,
+                     fmt::format("tessera: TESSERA_INTERPRET='{}' is neither a switch (1/true/yes/"
+                                 "on or 0/false/no/off) nor a TPU generation Tessera models ({}); "
+                                 "set it to one of those or unset it",
+                                 v, fmt::join(pltpu::known_chips(), ", ")),
+                     std::source_location{});
+  }
+  p.chip = v;
+  return p;
+}
+}  // namespace
+
+const pltpu::InterpretParams* forced_interpret() {
   if (const pltpu::InterpretParams* p = g_forced.load(std::memory_order_acquire)) return p;
-  // TESSERA_INTERPRET=1 (or true/yes/on): defaults; any other value names a chip ("v5e").
-  static const std::optional<pltpu::InterpretParams> env_params =
-      []() -> std::optional<pltpu::InterpretParams> {
-    const char* env = std::getenv("TESSERA_INTERPRET");
-    if (env == nullptr || *env == '\0') return std::nullopt;
-    const std::string_view v(env);
-    if (v == "0" || v == "false" || v == "no" || v == "off") return std::nullopt;
-    pltpu::InterpretParams p;
-    if (v != "1" && v != "true" && v != "yes" && v != "on") p.chip = std::string(v);
-    return p;
-  }();
+  static const std::optional<pltpu::InterpretParams> env_params = interpret_from_env();
   return env_params ? &*env_params : nullptr;
+}
+
+int chip_num_cores(const pltpu::InterpretParams& p) {
+  if (p.chip.empty()) return 0;
+  const pltpu::TpuInfo chip =
+      pltpu::get_tpu_info_for_chip(p.chip, 1, std::source_location::current());
+  return pltpu::num_physical_tensor_cores_per_chip(chip.chip_version);
 }
 
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {

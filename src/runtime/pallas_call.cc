@@ -166,9 +166,15 @@ void copy_aliased_inputs(const PallasCallSpec& call, const GridMapping& g, const
 // The kernel: the user's scratch, then one SMEM buffer per scalar-prefetch operand.
 LaunchSpec make_launch_spec(const PallasCallSpec& call,
                             const std::vector<PallasPrefetch>& prefetch) {
+  // Without a mesh: this machine's cores, or those of the chip the call is checked against.
+  const int chip_cores = call.interpret ? chip_num_cores(*call.interpret) : 0;
   const pltpu::TensorCoreMesh mesh =
-      call.mesh ? *call.mesh : pltpu::TensorCoreMesh("core", call.where);
+      call.mesh ? *call.mesh
+      : chip_cores > 0
+          ? pltpu::TensorCoreMesh("core", std::min(chip_cores, default_num_cores()), call.where)
+          : pltpu::TensorCoreMesh("core", call.where);
   LaunchSpec spec;
+  spec.entry = "pl::pallas_call";
   spec.name = call.name;
   spec.axis_name = mesh.axis_name();
   spec.num_cores = mesh.num_cores();

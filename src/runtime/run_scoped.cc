@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/messages.h"
@@ -84,6 +85,26 @@ ScopedScratch::ScopedScratch(const ScratchRequest* requests, int n, void** ptrs,
     raise_semaphore_high(*ctx->launch, stack.top(MemorySpace::SEMAPHORE));
   }
   open_ = true;
+}
+
+void ScopedScratch::check_escape(const void* data) const {
+  const CoreContext& ctx = *current_context();
+  ArenaStack::Mark mark;
+  std::memcpy(&mark, saved_mark_, sizeof(mark));
+  const auto p = reinterpret_cast<const std::byte*>(data);
+  const std::pair<MemorySpace, const std::byte*> regions[] = {
+      {MemorySpace::VMEM, ctx.arena->vmem()}, {MemorySpace::SMEM, ctx.arena->smem()}};
+  for (const auto& [space, base] : regions) {
+    const int r = space == MemorySpace::SMEM ? 1 : 0;
+    if (p >= base + mark.top[r] && p < base + ctx.stack.top(space)) {
+      raise(ErrorKind::kInvalidArgument, "pl::run_scoped", where_,
+            fmt::format("the function returns a {} ref into one of the scope's own buffers, "
+                        "which run_scoped frees when it returns (the ref would view memory the "
+                        "next scope reuses); copy what it holds into a ref of the caller inside "
+                        "the scope, or return a value",
+                        to_string(space)));
+    }
+  }
 }
 
 ScopedScratch::~ScopedScratch() {

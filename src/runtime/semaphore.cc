@@ -90,7 +90,7 @@ int64_t parse_timeout_env() {
         fmt::format("tessera: TESSERA_WAIT_TIMEOUT_MS='{}' is not a timeout; set it to "
                     "a number of milliseconds >= 1 or unset it (default {})",
                     env, kDefaultWaitTimeoutMs),
-        std::source_location::current());
+        std::source_location{});
   }
   return static_cast<int64_t>(v);
 }
@@ -346,12 +346,12 @@ void finish_semaphores(const LaunchSpec& spec, LaunchState& state) noexcept {
           const std::string name = name_semaphore(spec, nullptr, s, &kind);
           state.first_error = std::make_exception_ptr(KernelError(
               ErrorKind::kSemaphoreLeak,
-              fmt::format("tessera: pl::kernel at {} (kernel '{}', core {}): {} holds {}{} at "
+              fmt::format("tessera: {} at {} (kernel '{}', core {}): {} holds {}{} at "
                           "kernel exit; every semaphore must be 0 when the kernel ends: each "
                           "pl::semaphore_signal needs a matching pl::semaphore_wait and each "
                           "started async copy a .wait() (check loop bounds and which core "
                           "waits)",
-                          format_location(spec.where), spec.name, c, name, v,
+                          spec.entry, format_location(spec.where), spec.name, c, name, v,
                           kind == SemaphoreKind::DMA ? " bytes" : ""),
               spec.where, c, {}, spec.name));
           break;

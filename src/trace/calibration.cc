@@ -87,7 +87,7 @@ double parallel(int n, F&& f) {
 }
 
 [[noreturn]] void fail(const std::string& msg) {
-  throw UsageError(ErrorKind::kInvalidArgument, msg, std::source_location::current());
+  throw UsageError(ErrorKind::kInvalidArgument, msg, std::source_location{});
 }
 
 // The number after "key": in a flat JSON object (the file this code writes).

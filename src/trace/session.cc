@@ -146,7 +146,7 @@ void start_from_env() {
       throw UsageError(
           e.kind(),
           fmt::format("{} (from TESSERA_TRACE='{}'; unset it to run untraced)", e.what(), env),
-          std::source_location::current());
+          std::source_location{});
     }
   });
 }

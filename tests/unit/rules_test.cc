@@ -162,6 +162,38 @@ TEST(Capacity, RunScopedSmemHonoursTheCheckedChip) {
   EXPECT_TRUE(contains(e->what(), "of the v3 chip's SMEM")) << e->what();
 }
 
+TEST(DefaultMesh, AChipsTensorCoresUnderInterpretMode) {
+  // A pallas_call without a mesh, checked against a one-TensorCore chip, runs on that chip's one
+  // core (not this machine's two), whether the chip comes from the call or is forced.
+  const pl::BlockSpec spec({8, 128}, [](int i) { return pl::idx(i, 0); });
+  auto make = [&](std::optional<pltpu::InterpretParams> p) {
+    return pl::pallas_call([](pltpu::VmemRef<int32_t> o) { o = jnp::full_like(o, 7); },
+                           pl::out_shape<int32_t>({16, 128}), pl::grid({2}), pl::out_specs(spec),
+                           pltpu::CompilerParams{.dimension_semantics = {PARALLEL}},
+                           p.value_or(pltpu::InterpretParams{}));
+  };
+  pltpu::InterpretParams v5e;
+  v5e.chip = "v5e";
+  for (int32_t v : make(v5e)()) ASSERT_EQ(v, 7);
+  {
+    const pltpu::ForceTpuInterpretMode force(v5e);
+    EXPECT_EQ(pltpu::TensorCoreMesh("core").num_cores(), 1);
+    for (int32_t v : make(std::nullopt)()) ASSERT_EQ(v, 7);
+  }
+}
+
+TEST(ScalarOutputs, OutTypeOfNoAxes) {
+  auto k = pl::kernel(pl::out_type<float>({}), pltpu::TensorCoreMesh("core", 1),
+                      pl::scratch_types(pltpu::VMEM<float>({})))(
+      [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
+        v = 2.5f;
+        pltpu::sync_copy(v, o);
+      });
+  const Array<float> o = k();
+  EXPECT_EQ(o.shape(), Shape{});
+  EXPECT_EQ(o[0], 2.5f);
+}
+
 TEST(InternalChecks, AFailedCheckIsAnInternalError) {
   auto e = tessera::testing::catch_error<InternalError>(
       [] { TESSERA_CHECK(1 + 1 == 3, "arithmetic is broken"); });

@@ -270,4 +270,32 @@ TEST(RunScopedErrors, OutsideAKernel) {
                        "run_scoped allocates the running core's VMEM", line);
 }
 
+TEST(RunScopedErrors, ARefIntoTheScopeCannotEscape) {
+  int line = 0;
+  auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
+                      pl::scratch_types(pltpu::VMEM<float>({128})))(
+      [&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> keep) {
+        // A ref of the caller's own scratch may come back; one of the scope's buffers may not.
+        const pltpu::VmemRef<float> mine = pl::run_scoped(
+            [&](pltpu::VmemRef<float> t) {
+              t = jnp::full_like(t, 2.0f);
+              keep = t;
+              return keep;
+            },
+            pltpu::VMEM<float>({128}));
+        pltpu::sync_copy(mine, o);
+        auto escape = [](pltpu::VmemRef<float> t) { return t; };
+        // clang-format off
+        line = __LINE__; const pltpu::VmemRef<float> gone = pl::run_scoped(escape, pltpu::VMEM<float>({128}));
+        // clang-format on
+        (void)gone;
+      });
+  auto err = tessera::testing::catch_error<KernelError>([&] { k(); });
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->kind(), ErrorKind::kInvalidArgument) << err->what();
+  EXPECT_EQ(static_cast<int>(err->where().line()), line);
+  EXPECT_TRUE(contains(err->what(), "returns a VMEM ref into one of the scope's own buffers"))
+      << err->what();
+}
+
 }  // namespace

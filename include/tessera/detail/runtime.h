@@ -54,6 +54,8 @@ struct ScratchRequest {
 /// prepare_launch), reused by every call, so a launch allocates nothing for it.
 struct LaunchSpec {
   std::string name;
+  /// The call the user wrote, as errors about the whole launch name it.
+  const char* entry = "pl::kernel";
   std::string axis_name;
   int num_cores = 1;
   std::vector<ScratchRequest> scratch;
@@ -97,10 +99,14 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body);
 
 /// The params every kernel without its own runs checked with: pltpu::ForceTpuInterpretMode's,
-/// else defaults when TESSERA_INTERPRET is set (to anything but "" or "0"), else null.
-const pltpu::InterpretParams* forced_interpret() noexcept;
+/// else TESSERA_INTERPRET's (a switch, any case, or a chip name), else null. Throws UsageError for
+/// a TESSERA_INTERPRET value that is neither.
+const pltpu::InterpretParams* forced_interpret();
+/// The TensorCores per chip of `p`'s chip, or 0 without one.
+int chip_num_cores(const pltpu::InterpretParams& p);
 
-/// The default number of mesh cores: TESSERA_NUM_CORES, else the hardware threads.
+/// The default number of mesh cores: a forced chip's TensorCores (TESSERA_INTERPRET=v5e), else
+/// TESSERA_NUM_CORES, else the hardware threads.
 int default_num_cores();
 /// Validates a mesh's core count; throws UsageError naming it.
 void check_num_cores(int num_cores, std::source_location where);
