@@ -237,6 +237,16 @@ detail::DotExpr<detail::DotResult<P, L>> dot_general(
 
 }  // namespace lax
 
+namespace detail {
+/// `acc += dot`'s body, not inlined so that its return address names the user's statement
+/// (assign_statement in vector_ops.h).
+template <class T, MemorySpace S, class Result>
+[[gnu::noinline]] void accumulate_statement(const pl::Ref<T, S>& acc, const DotExpr<Result>& e) {
+  const StatementScope statement(__builtin_return_address(0));
+  dot_evaluate(e.call, acc.raw(), true);
+}
+}  // namespace detail
+
 namespace pl {
 
 /// `acc += jnp::dot(x, y)`: adds the product to `acc`'s elements (`acc[...] += x @ y` in
@@ -252,7 +262,8 @@ const Ref<T, S>& operator+=(const Ref<T, S>& acc, const detail::DotExpr<Result>&
                 "tessera: the dot's result dtype differs from the accumulator's dtype; Tessera "
                 "does not convert silently: ask for the accumulator's dtype as the preferred "
                 "element type, e.g. acc += jnp::dot<float>(x, y) for a float32 acc");
-  detail::dot_evaluate(e.call, acc.raw(), true);
+  detail::accumulate_statement(acc, e);
+  detail::keep_return_address();
   return acc;
 }
 

@@ -30,6 +30,41 @@
 
 namespace tessera {
 
+/// A position in the user's source: file, line, column, function. Made from a
+/// `std::source_location` (what API calls capture as a default argument), or, for a statement
+/// made of C++ operators (`o = a + b`), which has no argument to capture it with, from the code
+/// address of the statement; Tessera turns that address into file:line from the build's line
+/// tables when it reports an error (docs/checked-mode.md, "Where errors point").
+class SourceLocation {
+ public:
+  constexpr SourceLocation() noexcept = default;
+  constexpr SourceLocation(const std::source_location& l) noexcept  // NOLINT: implicit
+      : file_(l.file_name()), function_(l.function_name()), line_(l.line()), column_(l.column()) {}
+  /// A position known by its parts; the strings must outlive the location.
+  constexpr SourceLocation(const char* file, uint_least32_t line, const char* function) noexcept
+      : file_(file), function_(function), line_(line) {}
+  /// A statement known only by a code address inside it (line() is 0 until it is resolved).
+  static SourceLocation of_code(const void* address) noexcept {
+    SourceLocation l;
+    l.address_ = address;
+    return l;
+  }
+
+  const char* file_name() const noexcept { return file_; }
+  const char* function_name() const noexcept { return function_; }
+  uint_least32_t line() const noexcept { return line_; }
+  uint_least32_t column() const noexcept { return column_; }
+  /// The code address of the statement, where no line was captured; else null.
+  const void* address() const noexcept { return address_; }
+
+ private:
+  const char* file_ = "";
+  const char* function_ = "";
+  uint_least32_t line_ = 0;
+  uint_least32_t column_ = 0;
+  const void* address_ = nullptr;
+};
+
 /// What went wrong, as a value tests and callers can branch on.
 /// The list lives in detail/error_kinds.inc so names and strings cannot drift.
 enum class ErrorKind : int {
@@ -44,13 +79,13 @@ const char* to_string(ErrorKind kind) noexcept;
 /// Base of every error Tessera throws. `what()` is the full message.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message, std::source_location where, int core = -1,
+  Error(ErrorKind kind, const std::string& message, SourceLocation where, int core = -1,
         std::vector<int64_t> grid_step = {}, std::string kernel_name = {});
 
   /// The category of the error.
   ErrorKind kind() const noexcept { return kind_; }
   /// The user's call that failed (file, line, function), never a library file.
-  const std::source_location& where() const noexcept { return where_; }
+  const SourceLocation& where() const noexcept { return where_; }
   /// The core that raised it, or -1 when no kernel was running.
   int core() const noexcept { return core_; }
   /// The grid position of the failing step; empty outside a grid.
@@ -62,7 +97,7 @@ class Error : public std::runtime_error {
 
  private:
   ErrorKind kind_;
-  std::source_location where_;
+  SourceLocation where_;
   int core_;
   std::vector<int64_t> grid_step_;
   std::string kernel_name_;

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "tessera/detail/expr_concepts.h"
+#include "tessera/detail/statement.h"
 #include "tessera/dtype.h"
 #include "tessera/memory_space.h"
 #include "tessera/shape.h"

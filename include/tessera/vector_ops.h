@@ -477,9 +477,28 @@ auto operator~(const A& a) {
                                                                        detail::AsExpr<A>::make(a)};
 }
 
+}  // namespace pl
+
+namespace detail {
+/// The body of Ref's assignments. Not inlined, so that its return address lies in the user's
+/// statement: errors raised while it runs name that statement (StatementScope in
+/// detail/runtime.h). Ref's operators call it, then keep_return_address().
+template <class T, MemorySpace S, class E>
+[[gnu::noinline]] void assign_statement(const pl::Ref<T, S>& dst, const E& expr) {
+  const StatementScope statement(__builtin_return_address(0));
+  if constexpr (SpecialAssign<E>::value) {
+    SpecialAssign<E>::assign(dst, expr);
+  } else {
+    assign(dst, expr);
+  }
+}
+}  // namespace detail
+
+namespace pl {
 template <class T, MemorySpace Space>
 Ref<T, Space>& Ref<T, Space>::operator=(const Ref& other) {
-  detail::assign(*this, other);
+  detail::assign_statement(*this, other);
+  detail::keep_return_address();
   return *this;
 }
 template <class T, MemorySpace Space>
@@ -487,41 +506,24 @@ template <class E>
 Ref<T, Space>& Ref<T, Space>::operator=(const E& expr) {
   static_assert(detail::Operand<E> || detail::Scalar<E> || detail::SpecialAssign<E>::value,
                 "tessera: only a ref, an expression or a scalar can be assigned to a Ref");
-  if constexpr (detail::SpecialAssign<E>::value) {
-    detail::SpecialAssign<E>::assign(*this, expr);
-  } else {
-    detail::assign(*this, expr);
+  detail::assign_statement(*this, expr);
+  detail::keep_return_address();
+  return *this;
+}
+#define TESSERA_COMPOUND_ASSIGN(op_, binop_)                      \
+  template <class T, MemorySpace Space>                           \
+  template <class E>                                              \
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space> \
+  &Ref<T, Space>::operator op_(const E& e) {                      \
+    detail::assign_statement(*this, *this binop_ e);              \
+    detail::keep_return_address();                                \
+    return *this;                                                 \
   }
-  return *this;
-}
-template <class T, MemorySpace Space>
-template <class E>
-requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
-&Ref<T, Space>::operator+=(const E& e) {
-  detail::assign(*this, *this + e);
-  return *this;
-}
-template <class T, MemorySpace Space>
-template <class E>
-requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
-&Ref<T, Space>::operator-=(const E& e) {
-  detail::assign(*this, *this - e);
-  return *this;
-}
-template <class T, MemorySpace Space>
-template <class E>
-requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
-&Ref<T, Space>::operator*=(const E& e) {
-  detail::assign(*this, *this * e);
-  return *this;
-}
-template <class T, MemorySpace Space>
-template <class E>
-requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space>
-&Ref<T, Space>::operator/=(const E& e) {
-  detail::assign(*this, *this / e);
-  return *this;
-}
+TESSERA_COMPOUND_ASSIGN(+=, +)
+TESSERA_COMPOUND_ASSIGN(-=, -)
+TESSERA_COMPOUND_ASSIGN(*=, *)
+TESSERA_COMPOUND_ASSIGN(/=, /)
+#undef TESSERA_COMPOUND_ASSIGN
 }  // namespace pl
 
 namespace detail {

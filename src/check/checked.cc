@@ -289,7 +289,8 @@ void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
       if (const Origin* o = origin_of(L, state_at)) {
         // A value computed from never-written data reached the output: reported where it was
         // computed, with what it read.
-        const std::source_location where = o->where.line() != 0 ? o->where : spec.where;
+        const SourceLocation at = resolved(o->where);
+        const SourceLocation where = at.line() != 0 ? at : SourceLocation(spec.where);
         std::string step;
         if (!o->step.empty()) step = fmt::format(", grid step ({})", fmt::join(o->step, ", "));
         const std::string what =
@@ -355,7 +356,7 @@ std::vector<std::vector<int64_t>> checked_parallel_order(
 }
 
 void checked_block_shape(const Shape& array, const SmallVec& block, DType dtype, int operand,
-                         bool is_output, const char* op, std::source_location where) {
+                         bool is_output, const char* op, SourceLocation where) {
   const int r = block.size();
   const std::string which = fmt::format("{} {}", is_output ? "output" : "input", operand);
   auto shape_str = [](const SmallVec& v) {

@@ -42,10 +42,10 @@ void checked_finish(CheckedLaunch& launch, LaunchState& state) noexcept;
 
 /// A synchronous copy (sync_copy, pipeline copy-in / write-back): shapes already validated.
 void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, const char* op,
-                       std::source_location where);
+                       SourceLocation where);
 /// An async copy's start and its wait (the descriptor's semaphore and byte count).
 void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, SemaphoreCell* sem,
-                       std::source_location made, std::source_location where);
+                       SourceLocation made, SourceLocation where);
 void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                       const WaitSite& site);
 /// A signal of `slot` on core `target`: records the happens-before edge and adds `inc`.
@@ -68,8 +68,7 @@ void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& d
 /// A jnp::dot assignment / accumulation.
 void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool accumulate);
 /// An element access through a Ref made on a checked core.
-void checked_element(CoreContext& ctx, const void* p, int size, bool read,
-                     std::source_location where);
+void checked_element(CoreContext& ctx, const void* p, int size, bool read, SourceLocation where);
 /// A fresh buffer (run_scoped, a pipeline window): poisoned and never written.
 /// `what` names it in messages ("the window of output 0").
 void checked_fresh(CoreContext& ctx, void* data, int64_t bytes, DType dtype, std::string what);
@@ -83,6 +82,6 @@ std::vector<std::vector<int64_t>> checked_parallel_order(
 /// Raises kBlockShape when `block` (squeezed axes as 1) of an array of `array` shape breaks the
 /// TPU's tiling rules (docs/checked-mode.md, kBlockShape).
 void checked_block_shape(const Shape& array, const SmallVec& block, DType dtype, int operand,
-                         bool is_output, const char* op, std::source_location where);
+                         bool is_output, const char* op, SourceLocation where);
 
 }  // namespace tessera::detail

@@ -270,7 +270,7 @@ namespace {
 // core has written yet arrive undefined with an origin that says so (`where`: the copy), so that
 // a later error can name the copy as the likely race with the core that writes them.
 void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& dst_runs,
-                 std::source_location where) {
+                 SourceLocation where) {
   Region* dreg = region_of(ctx, dst_runs.lo);
   if (dreg == nullptr || dreg->init == nullptr) return;
   Region* sreg = region_of(ctx, reinterpret_cast<uintptr_t>(src.data));
@@ -338,7 +338,7 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
 
 // Moves a copy's bytes and their shadow. HBM shadows are shared: under the mutex.
 void move_bytes(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& src_runs,
-                const Runs& dst_runs, std::source_location where) {
+                const Runs& dst_runs, SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   if (is_hbm(cc, dst_runs.lo) || is_hbm(cc, src_runs.lo)) {
     std::lock_guard<std::mutex> lock(cc.launch->mu);
@@ -357,21 +357,22 @@ void execute(CoreContext& ctx, Dma& d) {
 CheckedCore& core_of(const CoreContext& ctx) { return *static_cast<CheckedCore*>(ctx.engine_core); }
 void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool accumulate) {
   CheckedCore& cc = core_of(ctx);
+  const SourceLocation where = statement_site(call.where);
   const pltpu::InterpretParams& P = cc.launch->params;
   if (cc.launch->chip && !cc.launch->chip->is_matmul_supported(call.lhs.dtype, call.rhs.dtype)) {
-    raise(ErrorKind::kUnsupported, call.op, call.where,
+    raise(ErrorKind::kUnsupported, call.op, where,
           fmt::format("a {} x {} matmul is not supported by the MXU of {} (pltpu::TpuInfo::"
                       "is_matmul_supported); convert the operands with astype first",
                       dtype_name(call.lhs.dtype), dtype_name(call.rhs.dtype), P.chip));
   }
   auto read = [&](const RawRef& r) {
     const Runs runs = runs_of(r);
-    check_compute_vs_dma(ctx, runs, false, call.op, call.where);
+    check_compute_vs_dma(ctx, runs, false, call.op, where);
     if (!P.allow_uninitialized_reads) {
       if (Region* reg = region_of(ctx, runs.lo)) {
         if (const uintptr_t p = first_unwritten(*reg, runs)) {
-          settle_before_uninitialized(ctx, shadow_state(*reg, p, 1), call.op, call.where);
-          raise(ErrorKind::kUninitialized, call.op, call.where,
+          settle_before_uninitialized(ctx, shadow_state(*reg, p, 1), call.op, where);
+          raise(ErrorKind::kUninitialized, call.op, where,
                 fmt::format("an undefined element reaches the dot: it reads {}; an accumulator "
                             "must be initialised before `acc += jnp::dot(...)` (e.g. under "
                             "`if (pl::program_id(k) == 0)`), and operands written first",
@@ -384,12 +385,11 @@ void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool 
   read(call.rhs);
   if (accumulate) read(dst);
   const Runs d = runs_of(dst);
-  check_compute_vs_dma(ctx, d, true, call.op, call.where);
+  check_compute_vs_dma(ctx, d, true, call.op, where);
   if (Region* reg = region_of(ctx, d.lo)) mark(*reg, d, kDefined);
 }
 
-void checked_element(CoreContext& ctx, const void* p, int size, bool read,
-                     std::source_location where) {
+void checked_element(CoreContext& ctx, const void* p, int size, bool read, SourceLocation where) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   Runs r;
   r.v.push_back({a, a + static_cast<uintptr_t>(size)});

@@ -148,7 +148,7 @@ constexpr size_t kMaxOrigins = 254;  // the last one stands for "and later state
 // Where undefined data was first computed on: the statement, its core and grid step, and the
 // never-written memory it read.
 struct Origin {
-  std::source_location where;
+  SourceLocation where;
   int core = 0;
   std::vector<int64_t> step;
   std::string source;  // describe() of the never-written byte
@@ -173,8 +173,8 @@ struct Dma {
   RawRef dst;
   SemaphoreCell* sem = nullptr;
   int64_t bytes = 0;
-  std::source_location made;
-  std::source_location started;
+  SourceLocation made;
+  SourceLocation started;
   Runs src_runs;
   Runs dst_runs;
   bool executed = false;
@@ -200,7 +200,7 @@ struct HbmAccess {
   uint32_t end = 0;
   VC start;
   bool write = false;
-  std::source_location where;
+  SourceLocation where;
   const char* op = "";
 };
 
@@ -221,7 +221,7 @@ struct Blocked {
   std::string what;
   const char* op = "";
   const char* unit = "";
-  std::source_location where;
+  SourceLocation where;
   std::vector<int64_t> step;
 };
 
@@ -284,14 +284,19 @@ bool is_hbm(CheckedCore& cc, uintptr_t p);
 std::string dma_text(const CoreContext& ctx, const Dma& d);
 // Moves a copy's bytes and their shadow.
 void move_bytes(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& src_runs,
-                const Runs& dst_runs, std::source_location where);
+                const Runs& dst_runs, SourceLocation where);
 // Runs an in-flight copy: moves its bytes and signals its semaphore.
 void execute(CoreContext& ctx, Dma& d);
 CheckedCore& core_of(const CoreContext& ctx);
 // The region (VMEM, SMEM of this core, or an HBM output) holding `p`, or null.
 Region* region_of(CoreContext& ctx, uintptr_t p);
 // Records where undefined data read at `read` was first computed on; returns its shadow state.
-uint8_t add_origin(CoreContext& ctx, std::source_location where, uintptr_t read);
+uint8_t add_origin(CoreContext& ctx, SourceLocation where, uintptr_t read);
+/// `where` when it has a line, else the statement running on this thread, by its code address
+/// (StatementScope in tessera/detail/runtime.h), resolved only if a report names it.
+inline SourceLocation statement_site(const SourceLocation& where) {
+  return where.line() != 0 ? where : SourceLocation::of_code(t_statement);
+}
 // The same with the launch's mutex held.
 uint8_t add_origin_locked(CheckedLaunch& L, Origin o);
 // Before raising kUninitialized for data of state `state` on a launch of several cores: when the
@@ -299,13 +304,13 @@ uint8_t add_origin_locked(CheckedLaunch& L, Origin o);
 // finished or blocks, so that the race with the core that writes it, which is the cause, is the
 // error the launch reports (this core then stops with kCancelled).
 void settle_before_uninitialized(CoreContext& ctx, uint8_t state, const char* op,
-                                 std::source_location where);
+                                 SourceLocation where);
 // For a message about undefined data of state `state` found at `addr`: what it is and, for a
 // computed value, where it came from.
 std::string undefined_text(CoreContext& ctx, uintptr_t addr, uint8_t state);
 const Origin* origin_of(const CheckedLaunch& L, uint8_t state);
 // Compute reading (`write` false) or writing `runs` against the core's in-flight copies.
 void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const char* op,
-                          std::source_location where);
+                          SourceLocation where);
 
 }  // namespace tessera::detail

@@ -66,6 +66,10 @@ Box box_of(const HbmBuffer& b, const RawRef& r) {
   return x;
 }
 
+// 128-bit arithmetic for the congruences below (products of two int64 strides). GCC's
+// __int128 is an extension; __extension__ says so to -Wpedantic.
+__extension__ typedef __int128 Int128;
+
 // The smallest coordinate two progressions of one axis share, or -1: x = lo_p + i * s_p =
 // lo_q + j * s_q within both, solved as a pair of congruences (their moduli need not be coprime).
 int64_t common_coordinate(int64_t lo_p, int64_t s_p, int64_t n_p, int64_t lo_q, int64_t s_q,
@@ -74,25 +78,25 @@ int64_t common_coordinate(int64_t lo_p, int64_t s_p, int64_t n_p, int64_t lo_q, 
   const int64_t last = std::min(lo_p + (n_p - 1) * s_p, lo_q + (n_q - 1) * s_q);
   if (first > last) return -1;
   // Extended Euclid on (s_p, s_q): g = s_p * u + s_q * v.
-  __int128 r0 = s_p, r1 = s_q, u0 = 1, u1 = 0;
+  Int128 r0 = s_p, r1 = s_q, u0 = 1, u1 = 0;
   while (r1 != 0) {
-    const __int128 q = r0 / r1;
-    const __int128 r2 = r0 - q * r1;
+    const Int128 q = r0 / r1;
+    const Int128 r2 = r0 - q * r1;
     r0 = r1;
     r1 = r2;
-    const __int128 u2 = u0 - q * u1;
+    const Int128 u2 = u0 - q * u1;
     u0 = u1;
     u1 = u2;
   }
-  const __int128 g = r0;
-  const __int128 diff = static_cast<__int128>(lo_q) - lo_p;
+  const Int128 g = r0;
+  const Int128 diff = static_cast<Int128>(lo_q) - lo_p;
   if (diff % g != 0) return -1;
-  const __int128 l = s_p / g * static_cast<__int128>(s_q);  // lcm
+  const Int128 l = s_p / g * static_cast<Int128>(s_q);  // lcm
   // x = lo_p + s_p * t with s_p * t = diff (mod s_q): t = u0 * diff / g (mod s_q / g).
-  const __int128 m = s_q / g;
-  __int128 t = (u0 % m) * ((diff / g) % m) % m;
+  const Int128 m = s_q / g;
+  Int128 t = (u0 % m) * ((diff / g) % m) % m;
   if (t < 0) t += m;
-  __int128 x = lo_p + static_cast<__int128>(s_p) * t;  // a common value, maybe below `first`
+  Int128 x = lo_p + static_cast<Int128>(s_p) * t;  // a common value, maybe below `first`
   if (x < first) x += (first - x + l - 1) / l * l;
   if (x > first) x -= (x - first) / l * l;
   return x <= last ? static_cast<int64_t>(x) : -1;
@@ -119,7 +123,7 @@ void join(VC& into, const VC& from) {
 
 // Compute reading (`write` false) or writing `runs` against the core's in-flight copies.
 void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const char* op,
-                          std::source_location where) {
+                          SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   if (!cc.launch->params.detect_races) return;
   for (const Dma& d : cc.inflight) {
@@ -144,7 +148,7 @@ namespace {
 
 // A new copy (src_runs -> dst_runs) against the core's in-flight copies.
 void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_runs, const char* op,
-                      std::source_location where) {
+                      SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   if (!cc.launch->params.detect_races) return;
   for (const Dma& d : cc.inflight) {
@@ -169,7 +173,7 @@ void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_ru
 
 // Records DMA accesses of HBM (under the launch mutex) and checks them against other accesses.
 void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool write, const VC& start,
-                uint32_t end, const char* op, std::source_location where) {
+                uint32_t end, const char* op, SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   if (runs.empty() || !L.params.detect_races) return;
@@ -240,7 +244,7 @@ void checked_pipeline_ends(CoreContext& ctx) noexcept {
 namespace {
 // A pipeline's copy-in against the write-backs of its last two steps (CheckedCore::pipelines).
 void check_copy_in_vs_write_backs(CoreContext& ctx, const Runs& src, const char* op,
-                                  std::source_location where) {
+                                  SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   if (cc.pipelines.empty() || !cc.launch->params.detect_races) return;
   for (const CheckedCore::WriteBack& w : cc.pipelines.back().write_backs) {
@@ -260,7 +264,7 @@ void check_copy_in_vs_write_backs(CoreContext& ctx, const Runs& src, const char*
 }  // namespace
 
 void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, const char* op,
-                       std::source_location where) {
+                       SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   const Runs sr = runs_of(src);
@@ -287,7 +291,7 @@ void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, c
 }
 
 void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, SemaphoreCell* sem,
-                       std::source_location made, std::source_location where) {
+                       SourceLocation made, SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   Dma d;
@@ -440,7 +444,7 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
 }
 
 void settle_before_uninitialized(CoreContext& ctx, uint8_t state, const char* op,
-                                 std::source_location where) {
+                                 SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   if (L.num_cores == 1) return;

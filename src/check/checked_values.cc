@@ -70,13 +70,13 @@ class Definedness {
   }
 
   /// The definedness (1 or 0 per element) of node `root` evaluated at `shape`, row-major.
-  std::vector<float> eval(int root, const Shape& shape, std::source_location where) {
+  std::vector<float> eval(int root, const Shape& shape, SourceLocation where) {
     std::vector<ExprNode> out;
     const int r = build(root, out, where);
     if (r != static_cast<int>(out.size()) - 1) out.push_back(convert(r));
     std::vector<float> d(static_cast<size_t>(std::max<int64_t>(shape.size(), 1)));
     const RawRef dst{d.data(), DType::kFloat32, MemorySpace::VMEM, shape, row_major_strides(shape)};
-    evaluate_nodes(out, where, dst, false);
+    evaluate_nodes(out, {}, dst, false);  // errors there name the running statement
     return d;
   }
 
@@ -153,7 +153,7 @@ class Definedness {
   }
 
   // Appends the nodes computing node i's definedness to `out`; returns the index of the last.
-  int build(int i, std::vector<ExprNode>& out, std::source_location where) {
+  int build(int i, std::vector<ExprNode>& out, SourceLocation where) {
     const ExprNode& n = nodes_[static_cast<size_t>(i)];
     const auto binary = [&](OpCode op, int a, int b) {
       ExprNode m;
@@ -183,7 +183,7 @@ class Definedness {
       return binary(OpCode::kMin, build(n.a, out, where), build(n.b, out, where));
     }
     // A reduction or layout op: its operand's definedness at the operand's own shape.
-    const std::source_location at = n.where.line() != 0 ? n.where : where;
+    const SourceLocation at = n.where.line() != 0 ? n.where : where;
     const std::vector<float> operand = eval(n.a, n.shape, at);
     if (is_reduction(n.op)) {
       if (std::find(operand.begin(), operand.end(), 0.0f) != operand.end()) {
@@ -204,7 +204,7 @@ class Definedness {
     op.sub_begin = 0;
     move.push_back(std::move(op));
     std::vector<float> moved(static_cast<size_t>(std::max<int64_t>(n.out_shape.size(), 1)));
-    evaluate_nodes(move, at,
+    evaluate_nodes(move, {},
                    RawRef{moved.data(), DType::kFloat32, MemorySpace::VMEM, n.out_shape,
                           row_major_strides(n.out_shape)},
                    false);
@@ -219,7 +219,7 @@ class Definedness {
 
 }  // namespace
 
-uint8_t add_origin(CoreContext& ctx, std::source_location where, uintptr_t read) {
+uint8_t add_origin(CoreContext& ctx, SourceLocation where, uintptr_t read) {
   CheckedLaunch& L = *core_of(ctx).launch;
   if (read != 0) {
     if (const Region* reg = region_of(ctx, read)) {
@@ -269,12 +269,13 @@ void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& d
   CheckedCore& cc = core_of(ctx);
   const pltpu::InterpretParams& P = cc.launch->params;
   constexpr const char* op = "vector assignment";
+  const SourceLocation stmt = statement_site(prog.where);
   bool undefined = false;
-  std::source_location read_at = prog.where;
+  SourceLocation read_at = stmt;
   for (const ExprNode& n : prog.nodes) {
     if (n.op != OpCode::kLoad) continue;
     const Runs r = runs_of(n.data, n.dtype, n.shape, n.strides);
-    const std::source_location at = n.where.line() != 0 ? n.where : prog.where;
+    const SourceLocation at = n.where.line() != 0 ? n.where : stmt;
     // A race is the cause when the bytes are also unwritten (on_wait: the copy has not run).
     check_compute_vs_dma(ctx, r, false, op, at);
     if (undefined || P.allow_uninitialized_reads) continue;
@@ -284,7 +285,7 @@ void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& d
     }
   }
   const Runs d = runs_of(dst);
-  check_compute_vs_dma(ctx, d, true, op, prog.where);
+  check_compute_vs_dma(ctx, d, true, op, stmt);
   Region* reg = region_of(ctx, d.lo);
   if (!undefined) {
     if (reg != nullptr) mark(*reg, d, kDefined);
@@ -294,8 +295,7 @@ void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& d
   // definedness builds programs, and the thread's program storage holds this one).
   const std::vector<ExprNode> nodes = prog.nodes;
   Definedness def(ctx, nodes);
-  const std::vector<float> defined =
-      def.eval(static_cast<int>(nodes.size()) - 1, dst.shape, prog.where);
+  const std::vector<float> defined = def.eval(static_cast<int>(nodes.size()) - 1, dst.shape, stmt);
   if (reg == nullptr || reg->init == nullptr) return;
   const int item = itemsize(dst.dtype);
   const auto base = reinterpret_cast<uintptr_t>(dst.data);

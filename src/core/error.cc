@@ -31,7 +31,7 @@ std::string_view basename_of(const char* path) {
 }
 }  // namespace
 
-Error::Error(ErrorKind kind, const std::string& message, std::source_location where, int core,
+Error::Error(ErrorKind kind, const std::string& message, SourceLocation where, int core,
              std::vector<int64_t> grid_step, std::string kernel_name)
     : std::runtime_error(message),
       kind_(kind),
@@ -54,30 +54,56 @@ thread_local ErrorContext* t_error_context = nullptr;
 ErrorContext* current_error_context() noexcept { return t_error_context; }
 void set_current_error_context(ErrorContext* ctx) noexcept { t_error_context = ctx; }
 
-std::string format_location(std::source_location where) {
-  if (where.line() == 0) return "<unknown location>";
-  return fmt::format("{}:{}", basename_of(where.file_name()), where.line());
+std::string format_location(const SourceLocation& where) {
+  const SourceLocation at = resolved(where);
+  if (at.line() == 0) return "<unknown location>";
+  return fmt::format("{}:{}", basename_of(at.file_name()), at.line());
 }
 
-void raise(ErrorKind kind, std::string_view op, std::source_location where,
-           const std::string& detail) {
+namespace {
+
+/// The user's statement for an error raised without a call site: the address `where` carries,
+/// else the statement running on this thread, else the innermost user frame on the stack.
+SourceLocation statement_of(const SourceLocation& where, const ErrorContext& ctx) {
+  if (where.address() != nullptr) {
+    if (SourceLocation at = resolved(where); at.line() != 0) return at;
+  }
+  if (t_statement != nullptr) {
+    if (SourceLocation at = resolve_statement(t_statement); at.line() != 0) return at;
+  }
+  // Only frames inside the kernel body: the host code that launched it is not the statement.
+  if (ctx.body_frame == nullptr) return {};
+  return user_frame_on_stack(ctx.body_frame);
+}
+
+}  // namespace
+
+void raise(ErrorKind kind, std::string_view op, SourceLocation where, const std::string& detail) {
   const ErrorContext* ctx = current_error_context();
   if (ctx == nullptr) {
     throw UsageError(
         kind, fmt::format("tessera: {} at {} (host): {}", op, format_location(where), detail),
         where);
   }
+  std::string note;
   if (where.line() == 0) {
-    // C++ operators (a + b, dst = expr) carry no call site: point at the kernel instead.
-    where = ctx->kernel_where;
+    // C++ operators (a + b, dst = expr) carry no call site: find the statement from its code
+    // address, or point at the kernel and say why.
+    where = statement_of(where, *ctx);
+    if (where.line() == 0) {
+      where = ctx->kernel_where;
+      note =
+          " (this names the kernel: the statement's own line needs the line tables of a build "
+          "with -g)";
+    }
   }
   std::string step;
   if (!ctx->grid_step.empty())
     step = fmt::format(", grid step ({})", fmt::join(ctx->grid_step, ", "));
   const std::string& name = ctx->kernel_name != nullptr ? *ctx->kernel_name : std::string();
   throw KernelError(kind,
-                    fmt::format("tessera: {} at {} (kernel '{}', core {}{}): {}", op,
-                                format_location(where), name, ctx->core, step, detail),
+                    fmt::format("tessera: {} at {} (kernel '{}', core {}{}): {}{}", op,
+                                format_location(where), name, ctx->core, step, detail, note),
                     where, ctx->core, ctx->grid_step, name);
 }
 

@@ -16,6 +16,9 @@ struct ErrorContext {
   const std::string* kernel_name = nullptr;
   std::vector<int64_t> grid_step;     // the innermost grid's current point (pipelines)
   std::source_location kernel_where;  // the kernel's definition, for errors with no call site
+  // The frame address of the runtime's call into the kernel body: the body's frames lie below it
+  // (src/core/symbolize.cc looks for the user's statement there).
+  const void* body_frame = nullptr;
 };
 
 /// The calling thread's error context, or null outside a kernel body.

@@ -293,6 +293,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
     try {
       const CoreEvents core_events(launch_events, core);
       engine.core_begin(ctx, ptrs);
+      ctx.body_frame = __builtin_frame_address(0);
       body(core, ptrs);
       engine.core_end(ctx);
     } catch (...) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/error_context.h"
+
 namespace tessera::detail {
 
 PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
@@ -41,8 +43,22 @@ SmallVec PipelineCursor::to_global(const SmallVec& local) const {
   return global;
 }
 
-void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) const {
+void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) {
   const SmallVec global = to_global(local);
+  // The index maps run for the step at `local`, which is ahead of the running one when they
+  // are evaluated for prefetching: errors raised in them name that step (the one that asked).
+  ErrorContext* ctx = current_error_context();
+  struct Restore {
+    ErrorContext* ctx;
+    std::vector<int64_t>& saved;
+    ~Restore() {
+      if (ctx != nullptr) ctx->grid_step.swap(saved);
+    }
+  } restore{ctx, saved_step_};
+  if (ctx != nullptr) {
+    ctx->grid_step.swap(saved_step_);
+    ctx->grid_step.assign(global.begin(), global.end());
+  }
   out.resize(specs_.size());
   for (size_t k = 0; k < specs_.size(); ++k) {
     out[k] = specs_[k]->map_block(global.data(), prefetch_.data());

@@ -53,7 +53,7 @@ class PipelineCursor {
   void advance();
 
  private:
-  void eval(const SmallVec& local, std::vector<pl::Indices>& out) const;
+  void eval(const SmallVec& local, std::vector<pl::Indices>& out);
   SmallVec to_global(const SmallVec& local) const;
 
   Shape grid_;
@@ -74,6 +74,7 @@ class PipelineCursor {
   std::vector<pl::Indices> prev_;
   std::vector<pl::Indices> cur_;
   std::vector<pl::Indices> next_;
+  std::vector<int64_t> saved_step_;  // the error context's grid step while eval runs
 };
 
 /// Remembers which blocks of one output were written back, to detect non-consecutive revisits.

@@ -64,7 +64,10 @@ void expect_bug(F&& f, const Want& w, std::source_location here = std::source_lo
   EXPECT_EQ(e->kind(), w.kind) << e->what();
   EXPECT_EQ(static_cast<int>(e->where().line()), w.line == kMarked ? g_line.load() : w.line)
       << e->what();
-  EXPECT_EQ(std::string(e->where().file_name()), std::string(here.file_name())) << e->what();
+  // Compared by name: a line read back from the line tables (an operator statement's) is an
+  // absolute path where std::source_location may hold the compiler's relative one.
+  const auto base = [](std::string p) { return p.substr(p.find_last_of('/') + 1); };
+  EXPECT_EQ(base(e->where().file_name()), base(here.file_name())) << e->what();
   EXPECT_EQ(e->core(), w.core) << e->what();
   EXPECT_EQ(e->grid_step(), w.step) << e->what();
   if (!w.text.empty()) {

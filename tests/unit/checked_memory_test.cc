@@ -46,16 +46,16 @@ TEST(CheckedUninitialized, ReadOfFreshScratch) {
 
 // An accumulator output window not initialised at the first step of its visit.
 Array<float> row_sums(const Array<float>& x, bool buggy) {
-  // An operator assignment has no call site of its own: errors name the pallas_call (its grid).
-  // clang-format off
-  g_line.store(__LINE__); const auto grid = pl::grid({2, 3});
-  // clang-format on
+  // An operator assignment has no call site of its own: errors name its line, read back from
+  // the line tables (src/core/symbolize.cc).
   return pl::pallas_call(
       [buggy](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) {
         if (!buggy && pl::program_id(1) == 0) ov = jnp::zeros_like(ov);
-        ov += xv;
+        // clang-format off
+        MARK_LINE; ov += xv;
+        // clang-format on
       },
-      pl::out_shape<float>({16, 128}), grid,
+      pl::out_shape<float>({16, 128}), pl::grid({2, 3}),
       pl::in_specs(pl::BlockSpec({8, 128}, [](int i, int j) { return pl::idx(i, j); })),
       pl::out_specs(pl::BlockSpec({8, 128}, [](int i, int) { return pl::idx(i, 0); })),
       checked())(x);
@@ -70,7 +70,7 @@ TEST(CheckedUninitialized, AccumulatorNotInitialised) {
     }
   }
   expect_bug([&] { row_sums(x, true); },
-             {ErrorKind::kUninitialized, g_line.load(), 0, {0, 0}, "the VMEM window of output 0"});
+             {ErrorKind::kUninitialized, kMarked, 0, {0, 0}, "the VMEM window of output 0"});
 }
 
 // An output that the kernel leaves partly unwritten.

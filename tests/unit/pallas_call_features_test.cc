@@ -157,6 +157,30 @@ TEST(PallasCallScalarPrefetch, BlockDynamicSliceExample) {
   EXPECT_THROW(examples::block_dynamic_slice(x, 100, 128, 128, 128), UsageError);
 }
 
+// Index maps run one step ahead, for prefetching; an index map failing there is reported at
+// the step that asked for the block (2), not at the step that was running (1).
+TEST(PallasCallScalarPrefetch, IndexMapErrorsNameTheStepThatAsked) {
+  const Array<int32_t> s({2}, {1, 0});
+  const Array<float> x = iota_f({16, 128});
+  const int map_line = __LINE__ + 7;
+  auto f = pl::pallas_call(
+      [](pltpu::SmemRef<int32_t>, pltpu::VmemRef<float> xv, pltpu::VmemRef<float> ov) { ov = xv; },
+      pl::out_shape<float>({24, 128}),
+      pltpu::PrefetchScalarGridSpec<1>(
+          pl::grid({3}),
+          pl::in_specs(pl::BlockSpec(
+              {8, 128}, [](int i, pltpu::SmemRef<int32_t> sr) { return pl::idx(sr(i), 0); })),
+          pl::out_specs(pl::BlockSpec(
+              {8, 128}, [](int i, pltpu::SmemRef<int32_t>) { return pl::idx(i, 0); }))),
+      pltpu::TensorCoreMesh("core", 1));
+  auto e = tessera::testing::catch_error<KernelError>([&] { f(s, x); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), ErrorKind::kOutOfBounds) << e->what();
+  EXPECT_EQ(e->grid_step(), (std::vector<int64_t>{2})) << e->what();
+  EXPECT_NE(std::string(e->what()).find("grid step (2)"), std::string::npos) << e->what();
+  EXPECT_EQ(static_cast<int>(e->where().line()), map_line) << e->what();
+}
+
 TEST(PallasCallScalarPrefetch, IndexMapsMustTakeThePrefetchRefs) {
   const Array<int32_t> s({2}, {1, 0});
   const Array<float> x = iota_f({16, 128});

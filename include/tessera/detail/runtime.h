@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/detail/statement.h"
 #include "tessera/dtype.h"
 #include "tessera/error.h"
 #include "tessera/interpret.h"
@@ -117,8 +118,10 @@ int axis_index(std::string_view name, std::source_location where);
 bool in_kernel() noexcept;
 
 /// Throws the right Error for a misuse: KernelError (with core, kernel, grid step) inside a
-/// kernel, UsageError outside. `op` names the operation ("sync_copy", "Ref.at", ...).
-[[noreturn]] void raise(ErrorKind kind, std::string_view op, std::source_location where,
+/// kernel, UsageError outside. `op` names the operation ("sync_copy", "Ref.at", ...). A `where`
+/// without a line (a C++ operator has no call site to capture) is the running statement
+/// (StatementScope), else the innermost user frame on the stack, else the kernel's line.
+[[noreturn]] void raise(ErrorKind kind, std::string_view op, SourceLocation where,
                         const std::string& detail);
 
 /// The default per-core VMEM limit and the largest one `vmem_limit_bytes` may ask for.
