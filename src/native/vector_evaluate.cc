@@ -142,44 +142,32 @@ bool is_row_major(const Shape& s, const SmallVec& strides) {
   return true;
 }
 
-/// Computes non-elementwise node `node` from its (already lowered) operand program `sub` and
-/// returns the load node (and maybe a conversion) that replaces it.
-void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& temps,
-                std::vector<ExprNode>& out) {
-  const Shape& in_shape = node.shape;
+/// A transpose or a contiguous reshape of a plain load is a view, with no temporary: appends
+/// the viewed load to `out` and returns true; false when `node` has to be computed.
+bool lower_as_view(const ExprNode& node, const std::vector<ExprNode>& sub,
+                   std::vector<ExprNode>& out) {
   const Shape& out_shape = node.out_shape;
-  const DType in_dtype = sub.back().dtype;
-
-  // A transpose or a contiguous reshape of a plain load is a view: no temporary.
-  if (sub.size() == 1 && sub[0].op == OpCode::kLoad &&
-      (node.op == OpCode::kTranspose ||
-       (node.op == OpCode::kReshape && is_row_major(sub[0].shape, sub[0].strides)))) {
-    ExprNode v = sub[0];
-    if (node.op == OpCode::kTranspose) {
-      SmallVec st(out_shape.rank(), 0);
-      for (int i = 0; i < out_shape.rank(); ++i)
-        st[i] = v.strides[static_cast<int>(node.strides[i])];
-      v.strides = std::move(st);
-    } else {
-      v.strides = row_major_strides(out_shape);
-    }
-    v.shape = out_shape;
-    out.push_back(std::move(v));
-    return;
+  const bool view = sub.size() == 1 && sub[0].op == OpCode::kLoad &&
+                    (node.op == OpCode::kTranspose ||
+                     (node.op == OpCode::kReshape && is_row_major(sub[0].shape, sub[0].strides)));
+  if (!view) return false;
+  ExprNode v = sub[0];
+  if (node.op == OpCode::kTranspose) {
+    SmallVec st(out_shape.rank(), 0);
+    for (int i = 0; i < out_shape.rank(); ++i) st[i] = v.strides[static_cast<int>(node.strides[i])];
+    v.strides = std::move(st);
+  } else {
+    v.strides = row_major_strides(out_shape);
   }
+  v.shape = out_shape;
+  out.push_back(std::move(v));
+  return true;
+}
 
-  // The operand, in 32-bit lanes, into temporary 1 (above the result's temporary 2, so that it
-  // can be released as soon as the result is computed).
-  const DType lane = lanes_dtype(in_dtype);
-  const bool arg = node.op == OpCode::kArgMax || node.op == OpCode::kArgMin;
-  const DType res_lane = arg ? DType::kInt32 : lanes_dtype(node.dtype);
-  const bool in_place = node.op == OpCode::kReshape;  // same bytes, new shape
-  void* result = nullptr;
-  if (!in_place) {
-    result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
-  }
-  const Temporaries::Mark mark = temps.mark();
-  void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
+/// Evaluates the operand program `sub` of `node` into `operand`, converted to 32-bit lanes of
+/// dtype `lane`, contiguous in the operand's shape.
+void evaluate_operand(const ExprNode& node, std::vector<ExprNode> sub, DType lane, void* operand) {
+  const Shape& in_shape = node.shape;
   if (sub.back().dtype != lane) {
     ExprNode c;
     c.op = OpCode::kConvert;
@@ -189,42 +177,50 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
   }
   evaluate_flat(sub, node.where,
                 RawRef{operand, lane, MemorySpace::VMEM, in_shape, row_major_strides(in_shape)});
+}
 
-  SmallVec load_strides = row_major_strides(out_shape);
+/// A roll of contiguous 32-bit lanes along `node.axis` by `node.iconst`.
+void roll_lanes(const ExprNode& node, const void* operand, void* result) {
+  const Shape& in_shape = node.shape;
+  const int ax = node.axis;
+  int64_t outer = 1;
+  int64_t inner = 1;
+  for (int i = 0; i < ax; ++i) outer *= in_shape[i];
+  for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
+  const int64_t n = in_shape[ax];
+  const int64_t s = node.iconst;  // 0 <= s < n
+  const auto* src = static_cast<const std::byte*>(operand);
+  auto* dst = static_cast<std::byte*>(result);
+  const int64_t row = n * inner * 4;
+  for (int64_t o = 0; o < outer; ++o) {
+    // out[s:] = in[:n-s], out[:s] = in[n-s:]
+    std::memcpy(dst + o * row + s * inner * 4, src + o * row,
+                static_cast<size_t>((n - s) * inner * 4));
+    std::memcpy(dst + o * row, src + o * row + (n - s) * inner * 4,
+                static_cast<size_t>(s * inner * 4));
+  }
+}
+
+/// Computes a transpose, roll or reduction `node` from its operand's lanes (dtype `lane`) into
+/// `result`, laid out with `result_strides`.
+void compute_node(const ExprNode& node, DType lane, void* operand, void* result,
+                  const SmallVec& result_strides) {
+  const Shape& in_shape = node.shape;
+  const Shape& out_shape = node.out_shape;
   switch (node.op) {
-    case OpCode::kReshape:
-      result = operand;
-      break;
     case OpCode::kTranspose: {
       // A strided copy through the DMA engine: dst[i...] = src[perm(i)...].
       SmallVec in_st = row_major_strides(in_shape);
       SmallVec st(out_shape.rank(), 0);
       for (int i = 0; i < out_shape.rank(); ++i) st[i] = in_st[static_cast<int>(node.strides[i])];
       dma_copy(RawRef{operand, lane, MemorySpace::VMEM, out_shape, st},
-               RawRef{result, lane, MemorySpace::VMEM, out_shape, load_strides}, op_call(node.op),
+               RawRef{result, lane, MemorySpace::VMEM, out_shape, result_strides}, op_call(node.op),
                node.where);
       break;
     }
-    case OpCode::kRoll: {
-      const int ax = node.axis;
-      int64_t outer = 1;
-      int64_t inner = 1;
-      for (int i = 0; i < ax; ++i) outer *= in_shape[i];
-      for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
-      const int64_t n = in_shape[ax];
-      const int64_t s = node.iconst;  // 0 <= s < n
-      const auto* src = static_cast<const std::byte*>(operand);
-      auto* dst = static_cast<std::byte*>(result);
-      const int64_t row = n * inner * 4;
-      for (int64_t o = 0; o < outer; ++o) {
-        // out[s:] = in[:n-s], out[:s] = in[n-s:]
-        std::memcpy(dst + o * row + s * inner * 4, src + o * row,
-                    static_cast<size_t>((n - s) * inner * 4));
-        std::memcpy(dst + o * row, src + o * row + (n - s) * inner * 4,
-                    static_cast<size_t>(s * inner * 4));
-      }
+    case OpCode::kRoll:
+      roll_lanes(node, operand, result);
       break;
-    }
     default: {
       SmallVec ext;
       SmallVec red;
@@ -236,15 +232,19 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
       break;
     }
   }
-  if (!in_place) temps.release(mark);
+}
 
+/// Appends the load of `node`'s computed value (lanes of dtype `lane` at `data`), and a
+/// conversion back to the node's dtype where the lanes' dtype differs.
+void append_computed_load(const ExprNode& node, DType lane, void* data, SmallVec strides,
+                          std::vector<ExprNode>& out) {
   ExprNode ld;
   ld.op = OpCode::kLoad;
-  ld.dtype = in_place ? lane : res_lane;
-  ld.data = result;
+  ld.dtype = lane;
+  ld.data = data;
   ld.space = MemorySpace::VMEM;
-  ld.shape = out_shape;
-  ld.strides = std::move(load_strides);
+  ld.shape = node.out_shape;
+  ld.strides = std::move(strides);
   out.push_back(std::move(ld));
   if (out.back().dtype != node.dtype) {
     ExprNode c;
@@ -253,6 +253,38 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
     c.a = static_cast<int>(out.size()) - 1;
     out.push_back(std::move(c));
   }
+}
+
+/// Computes non-elementwise node `node` from its (already lowered) operand program `sub` and
+/// returns the load node (and maybe a conversion) that replaces it.
+void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& temps,
+                std::vector<ExprNode>& out) {
+  if (lower_as_view(node, sub, out)) return;
+  const Shape& in_shape = node.shape;
+  const Shape& out_shape = node.out_shape;
+
+  // The operand, in 32-bit lanes, into temporary 1 (above the result's temporary 2, so that it
+  // can be released as soon as the result is computed).
+  const DType lane = lanes_dtype(sub.back().dtype);
+  const bool arg = node.op == OpCode::kArgMax || node.op == OpCode::kArgMin;
+  const DType res_lane = arg ? DType::kInt32 : lanes_dtype(node.dtype);
+  const bool in_place = node.op == OpCode::kReshape;  // same bytes, new shape
+  void* result = nullptr;
+  if (!in_place) {
+    result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
+  }
+  const Temporaries::Mark mark = temps.mark();
+  void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
+  evaluate_operand(node, std::move(sub), lane, operand);
+
+  SmallVec load_strides = row_major_strides(out_shape);
+  if (in_place) {
+    result = operand;
+  } else {
+    compute_node(node, lane, operand, result, load_strides);
+    temps.release(mark);
+  }
+  append_computed_load(node, in_place ? lane : res_lane, result, std::move(load_strides), out);
 }
 
 /// Replaces every non-elementwise node of `nodes` by a load of its computed temporary.
