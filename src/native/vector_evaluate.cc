@@ -317,23 +317,45 @@ std::vector<ExprNode> lower(const std::vector<ExprNode>& nodes, Temporaries& tem
   return out;
 }
 
-}  // namespace
+using Span = std::pair<const std::byte*, int64_t>;  // [first byte, byte length]
 
-void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
-                   const RawRef& dst) {
-  if (nodes.empty()) return;
-  const Shape& D = dst.shape;
-  if (D.size() == 0) return;
+/// A constant's value in its node's lanes, rounded to its dtype.
+inline void plan_const(const ExprNode& e, plan::Node& n, const Shape& D,
+                       std::source_location where) {
+  if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, where, "a full(...)");
+  if (n.flt) {
+    n.fval = static_cast<float>(e.fconst);
+    if (e.dtype == DType::kBFloat16) n.fval = static_cast<float>(bfloat16(n.fval));
+  } else {
+    int64_t v = e.iconst;
+    if (e.dtype == DType::kInt8) v = static_cast<int8_t>(v);
+    if (e.dtype == DType::kBool) v = v != 0;
+    n.ival = static_cast<int32_t>(v);
+  }
+}
+
+/// An iota's per-axis coefficients in the destination's axes: 1 along its dimension where that
+/// is not broadcast, else 0.
+inline void plan_iota(const ExprNode& e, plan::Node& n, const Shape& D,
+                      std::source_location where) {
+  if (e.axis < 0 || e.axis >= e.shape.rank()) {
+    raise(ErrorKind::kInvalidArgument, "iota", where,
+          fmt::format("dimension {} is outside 0..{} for an iota of shape {}", e.axis,
+                      e.shape.rank() - 1, shape_str(e.shape)));
+  }
+  broadcast_strides(e.shape, nullptr, D, where, "an iota/arange");
   const int R = D.rank();
-  const int item = itemsize(dst.dtype);
+  n.stride = SmallVec(R, 0);
+  const int d = R - e.shape.rank() + e.axis;
+  if (e.shape[e.axis] == D[d] && D[d] != 1) n.stride[d] = 1;
+}
 
-  // Broadcast every leaf into the destination's axes. The plan lives in per-thread storage
-  // that keeps its capacity, so a warm assignment allocates nothing.
-  thread_local plan::Plan p;
-  p.nodes.clear();
-  SmallVec dst_strides = dst.strides;
+/// Appends the plan node of every expression node, each leaf broadcast into the destination's
+/// axes; true when a load overlaps the destination (`dspan`) at a different position.
+inline bool plan_nodes(const std::vector<ExprNode>& nodes, const RawRef& dst, const Span& dspan,
+                       std::source_location where, plan::Plan& p) {
+  const Shape& D = dst.shape;
   bool overlap = false;
-  const auto dspan = span_of(dst.data, D, dst_strides, item);
   for (const ExprNode& e : nodes) {
     plan::Node& n = p.nodes.emplace_back();
     n.op = e.op;
@@ -349,57 +371,45 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
         n.stride = broadcast_strides(e.shape, &e.strides, D, where, "an operand ref");
         const auto s = span_of(e.data, D, n.stride, itemsize(e.dtype));
         if (ranges_overlap(s.first, s.second, dspan.first, dspan.second) &&
-            !(e.data == dst.data && n.stride == dst_strides && e.dtype == dst.dtype)) {
+            !(e.data == dst.data && n.stride == dst.strides && e.dtype == dst.dtype)) {
           overlap = true;
         }
         break;
       }
       case OpCode::kConst:
-        if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, where, "a full(...)");
-        if (n.flt) {
-          n.fval = static_cast<float>(e.fconst);
-          if (e.dtype == DType::kBFloat16) n.fval = static_cast<float>(bfloat16(n.fval));
-        } else {
-          int64_t v = e.iconst;
-          if (e.dtype == DType::kInt8) v = static_cast<int8_t>(v);
-          if (e.dtype == DType::kBool) v = v != 0;
-          n.ival = static_cast<int32_t>(v);
-        }
+        plan_const(e, n, D, where);
         break;
-      case OpCode::kIota: {
-        if (e.axis < 0 || e.axis >= e.shape.rank()) {
-          raise(ErrorKind::kInvalidArgument, "iota", where,
-                fmt::format("dimension {} is outside 0..{} for an iota of shape {}", e.axis,
-                            e.shape.rank() - 1, shape_str(e.shape)));
-        }
-        broadcast_strides(e.shape, nullptr, D, where, "an iota/arange");
-        n.stride = SmallVec(R, 0);
-        const int d = R - e.shape.rank() + e.axis;
-        if (e.shape[e.axis] == D[d] && D[d] != 1) n.stride[d] = 1;
+      case OpCode::kIota:
+        plan_iota(e, n, D, where);
         break;
-      }
       default:
         break;
     }
   }
+  return overlap;
+}
 
-  if (overlap) {
-    // The destination overlaps an operand at a different position: evaluate into a contiguous
-    // temporary first, then copy, so that no element is overwritten before it is read.
-    const size_t bytes = static_cast<size_t>(D.size() * item);
-    std::vector<std::byte> tmp(bytes + 64);
-    void* aligned = tmp.data();
-    size_t space = tmp.size();
-    std::align(64, bytes, aligned, space);
-    RawRef t{aligned, dst.dtype, MemorySpace::VMEM, D, row_major_strides(D)};
-    evaluate_flat(nodes, where, t);
-    dma_copy(t, dst, "assignment to a Ref", where);
-    return;
-  }
+/// Evaluates `nodes` into a contiguous temporary, then copies that to `dst`, so that no element
+/// of an operand that overlaps the destination at a different position is overwritten before
+/// it is read.
+void evaluate_through_temporary(const std::vector<ExprNode>& nodes, std::source_location where,
+                                const RawRef& dst) {
+  const Shape& D = dst.shape;
+  const size_t bytes = static_cast<size_t>(D.size() * itemsize(dst.dtype));
+  std::vector<std::byte> tmp(bytes + 64);
+  void* aligned = tmp.data();
+  size_t space = tmp.size();
+  std::align(64, bytes, aligned, space);
+  RawRef t{aligned, dst.dtype, MemorySpace::VMEM, D, row_major_strides(D)};
+  evaluate_flat(nodes, where, t);
+  dma_copy(t, dst, "assignment to a Ref", where);
+}
 
-  // Coalesce axes: drop unit axes, and merge an axis into the group outside it when every stride
-  // vector (destination, loads, iota coefficients) is contiguous across the pair: the outer
-  // stride equals the inner stride times the inner extent.
+/// Coalesces the axes of `D` into `p.extent`, with `dst_strides` and the strides of the plan's
+/// loads and iotas to match: drops unit axes, and merges an axis into the group outside it when
+/// every stride vector (destination, loads, iota coefficients) is contiguous across the pair:
+/// the outer stride equals the inner stride times the inner extent.
+inline void coalesce_axes(const Shape& D, SmallVec& dst_strides, plan::Plan& p) {
   auto for_each_row = [&](auto&& fn) {
     fn(dst_strides);
     for (auto& n : p.nodes) {
@@ -409,7 +419,7 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
   SmallVec ext;
   int groups = 0;      // coalesced axes so far
   int last_kept = -1;  // original axis of the innermost member of the last group
-  for (int d = 0; d < R; ++d) {
+  for (int d = 0; d < D.rank(); ++d) {
     if (D[d] == 1) continue;
     bool merge = groups > 0;
     if (merge) {
@@ -435,11 +445,11 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
   }
   for_each_row([&](SmallVec& v) { v.resize(groups); });
   p.extent = std::move(ext);
-  p.dst = static_cast<std::byte*>(dst.data);
-  p.dst_dtype = dst.dtype;
-  p.dst_stride = std::move(dst_strides);
-  // A running pipeline step may ask for streaming stores into this destination (an output block
-  // written once in place) and for its next blocks to be prefetched as tiles are stored.
+}
+
+/// A running pipeline step may ask for streaming stores into this destination (an output block
+/// written once in place) and for its next blocks to be prefetched as tiles are stored.
+inline void apply_step_hints(const Span& dspan, plan::Plan& p) {
   p.stream = false;
   p.prefetch = nullptr;
   if (StepHints* h = step_hints(); h != nullptr) {
@@ -451,14 +461,42 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
     }
     if (h->prefetch.active()) p.prefetch = &h->prefetch;
   }
+}
 
-  // One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);
-  // the 16 spare floats cover the alignment shift. The buffers are reused across calls.
-  const size_t need = p.nodes.size() * static_cast<size_t>(plan::kTile) + 16;
+/// One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);
+/// the 16 spare floats cover the alignment shift. The buffers are reused across calls.
+inline float* lane_buffers(size_t nodes) {
+  const size_t need = nodes * static_cast<size_t>(plan::kTile) + 16;
   if (t_lanes.size() < need) t_lanes.resize(need);
   float* lanes = t_lanes.data();
   lanes += ((64 - reinterpret_cast<uintptr_t>(lanes) % 64) % 64) / sizeof(float);
-  run_plan(p, lanes);
+  return lanes;
+}
+
+}  // namespace
+
+void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
+                   const RawRef& dst) {
+  if (nodes.empty()) return;
+  const Shape& D = dst.shape;
+  if (D.size() == 0) return;
+
+  // Broadcast every leaf into the destination's axes. The plan lives in per-thread storage
+  // that keeps its capacity, so a warm assignment allocates nothing.
+  thread_local plan::Plan p;
+  p.nodes.clear();
+  const Span dspan = span_of(dst.data, D, dst.strides, itemsize(dst.dtype));
+  if (plan_nodes(nodes, dst, dspan, where, p)) {
+    evaluate_through_temporary(nodes, where, dst);
+    return;
+  }
+  SmallVec dst_strides = dst.strides;
+  coalesce_axes(D, dst_strides, p);
+  p.dst = static_cast<std::byte*>(dst.data);
+  p.dst_dtype = dst.dtype;
+  p.dst_stride = std::move(dst_strides);
+  apply_step_hints(dspan, p);
+  run_plan(p, lane_buffers(p.nodes.size()));
 }
 
 void evaluate(const ExprProgram& prog, const RawRef& dst) {
