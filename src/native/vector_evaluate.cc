@@ -142,44 +142,32 @@ bool is_row_major(const Shape& s, const SmallVec& strides) {
   return true;
 }
 
-/// Computes non-elementwise node `node` from its (already lowered) operand program `sub` and
-/// returns the load node (and maybe a conversion) that replaces it.
-void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& temps,
-                std::vector<ExprNode>& out) {
-  const Shape& in_shape = node.shape;
+/// A transpose or a contiguous reshape of a plain load is a view, with no temporary: appends
+/// the viewed load to `out` and returns true; false when `node` has to be computed.
+bool lower_as_view(const ExprNode& node, const std::vector<ExprNode>& sub,
+                   std::vector<ExprNode>& out) {
   const Shape& out_shape = node.out_shape;
-  const DType in_dtype = sub.back().dtype;
-
-  // A transpose or a contiguous reshape of a plain load is a view: no temporary.
-  if (sub.size() == 1 && sub[0].op == OpCode::kLoad &&
-      (node.op == OpCode::kTranspose ||
-       (node.op == OpCode::kReshape && is_row_major(sub[0].shape, sub[0].strides)))) {
-    ExprNode v = sub[0];
-    if (node.op == OpCode::kTranspose) {
-      SmallVec st(out_shape.rank(), 0);
-      for (int i = 0; i < out_shape.rank(); ++i)
-        st[i] = v.strides[static_cast<int>(node.strides[i])];
-      v.strides = std::move(st);
-    } else {
-      v.strides = row_major_strides(out_shape);
-    }
-    v.shape = out_shape;
-    out.push_back(std::move(v));
-    return;
+  const bool view = sub.size() == 1 && sub[0].op == OpCode::kLoad &&
+                    (node.op == OpCode::kTranspose ||
+                     (node.op == OpCode::kReshape && is_row_major(sub[0].shape, sub[0].strides)));
+  if (!view) return false;
+  ExprNode v = sub[0];
+  if (node.op == OpCode::kTranspose) {
+    SmallVec st(out_shape.rank(), 0);
+    for (int i = 0; i < out_shape.rank(); ++i) st[i] = v.strides[static_cast<int>(node.strides[i])];
+    v.strides = std::move(st);
+  } else {
+    v.strides = row_major_strides(out_shape);
   }
+  v.shape = out_shape;
+  out.push_back(std::move(v));
+  return true;
+}
 
-  // The operand, in 32-bit lanes, into temporary 1 (above the result's temporary 2, so that it
-  // can be released as soon as the result is computed).
-  const DType lane = lanes_dtype(in_dtype);
-  const bool arg = node.op == OpCode::kArgMax || node.op == OpCode::kArgMin;
-  const DType res_lane = arg ? DType::kInt32 : lanes_dtype(node.dtype);
-  const bool in_place = node.op == OpCode::kReshape;  // same bytes, new shape
-  void* result = nullptr;
-  if (!in_place) {
-    result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
-  }
-  const Temporaries::Mark mark = temps.mark();
-  void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
+/// Evaluates the operand program `sub` of `node` into `operand`, converted to 32-bit lanes of
+/// dtype `lane`, contiguous in the operand's shape.
+void evaluate_operand(const ExprNode& node, std::vector<ExprNode> sub, DType lane, void* operand) {
+  const Shape& in_shape = node.shape;
   if (sub.back().dtype != lane) {
     ExprNode c;
     c.op = OpCode::kConvert;
@@ -189,42 +177,50 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
   }
   evaluate_flat(sub, node.where,
                 RawRef{operand, lane, MemorySpace::VMEM, in_shape, row_major_strides(in_shape)});
+}
 
-  SmallVec load_strides = row_major_strides(out_shape);
+/// A roll of contiguous 32-bit lanes along `node.axis` by `node.iconst`.
+void roll_lanes(const ExprNode& node, const void* operand, void* result) {
+  const Shape& in_shape = node.shape;
+  const int ax = node.axis;
+  int64_t outer = 1;
+  int64_t inner = 1;
+  for (int i = 0; i < ax; ++i) outer *= in_shape[i];
+  for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
+  const int64_t n = in_shape[ax];
+  const int64_t s = node.iconst;  // 0 <= s < n
+  const auto* src = static_cast<const std::byte*>(operand);
+  auto* dst = static_cast<std::byte*>(result);
+  const int64_t row = n * inner * 4;
+  for (int64_t o = 0; o < outer; ++o) {
+    // out[s:] = in[:n-s], out[:s] = in[n-s:]
+    std::memcpy(dst + o * row + s * inner * 4, src + o * row,
+                static_cast<size_t>((n - s) * inner * 4));
+    std::memcpy(dst + o * row, src + o * row + (n - s) * inner * 4,
+                static_cast<size_t>(s * inner * 4));
+  }
+}
+
+/// Computes a transpose, roll or reduction `node` from its operand's lanes (dtype `lane`) into
+/// `result`, laid out with `result_strides`.
+void compute_node(const ExprNode& node, DType lane, void* operand, void* result,
+                  const SmallVec& result_strides) {
+  const Shape& in_shape = node.shape;
+  const Shape& out_shape = node.out_shape;
   switch (node.op) {
-    case OpCode::kReshape:
-      result = operand;
-      break;
     case OpCode::kTranspose: {
       // A strided copy through the DMA engine: dst[i...] = src[perm(i)...].
       SmallVec in_st = row_major_strides(in_shape);
       SmallVec st(out_shape.rank(), 0);
       for (int i = 0; i < out_shape.rank(); ++i) st[i] = in_st[static_cast<int>(node.strides[i])];
       dma_copy(RawRef{operand, lane, MemorySpace::VMEM, out_shape, st},
-               RawRef{result, lane, MemorySpace::VMEM, out_shape, load_strides}, op_call(node.op),
+               RawRef{result, lane, MemorySpace::VMEM, out_shape, result_strides}, op_call(node.op),
                node.where);
       break;
     }
-    case OpCode::kRoll: {
-      const int ax = node.axis;
-      int64_t outer = 1;
-      int64_t inner = 1;
-      for (int i = 0; i < ax; ++i) outer *= in_shape[i];
-      for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
-      const int64_t n = in_shape[ax];
-      const int64_t s = node.iconst;  // 0 <= s < n
-      const auto* src = static_cast<const std::byte*>(operand);
-      auto* dst = static_cast<std::byte*>(result);
-      const int64_t row = n * inner * 4;
-      for (int64_t o = 0; o < outer; ++o) {
-        // out[s:] = in[:n-s], out[:s] = in[n-s:]
-        std::memcpy(dst + o * row + s * inner * 4, src + o * row,
-                    static_cast<size_t>((n - s) * inner * 4));
-        std::memcpy(dst + o * row, src + o * row + (n - s) * inner * 4,
-                    static_cast<size_t>(s * inner * 4));
-      }
+    case OpCode::kRoll:
+      roll_lanes(node, operand, result);
       break;
-    }
     default: {
       SmallVec ext;
       SmallVec red;
@@ -236,15 +232,19 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
       break;
     }
   }
-  if (!in_place) temps.release(mark);
+}
 
+/// Appends the load of `node`'s computed value (lanes of dtype `lane` at `data`), and a
+/// conversion back to the node's dtype where the lanes' dtype differs.
+void append_computed_load(const ExprNode& node, DType lane, void* data, SmallVec strides,
+                          std::vector<ExprNode>& out) {
   ExprNode ld;
   ld.op = OpCode::kLoad;
-  ld.dtype = in_place ? lane : res_lane;
-  ld.data = result;
+  ld.dtype = lane;
+  ld.data = data;
   ld.space = MemorySpace::VMEM;
-  ld.shape = out_shape;
-  ld.strides = std::move(load_strides);
+  ld.shape = node.out_shape;
+  ld.strides = std::move(strides);
   out.push_back(std::move(ld));
   if (out.back().dtype != node.dtype) {
     ExprNode c;
@@ -253,6 +253,38 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
     c.a = static_cast<int>(out.size()) - 1;
     out.push_back(std::move(c));
   }
+}
+
+/// Computes non-elementwise node `node` from its (already lowered) operand program `sub` and
+/// returns the load node (and maybe a conversion) that replaces it.
+void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& temps,
+                std::vector<ExprNode>& out) {
+  if (lower_as_view(node, sub, out)) return;
+  const Shape& in_shape = node.shape;
+  const Shape& out_shape = node.out_shape;
+
+  // The operand, in 32-bit lanes, into temporary 1 (above the result's temporary 2, so that it
+  // can be released as soon as the result is computed).
+  const DType lane = lanes_dtype(sub.back().dtype);
+  const bool arg = node.op == OpCode::kArgMax || node.op == OpCode::kArgMin;
+  const DType res_lane = arg ? DType::kInt32 : lanes_dtype(node.dtype);
+  const bool in_place = node.op == OpCode::kReshape;  // same bytes, new shape
+  void* result = nullptr;
+  if (!in_place) {
+    result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
+  }
+  const Temporaries::Mark mark = temps.mark();
+  void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
+  evaluate_operand(node, std::move(sub), lane, operand);
+
+  SmallVec load_strides = row_major_strides(out_shape);
+  if (in_place) {
+    result = operand;
+  } else {
+    compute_node(node, lane, operand, result, load_strides);
+    temps.release(mark);
+  }
+  append_computed_load(node, in_place ? lane : res_lane, result, std::move(load_strides), out);
 }
 
 /// Replaces every non-elementwise node of `nodes` by a load of its computed temporary.
@@ -285,23 +317,45 @@ std::vector<ExprNode> lower(const std::vector<ExprNode>& nodes, Temporaries& tem
   return out;
 }
 
-}  // namespace
+using Span = std::pair<const std::byte*, int64_t>;  // [first byte, byte length]
 
-void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
-                   const RawRef& dst) {
-  if (nodes.empty()) return;
-  const Shape& D = dst.shape;
-  if (D.size() == 0) return;
+/// A constant's value in its node's lanes, rounded to its dtype.
+inline void plan_const(const ExprNode& e, plan::Node& n, const Shape& D,
+                       std::source_location where) {
+  if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, where, "a full(...)");
+  if (n.flt) {
+    n.fval = static_cast<float>(e.fconst);
+    if (e.dtype == DType::kBFloat16) n.fval = static_cast<float>(bfloat16(n.fval));
+  } else {
+    int64_t v = e.iconst;
+    if (e.dtype == DType::kInt8) v = static_cast<int8_t>(v);
+    if (e.dtype == DType::kBool) v = v != 0;
+    n.ival = static_cast<int32_t>(v);
+  }
+}
+
+/// An iota's per-axis coefficients in the destination's axes: 1 along its dimension where that
+/// is not broadcast, else 0.
+inline void plan_iota(const ExprNode& e, plan::Node& n, const Shape& D,
+                      std::source_location where) {
+  if (e.axis < 0 || e.axis >= e.shape.rank()) {
+    raise(ErrorKind::kInvalidArgument, "iota", where,
+          fmt::format("dimension {} is outside 0..{} for an iota of shape {}", e.axis,
+                      e.shape.rank() - 1, shape_str(e.shape)));
+  }
+  broadcast_strides(e.shape, nullptr, D, where, "an iota/arange");
   const int R = D.rank();
-  const int item = itemsize(dst.dtype);
+  n.stride = SmallVec(R, 0);
+  const int d = R - e.shape.rank() + e.axis;
+  if (e.shape[e.axis] == D[d] && D[d] != 1) n.stride[d] = 1;
+}
 
-  // Broadcast every leaf into the destination's axes. The plan lives in per-thread storage
-  // that keeps its capacity, so a warm assignment allocates nothing.
-  thread_local plan::Plan p;
-  p.nodes.clear();
-  SmallVec dst_strides = dst.strides;
+/// Appends the plan node of every expression node, each leaf broadcast into the destination's
+/// axes; true when a load overlaps the destination (`dspan`) at a different position.
+inline bool plan_nodes(const std::vector<ExprNode>& nodes, const RawRef& dst, const Span& dspan,
+                       std::source_location where, plan::Plan& p) {
+  const Shape& D = dst.shape;
   bool overlap = false;
-  const auto dspan = span_of(dst.data, D, dst_strides, item);
   for (const ExprNode& e : nodes) {
     plan::Node& n = p.nodes.emplace_back();
     n.op = e.op;
@@ -317,57 +371,45 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
         n.stride = broadcast_strides(e.shape, &e.strides, D, where, "an operand ref");
         const auto s = span_of(e.data, D, n.stride, itemsize(e.dtype));
         if (ranges_overlap(s.first, s.second, dspan.first, dspan.second) &&
-            !(e.data == dst.data && n.stride == dst_strides && e.dtype == dst.dtype)) {
+            !(e.data == dst.data && n.stride == dst.strides && e.dtype == dst.dtype)) {
           overlap = true;
         }
         break;
       }
       case OpCode::kConst:
-        if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, where, "a full(...)");
-        if (n.flt) {
-          n.fval = static_cast<float>(e.fconst);
-          if (e.dtype == DType::kBFloat16) n.fval = static_cast<float>(bfloat16(n.fval));
-        } else {
-          int64_t v = e.iconst;
-          if (e.dtype == DType::kInt8) v = static_cast<int8_t>(v);
-          if (e.dtype == DType::kBool) v = v != 0;
-          n.ival = static_cast<int32_t>(v);
-        }
+        plan_const(e, n, D, where);
         break;
-      case OpCode::kIota: {
-        if (e.axis < 0 || e.axis >= e.shape.rank()) {
-          raise(ErrorKind::kInvalidArgument, "iota", where,
-                fmt::format("dimension {} is outside 0..{} for an iota of shape {}", e.axis,
-                            e.shape.rank() - 1, shape_str(e.shape)));
-        }
-        broadcast_strides(e.shape, nullptr, D, where, "an iota/arange");
-        n.stride = SmallVec(R, 0);
-        const int d = R - e.shape.rank() + e.axis;
-        if (e.shape[e.axis] == D[d] && D[d] != 1) n.stride[d] = 1;
+      case OpCode::kIota:
+        plan_iota(e, n, D, where);
         break;
-      }
       default:
         break;
     }
   }
+  return overlap;
+}
 
-  if (overlap) {
-    // The destination overlaps an operand at a different position: evaluate into a contiguous
-    // temporary first, then copy, so that no element is overwritten before it is read.
-    const size_t bytes = static_cast<size_t>(D.size() * item);
-    std::vector<std::byte> tmp(bytes + 64);
-    void* aligned = tmp.data();
-    size_t space = tmp.size();
-    std::align(64, bytes, aligned, space);
-    RawRef t{aligned, dst.dtype, MemorySpace::VMEM, D, row_major_strides(D)};
-    evaluate_flat(nodes, where, t);
-    dma_copy(t, dst, "assignment to a Ref", where);
-    return;
-  }
+/// Evaluates `nodes` into a contiguous temporary, then copies that to `dst`, so that no element
+/// of an operand that overlaps the destination at a different position is overwritten before
+/// it is read.
+void evaluate_through_temporary(const std::vector<ExprNode>& nodes, std::source_location where,
+                                const RawRef& dst) {
+  const Shape& D = dst.shape;
+  const size_t bytes = static_cast<size_t>(D.size() * itemsize(dst.dtype));
+  std::vector<std::byte> tmp(bytes + 64);
+  void* aligned = tmp.data();
+  size_t space = tmp.size();
+  std::align(64, bytes, aligned, space);
+  RawRef t{aligned, dst.dtype, MemorySpace::VMEM, D, row_major_strides(D)};
+  evaluate_flat(nodes, where, t);
+  dma_copy(t, dst, "assignment to a Ref", where);
+}
 
-  // Coalesce axes: drop unit axes, and merge an axis into the group outside it when every stride
-  // vector (destination, loads, iota coefficients) is contiguous across the pair: the outer
-  // stride equals the inner stride times the inner extent.
+/// Coalesces the axes of `D` into `p.extent`, with `dst_strides` and the strides of the plan's
+/// loads and iotas to match: drops unit axes, and merges an axis into the group outside it when
+/// every stride vector (destination, loads, iota coefficients) is contiguous across the pair:
+/// the outer stride equals the inner stride times the inner extent.
+inline void coalesce_axes(const Shape& D, SmallVec& dst_strides, plan::Plan& p) {
   auto for_each_row = [&](auto&& fn) {
     fn(dst_strides);
     for (auto& n : p.nodes) {
@@ -377,7 +419,7 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
   SmallVec ext;
   int groups = 0;      // coalesced axes so far
   int last_kept = -1;  // original axis of the innermost member of the last group
-  for (int d = 0; d < R; ++d) {
+  for (int d = 0; d < D.rank(); ++d) {
     if (D[d] == 1) continue;
     bool merge = groups > 0;
     if (merge) {
@@ -403,11 +445,11 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
   }
   for_each_row([&](SmallVec& v) { v.resize(groups); });
   p.extent = std::move(ext);
-  p.dst = static_cast<std::byte*>(dst.data);
-  p.dst_dtype = dst.dtype;
-  p.dst_stride = std::move(dst_strides);
-  // A running pipeline step may ask for streaming stores into this destination (an output block
-  // written once in place) and for its next blocks to be prefetched as tiles are stored.
+}
+
+/// A running pipeline step may ask for streaming stores into this destination (an output block
+/// written once in place) and for its next blocks to be prefetched as tiles are stored.
+inline void apply_step_hints(const Span& dspan, plan::Plan& p) {
   p.stream = false;
   p.prefetch = nullptr;
   if (StepHints* h = step_hints(); h != nullptr) {
@@ -419,14 +461,42 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
     }
     if (h->prefetch.active()) p.prefetch = &h->prefetch;
   }
+}
 
-  // One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);
-  // the 16 spare floats cover the alignment shift. The buffers are reused across calls.
-  const size_t need = p.nodes.size() * static_cast<size_t>(plan::kTile) + 16;
+/// One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);
+/// the 16 spare floats cover the alignment shift. The buffers are reused across calls.
+inline float* lane_buffers(size_t nodes) {
+  const size_t need = nodes * static_cast<size_t>(plan::kTile) + 16;
   if (t_lanes.size() < need) t_lanes.resize(need);
   float* lanes = t_lanes.data();
   lanes += ((64 - reinterpret_cast<uintptr_t>(lanes) % 64) % 64) / sizeof(float);
-  run_plan(p, lanes);
+  return lanes;
+}
+
+}  // namespace
+
+void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
+                   const RawRef& dst) {
+  if (nodes.empty()) return;
+  const Shape& D = dst.shape;
+  if (D.size() == 0) return;
+
+  // Broadcast every leaf into the destination's axes. The plan lives in per-thread storage
+  // that keeps its capacity, so a warm assignment allocates nothing.
+  thread_local plan::Plan p;
+  p.nodes.clear();
+  const Span dspan = span_of(dst.data, D, dst.strides, itemsize(dst.dtype));
+  if (plan_nodes(nodes, dst, dspan, where, p)) {
+    evaluate_through_temporary(nodes, where, dst);
+    return;
+  }
+  SmallVec dst_strides = dst.strides;
+  coalesce_axes(D, dst_strides, p);
+  p.dst = static_cast<std::byte*>(dst.data);
+  p.dst_dtype = dst.dtype;
+  p.dst_stride = std::move(dst_strides);
+  apply_step_hints(dspan, p);
+  run_plan(p, lane_buffers(p.nodes.size()));
 }
 
 void evaluate(const ExprProgram& prog, const RawRef& dst) {

@@ -33,196 +33,13 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "native/vector_lanes-inl.h"
 #include "native/vector_ops-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using plan::kTile;
-
-// ---- loads: storage -> 32-bit lanes --------------------------------------------------------
-template <class DF>
-void load_f(DF df, DType dt, const std::byte* p, int64_t stride, int64_t len, float* out) {
-  const hn::RebindToUnsigned<DF> du;
-  const hn::Rebind<uint16_t, DF> d16;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  int64_t j = 0;
-  if (stride == 0) {
-    float v = 0;
-    if (dt == DType::kFloat32)
-      std::memcpy(&v, p, 4);
-    else {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      v = static_cast<float>(bfloat16::from_bits(h));
-    }
-    const auto s = hn::Set(df, v);
-    for (; j < len; j += N) hn::Store(s, df, out + j);
-    return;
-  }
-  if (stride == 1) {
-    if (dt == DType::kFloat32) {
-      const float* f = reinterpret_cast<const float*>(p);
-      for (; j + N <= len; j += N) hn::Store(hn::LoadU(df, f + j), df, out + j);
-    } else {
-      const auto* h = reinterpret_cast<const uint16_t*>(p);
-      for (; j + N <= len; j += N) {
-        const auto wide = hn::PromoteTo(du, hn::LoadU(d16, h + j));
-        hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(wide)), df, out + j);
-      }
-    }
-  }
-  const int64_t isz = dt == DType::kFloat32 ? 4 : 2;
-  for (; j < len; ++j) {
-    const std::byte* q = p + j * stride * isz;
-    if (dt == DType::kFloat32) {
-      std::memcpy(out + j, q, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, q, 2);
-      out[j] = static_cast<float>(bfloat16::from_bits(h));
-    }
-  }
-}
-
-template <class DI>
-void load_i(DI di, DType dt, const std::byte* p, int64_t stride, int64_t len, int32_t* out) {
-  const hn::Rebind<int8_t, DI> d8;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
-  auto scalar = [&](const std::byte* q) -> int32_t {
-    if (dt == DType::kInt32) {
-      int32_t v;
-      std::memcpy(&v, q, 4);
-      return v;
-    }
-    int8_t v;
-    std::memcpy(&v, q, 1);
-    return dt == DType::kBool ? (v != 0 ? 1 : 0) : v;
-  };
-  int64_t j = 0;
-  if (stride == 0) {
-    const auto s = hn::Set(di, scalar(p));
-    for (; j < len; j += N) hn::Store(s, di, out + j);
-    return;
-  }
-  if (stride == 1) {
-    if (dt == DType::kInt32) {
-      const auto* q = reinterpret_cast<const int32_t*>(p);
-      for (; j + N <= len; j += N) hn::Store(hn::LoadU(di, q + j), di, out + j);
-    } else {
-      // int8 sign-extends; bool bytes are 0 or 1, so the same widening is exact.
-      const auto* q = reinterpret_cast<const int8_t*>(p);
-      for (; j + N <= len; j += N) hn::Store(hn::PromoteTo(di, hn::LoadU(d8, q + j)), di, out + j);
-    }
-  }
-  const int64_t isz = dt == DType::kInt32 ? 4 : 1;
-  for (; j < len; ++j) out[j] = scalar(p + j * stride * isz);
-}
-
-// ---- stores: 32-bit lanes -> storage -----------------------------------------------------------
-// `stream`: non-temporal stores where the destination is vector-aligned (pipeline outputs
-// written once in place, see runtime/pipeline.cc).
-template <class DF>
-void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int64_t len,
-             bool stream) {
-  const hn::RebindToSigned<DF> di;
-  const hn::RebindToUnsigned<DF> du;
-  const hn::Rebind<uint16_t, DF> d16;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  int64_t j = 0;
-  if (stride == 1) {
-    if (dt == DType::kFloat32) {
-      float* f = reinterpret_cast<float*>(p);
-      if (stream && reinterpret_cast<uintptr_t>(f) % (N * sizeof(float)) == 0) {
-        for (; j + N <= len; j += N) hn::Stream(hn::Load(df, in + j), df, f + j);
-      }
-      for (; j + N <= len; j += N) hn::StoreU(hn::Load(df, in + j), df, f + j);
-    } else {
-      // Values are already rounded to bfloat16 by their node, so the low 16 bits are zero
-      // (NaNs keep their quiet bit in the upper half): a shift is the conversion.
-      auto* h = reinterpret_cast<uint16_t*>(p);
-      for (; j + N <= len; j += N) {
-        const auto bits = hn::ShiftRight<16>(hn::BitCast(du, hn::Load(df, in + j)));
-        hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, h + j);
-      }
-    }
-  }
-  const int64_t isz = dt == DType::kFloat32 ? 4 : 2;
-  for (; j < len; ++j) {
-    std::byte* q = p + j * stride * isz;
-    if (dt == DType::kFloat32) {
-      std::memcpy(q, in + j, 4);
-    } else {
-      const uint16_t h = bfloat16(in[j]).bits;
-      std::memcpy(q, &h, 2);
-    }
-  }
-}
-
-template <class DI>
-void store_i(DI di, DType dt, const int32_t* in, std::byte* p, int64_t stride, int64_t len,
-             bool stream) {
-  const hn::Rebind<int8_t, DI> d8;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
-  int64_t j = 0;
-  if (stride == 1) {
-    if (dt == DType::kInt32) {
-      auto* q = reinterpret_cast<int32_t*>(p);
-      if (stream && reinterpret_cast<uintptr_t>(q) % (N * sizeof(int32_t)) == 0) {
-        for (; j + N <= len; j += N) hn::Stream(hn::Load(di, in + j), di, q + j);
-      }
-      for (; j + N <= len; j += N) hn::StoreU(hn::Load(di, in + j), di, q + j);
-    } else {
-      // Lanes already hold int8-range (wrapped) or 0/1 values, so saturation never triggers.
-      auto* q = reinterpret_cast<int8_t*>(p);
-      for (; j + N <= len; j += N) hn::StoreU(hn::DemoteTo(d8, hn::Load(di, in + j)), d8, q + j);
-    }
-  }
-  const int64_t isz = dt == DType::kInt32 ? 4 : 1;
-  for (; j < len; ++j) {
-    std::byte* q = p + j * stride * isz;
-    if (dt == DType::kInt32) {
-      std::memcpy(q, in + j, 4);
-    } else {
-      const auto v = static_cast<int8_t>(in[j]);
-      std::memcpy(q, &v, 1);
-    }
-  }
-}
-
-// ---- per-node rounding -------------------------------------------------------------------------
-template <class DF>
-void round_bf16(DF df, float* x, int64_t padded) {
-  const hn::RebindToUnsigned<DF> du;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto bias = hn::Set(du, 0x7fffu);
-  const auto one = hn::Set(du, 1u);
-  const auto hi = hn::Set(du, 0xffff0000u);
-  const auto quiet = hn::Set(du, 0x00400000u);
-  for (int64_t j = 0; j < padded; j += N) {
-    const auto v = hn::Load(df, x + j);
-    const auto u = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), one);
-    const auto r = hn::And(hn::Add(u, hn::Add(bias, lsb)), hi);
-    const auto nan = hn::BitCast(df, hn::And(hn::Or(u, quiet), hi));
-    hn::Store(hn::IfThenElse(hn::IsNaN(v), nan, hn::BitCast(df, r)), df, x + j);
-  }
-}
-
-template <class DI>
-void round_int(DI di, DType dt, int32_t* x, int64_t padded) {
-  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
-  if (dt == DType::kInt8) {
-    for (int64_t j = 0; j < padded; j += N) {
-      hn::Store(hn::ShiftRight<24>(hn::ShiftLeft<24>(hn::Load(di, x + j))), di, x + j);
-    }
-  } else if (dt == DType::kBool) {
-    const auto one = hn::Set(di, 1);
-    for (int64_t j = 0; j < padded; j += N) {
-      hn::Store(hn::IfThenElseZero(hn::Ne(hn::Load(di, x + j), hn::Zero(di)), one), di, x + j);
-    }
-  }
-}
 
 // ---- fused fast path ---------------------------------------------------------------------------
 // The commonest programs — a float32 copy, or one float32 binary op of two operands that are
@@ -398,6 +215,233 @@ bool EvaluateFused(const plan::Plan& p) {
 }
 
 // ---- the evaluator -----------------------------------------------------------------------------
+// The helpers below are HWY_INLINE: EvaluatePlan runs them per node per tile, and inlined they
+// compile to the single loop nest they were written as.
+
+// Node k's tile buffer, as float lanes or as int32 lanes.
+HWY_INLINE float* fbuf(float* lanes, size_t k) { return lanes + k * static_cast<size_t>(kTile); }
+HWY_INLINE int32_t* ibuf(float* lanes, size_t k) {
+  return reinterpret_cast<int32_t*>(lanes + k * static_cast<size_t>(kTile));
+}
+
+// One tile: `nrow` rows of `len` elements from element j0 of the innermost axis; each node's
+// buffer holds `padded` lanes of it (the rows back to back, rounded up to whole vectors).
+struct Tile {
+  int64_t j0;
+  int64_t len;
+  int64_t nrow;
+  int64_t padded;
+};
+
+// The element offset of the tile's first element at index `idx` of the outer axes, for
+// per-axis strides `stride` (an operand's, an iota's coefficients or the destination's).
+HWY_INLINE int64_t tile_offset(const SmallVec& stride, const SmallVec& idx, int nd, int64_t j0) {
+  int64_t off = j0 * stride[nd - 1];
+  for (int d = 0; d < nd - 1; ++d) off += idx[d] * stride[d];
+  return off;
+}
+
+// Constants never change: fills their buffers once, `fill` lanes each.
+template <class DF>
+HWY_INLINE void fill_constants(DF df, const plan::Plan& p, float* lanes, int64_t fill) {
+  const hn::RebindToSigned<DF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  for (size_t k = 0; k < p.nodes.size(); ++k) {
+    const plan::Node& n = p.nodes[k];
+    if (n.op != OpCode::kConst) continue;
+    if (n.flt) {
+      for (int64_t j = 0; j < fill; j += N) hn::Store(hn::Set(df, n.fval), df, fbuf(lanes, k) + j);
+    } else {
+      for (int64_t j = 0; j < fill; j += N) hn::Store(hn::Set(di, n.ival), di, ibuf(lanes, k) + j);
+    }
+  }
+}
+
+// Loads node k's tile from its ref, row by row.
+template <class DF>
+HWY_INLINE void load_tile(DF df, const plan::Plan& p, const plan::Node& n, size_t k, int nd,
+                          const SmallVec& idx, const Tile& t, bool prefetch_rows, float* lanes) {
+  const hn::RebindToSigned<DF> di;
+  const int64_t item = itemsize(n.dtype);
+  const std::byte* base = n.data + tile_offset(n.stride, idx, nd, t.j0) * item;
+  const int64_t s = n.stride[nd - 1];
+  const int64_t row_step = nd >= 2 ? n.stride[nd - 2] * item : 0;
+  // A row of a strided view (a block read in place) is a short run far from the previous one,
+  // which the hardware prefetchers barely follow: ask for the next tile's rows while these are
+  // read.
+  if (prefetch_rows && s == 1) {
+    const int64_t ahead = std::min(t.nrow, p.extent[nd - 2] - idx[nd - 2] - t.nrow);
+    for (int64_t r = 0; r < ahead; ++r) {
+      const std::byte* row = base + (t.nrow + r) * row_step;
+      for (int64_t b = 0; b < t.len * item; b += 64) hwy::Prefetch(row + b);
+    }
+  }
+  for (int64_t r = 0; r < t.nrow; ++r) {
+    if (n.flt)
+      load_f(df, n.dtype, base + r * row_step, s, t.len, fbuf(lanes, k) + r * t.len);
+    else
+      load_i(di, n.dtype, base + r * row_step, s, t.len, ibuf(lanes, k) + r * t.len);
+  }
+}
+
+// Iota node k's tile; `iota_f` and `iota_i` hold the lane indices 0..N-1.
+template <class DF, class VF, class VI>
+HWY_INLINE void iota_tile(DF df, const plan::Node& n, size_t k, int nd, const SmallVec& idx,
+                          const Tile& t, VF iota_f, VI iota_i, float* lanes) {
+  const hn::RebindToSigned<DF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t base = tile_offset(n.stride, idx, nd, t.j0);
+  const int64_t c = n.stride[nd - 1];
+  // value(j) = base + c * j, with the lane offset j = j0 + vector start + lane.
+  if (n.flt) {
+    const auto step = hn::Set(df, static_cast<float>(c));
+    const auto lanes_c = hn::Mul(iota_f, step);
+    for (int64_t j = 0; j < t.padded; j += N) {
+      const auto v = hn::Add(lanes_c, hn::Set(df, static_cast<float>(base + c * j)));
+      hn::Store(v, df, fbuf(lanes, k) + j);
+    }
+  } else {
+    const auto lanes_c = hn::Mul(iota_i, hn::Set(di, static_cast<int32_t>(c)));
+    for (int64_t j = 0; j < t.padded; j += N) {
+      const auto v = hn::Add(lanes_c, hn::Set(di, static_cast<int32_t>(base + c * j)));
+      hn::Store(v, di, ibuf(lanes, k) + j);
+    }
+  }
+}
+
+// Conversion node k's tile, from its operand's.
+template <class DF>
+HWY_INLINE void convert_tile(DF df, const plan::Plan& p, const plan::Node& n, size_t k,
+                             int64_t padded, float* lanes) {
+  const hn::RebindToSigned<DF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const plan::Node& src = p.nodes[static_cast<size_t>(n.a)];
+  const size_t a = static_cast<size_t>(n.a);
+  if (n.flt && src.flt) {
+    map1(df, fbuf(lanes, a), fbuf(lanes, k), padded, [](auto v) HWY_ATTR { return v; });
+  } else if (n.flt) {
+    for (int64_t j = 0; j < padded; j += N)
+      hn::Store(hn::ConvertTo(df, hn::Load(di, ibuf(lanes, a) + j)), df, fbuf(lanes, k) + j);
+  } else if (src.flt) {
+    // float -> bool is x != 0; float -> int truncates and saturates (int8 to its own range),
+    // NaN gives 0: XLA's conversion.
+    const bool to_bool = n.dtype == DType::kBool;
+    const bool to_i8 = n.dtype == DType::kInt8;
+    for (int64_t j = 0; j < padded; j += N) {
+      auto v = hn::Load(df, fbuf(lanes, a) + j);
+      hn::Vec<decltype(di)> r;
+      if (to_bool) {
+        r = hn::IfThenElseZero(hn::RebindMask(di, hn::Not(hn::Eq(v, hn::Zero(df)))),
+                               hn::Set(di, 1));
+      } else {
+        const auto nan = hn::RebindMask(di, hn::IsNaN(v));
+        if (to_i8) v = hn::Min(hn::Max(v, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
+        r = hn::IfThenZeroElse(nan, hn::ConvertTo(di, v));
+      }
+      hn::Store(r, di, ibuf(lanes, k) + j);
+    }
+  } else {
+    map1(di, ibuf(lanes, a), ibuf(lanes, k), padded, [](auto v) HWY_ATTR { return v; });
+  }
+}
+
+// Node k's tile for a comparison, a select, or a binary or unary op, from its operands'.
+template <class DF>
+HWY_INLINE void op_tile(DF df, const plan::Plan& p, const plan::Node& n, size_t k, int64_t padded,
+                        float* lanes) {
+  const hn::RebindToSigned<DF> di;
+  const size_t a = static_cast<size_t>(n.a);
+  switch (n.op) {
+    case OpCode::kEq:
+    case OpCode::kNe:
+    case OpCode::kLt:
+    case OpCode::kLe:
+    case OpCode::kGt:
+    case OpCode::kGe: {
+      const size_t b = static_cast<size_t>(n.b);
+      if (p.nodes[a].flt)
+        Compare(df, di, n.op, fbuf(lanes, a), fbuf(lanes, b), ibuf(lanes, k), padded);
+      else
+        Compare(di, di, n.op, ibuf(lanes, a), ibuf(lanes, b), ibuf(lanes, k), padded);
+      break;
+    }
+    case OpCode::kSelect: {
+      const size_t b = static_cast<size_t>(n.b);
+      const int32_t* c = ibuf(lanes, static_cast<size_t>(n.c));
+      if (n.flt)
+        Select(df, di, c, fbuf(lanes, a), fbuf(lanes, b), fbuf(lanes, k), padded);
+      else
+        Select(di, di, c, ibuf(lanes, a), ibuf(lanes, b), ibuf(lanes, k), padded);
+      break;
+    }
+    default:
+      if (n.b >= 0) {
+        const size_t b = static_cast<size_t>(n.b);
+        if (n.flt)
+          BinaryF(df, n.op, fbuf(lanes, a), fbuf(lanes, b), fbuf(lanes, k), padded);
+        else
+          BinaryI(di, n.op, n.dtype, ibuf(lanes, a), ibuf(lanes, b), ibuf(lanes, k), padded);
+      } else {
+        if (n.flt)
+          UnaryF(df, n.op, n.iconst, fbuf(lanes, a), fbuf(lanes, k), padded);
+        else
+          UnaryI(di, n.op, n.dtype, n.iconst, ibuf(lanes, a), ibuf(lanes, k), padded);
+      }
+      break;
+  }
+}
+
+// Node k's tile: loads read their ref, constants are already filled, and every other node is
+// computed from its operands and then rounded to its own dtype.
+template <class DF, class VF, class VI>
+HWY_INLINE void node_tile(DF df, const plan::Plan& p, size_t k, int nd, const SmallVec& idx,
+                          const Tile& t, bool prefetch_rows, VF iota_f, VI iota_i, float* lanes) {
+  const hn::RebindToSigned<DF> di;
+  const plan::Node& n = p.nodes[k];
+  switch (n.op) {
+    case OpCode::kConst:
+      return;
+    case OpCode::kLoad:
+      load_tile(df, p, n, k, nd, idx, t, prefetch_rows, lanes);
+      return;
+    case OpCode::kIota:
+      iota_tile(df, n, k, nd, idx, t, iota_f, iota_i, lanes);
+      break;
+    case OpCode::kConvert:
+      convert_tile(df, p, n, k, t.padded, lanes);
+      break;
+    default:
+      op_tile(df, p, n, k, t.padded, lanes);
+      break;
+  }
+  if (n.dtype == DType::kBFloat16)
+    round_bf16(df, fbuf(lanes, k), t.padded);
+  else if (!n.flt)
+    round_int(di, n.dtype, ibuf(lanes, k), t.padded);
+}
+
+// Stores the tile of node `last` (the result) into the destination, row by row.
+template <class DF>
+HWY_INLINE void store_tile(DF df, const plan::Plan& p, size_t last, int nd, const SmallVec& idx,
+                           const Tile& t, float* lanes) {
+  const hn::RebindToSigned<DF> di;
+  const int64_t item = itemsize(p.dst_dtype);
+  std::byte* dst = p.dst + tile_offset(p.dst_stride, idx, nd, t.j0) * item;
+  const int64_t s = p.dst_stride[nd - 1];
+  const int64_t row_step = nd >= 2 ? p.dst_stride[nd - 2] * item : 0;
+  for (int64_t r = 0; r < t.nrow; ++r) {
+    if (is_floating(p.dst_dtype))
+      store_f(df, p.dst_dtype, fbuf(lanes, last) + r * t.len, dst + r * row_step, s, t.len,
+              p.stream);
+    else
+      store_i(di, p.dst_dtype, ibuf(lanes, last) + r * t.len, dst + r * row_step, s, t.len,
+              p.stream);
+  }
+  if (p.prefetch != nullptr) drain_prefetch(*p.prefetch, t.nrow * t.len * item);
+}
+
+// Evaluates `p` into its destination: on the fused path where it applies, else tile by tile
+// through the per-node buffers at `lanes`.
 void EvaluatePlan(const plan::Plan& p, float* lanes) {
   if (EvaluateFused(p)) return;
   const hn::ScalableTag<float> df;
@@ -406,10 +450,6 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
   const int nd = p.extent.size();
   const int64_t inner = p.extent[nd - 1];
   const size_t nn = p.nodes.size();
-  auto fbuf = [&](size_t k) { return lanes + k * static_cast<size_t>(kTile); };
-  auto ibuf = [&](size_t k) {
-    return reinterpret_cast<int32_t*>(lanes + k * static_cast<size_t>(kTile));
-  };
 
   // Short rows (a block viewed in place: 128 elements a row, a large stride between rows) are
   // batched, several rows to a tile, so that the per-tile work of the interpreter is paid once
@@ -419,17 +459,8 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
   for (const plan::Node& n : p.nodes) has_iota = has_iota || n.op == OpCode::kIota;
   const int64_t max_rows =
       nd >= 2 && inner % N == 0 && 2 * inner <= kTile && !has_iota ? kTile / inner : 1;
-  // Constants never change: fill their buffers once, as far as a tile reaches.
-  const int64_t fill = max_rows > 1 ? kTile : (std::min(kTile, inner) + N - 1) / N * N;
-  for (size_t k = 0; k < nn; ++k) {
-    const plan::Node& n = p.nodes[k];
-    if (n.op != OpCode::kConst) continue;
-    if (n.flt) {
-      for (int64_t j = 0; j < fill; j += N) hn::Store(hn::Set(df, n.fval), df, fbuf(k) + j);
-    } else {
-      for (int64_t j = 0; j < fill; j += N) hn::Store(hn::Set(di, n.ival), di, ibuf(k) + j);
-    }
-  }
+  // Constants are filled as far as a tile reaches.
+  fill_constants(df, p, lanes, max_rows > 1 ? kTile : (std::min(kTile, inner) + N - 1) / N * N);
   // Lane indices 0..N-1, built once (Iota is not free on every target).
   const auto iota_f = hn::Iota(df, 0.0f);
   const auto iota_i = hn::Iota(di, 0);
@@ -440,151 +471,11 @@ void EvaluatePlan(const plan::Plan& p, float* lanes) {
     const int64_t nrow = max_rows > 1 ? std::min(max_rows, p.extent[nd - 2] - idx[nd - 2]) : 1;
     for (int64_t j0 = 0; j0 < inner; j0 += kTile) {
       const int64_t len = std::min(kTile, inner - j0);
-      const int64_t padded = nrow * ((len + N - 1) / N * N);
+      const Tile t{j0, len, nrow, nrow * ((len + N - 1) / N * N)};
       for (size_t k = 0; k < nn; ++k) {
-        const plan::Node& n = p.nodes[k];
-        switch (n.op) {
-          case OpCode::kConst:
-            break;
-          case OpCode::kLoad: {
-            int64_t off = j0 * n.stride[nd - 1];
-            for (int d = 0; d < nd - 1; ++d) off += idx[d] * n.stride[d];
-            const int64_t item = itemsize(n.dtype);
-            const std::byte* base = n.data + off * item;
-            const int64_t s = n.stride[nd - 1];
-            const int64_t row_step = nd >= 2 ? n.stride[nd - 2] * item : 0;
-            // A row of a strided view (a block read in place) is a short run far from the
-            // previous one, which the hardware prefetchers barely follow: ask for the next
-            // tile's rows while these are read.
-            if (prefetch_rows && s == 1) {
-              const int64_t ahead = std::min(nrow, p.extent[nd - 2] - idx[nd - 2] - nrow);
-              for (int64_t r = 0; r < ahead; ++r) {
-                const std::byte* row = base + (nrow + r) * row_step;
-                for (int64_t b = 0; b < len * item; b += 64) hwy::Prefetch(row + b);
-              }
-            }
-            for (int64_t r = 0; r < nrow; ++r) {
-              if (n.flt)
-                load_f(df, n.dtype, base + r * row_step, s, len, fbuf(k) + r * len);
-              else
-                load_i(di, n.dtype, base + r * row_step, s, len, ibuf(k) + r * len);
-            }
-            break;
-          }
-          case OpCode::kIota: {
-            int64_t base = j0 * n.stride[nd - 1];
-            for (int d = 0; d < nd - 1; ++d) base += idx[d] * n.stride[d];
-            const int64_t c = n.stride[nd - 1];
-            // value(j) = base + c * j, with the lane offset j = j0 + vector start + lane.
-            if (n.flt) {
-              const auto step = hn::Set(df, static_cast<float>(c));
-              const auto lanes_c = hn::Mul(iota_f, step);
-              for (int64_t j = 0; j < padded; j += N) {
-                const auto v = hn::Add(lanes_c, hn::Set(df, static_cast<float>(base + c * j)));
-                hn::Store(v, df, fbuf(k) + j);
-              }
-            } else {
-              const auto lanes_c = hn::Mul(iota_i, hn::Set(di, static_cast<int32_t>(c)));
-              for (int64_t j = 0; j < padded; j += N) {
-                const auto v = hn::Add(lanes_c, hn::Set(di, static_cast<int32_t>(base + c * j)));
-                hn::Store(v, di, ibuf(k) + j);
-              }
-            }
-            break;
-          }
-          case OpCode::kConvert: {
-            const plan::Node& src = p.nodes[static_cast<size_t>(n.a)];
-            const size_t a = static_cast<size_t>(n.a);
-            if (n.flt && src.flt) {
-              map1(df, fbuf(a), fbuf(k), padded, [](auto v) HWY_ATTR { return v; });
-            } else if (n.flt) {
-              for (int64_t j = 0; j < padded; j += N)
-                hn::Store(hn::ConvertTo(df, hn::Load(di, ibuf(a) + j)), df, fbuf(k) + j);
-            } else if (src.flt) {
-              // float -> bool is x != 0; float -> int truncates and saturates (int8 to its own
-              // range), NaN gives 0: XLA's conversion.
-              const bool to_bool = n.dtype == DType::kBool;
-              const bool to_i8 = n.dtype == DType::kInt8;
-              for (int64_t j = 0; j < padded; j += N) {
-                auto v = hn::Load(df, fbuf(a) + j);
-                hn::Vec<decltype(di)> r;
-                if (to_bool) {
-                  r = hn::IfThenElseZero(hn::RebindMask(di, hn::Not(hn::Eq(v, hn::Zero(df)))),
-                                         hn::Set(di, 1));
-                } else {
-                  const auto nan = hn::RebindMask(di, hn::IsNaN(v));
-                  if (to_i8) v = hn::Min(hn::Max(v, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
-                  r = hn::IfThenZeroElse(nan, hn::ConvertTo(di, v));
-                }
-                hn::Store(r, di, ibuf(k) + j);
-              }
-            } else {
-              map1(di, ibuf(a), ibuf(k), padded, [](auto v) HWY_ATTR { return v; });
-            }
-            break;
-          }
-          case OpCode::kEq:
-          case OpCode::kNe:
-          case OpCode::kLt:
-          case OpCode::kLe:
-          case OpCode::kGt:
-          case OpCode::kGe: {
-            const size_t a = static_cast<size_t>(n.a);
-            const size_t b = static_cast<size_t>(n.b);
-            if (p.nodes[a].flt)
-              Compare(df, di, n.op, fbuf(a), fbuf(b), ibuf(k), padded);
-            else
-              Compare(di, di, n.op, ibuf(a), ibuf(b), ibuf(k), padded);
-            break;
-          }
-          case OpCode::kSelect: {
-            const size_t a = static_cast<size_t>(n.a);
-            const size_t b = static_cast<size_t>(n.b);
-            const int32_t* c = ibuf(static_cast<size_t>(n.c));
-            if (n.flt)
-              Select(df, di, c, fbuf(a), fbuf(b), fbuf(k), padded);
-            else
-              Select(di, di, c, ibuf(a), ibuf(b), ibuf(k), padded);
-            break;
-          }
-          default: {
-            const size_t a = static_cast<size_t>(n.a);
-            if (n.b >= 0) {
-              const size_t b = static_cast<size_t>(n.b);
-              if (n.flt)
-                BinaryF(df, n.op, fbuf(a), fbuf(b), fbuf(k), padded);
-              else
-                BinaryI(di, n.op, n.dtype, ibuf(a), ibuf(b), ibuf(k), padded);
-            } else {
-              if (n.flt)
-                UnaryF(df, n.op, n.iconst, fbuf(a), fbuf(k), padded);
-              else
-                UnaryI(di, n.op, n.dtype, n.iconst, ibuf(a), ibuf(k), padded);
-            }
-            break;
-          }
-        }
-        if (n.op != OpCode::kLoad && n.op != OpCode::kConst) {
-          if (n.dtype == DType::kBFloat16)
-            round_bf16(df, fbuf(k), padded);
-          else if (!n.flt)
-            round_int(di, n.dtype, ibuf(k), padded);
-        }
+        node_tile(df, p, k, nd, idx, t, prefetch_rows, iota_f, iota_i, lanes);
       }
-      // Store the result row tile.
-      int64_t off = j0 * p.dst_stride[nd - 1];
-      for (int d = 0; d < nd - 1; ++d) off += idx[d] * p.dst_stride[d];
-      const int64_t item = itemsize(p.dst_dtype);
-      std::byte* dst = p.dst + off * item;
-      const int64_t s = p.dst_stride[nd - 1];
-      const int64_t row_step = nd >= 2 ? p.dst_stride[nd - 2] * item : 0;
-      for (int64_t r = 0; r < nrow; ++r) {
-        if (is_floating(p.dst_dtype))
-          store_f(df, p.dst_dtype, fbuf(nn - 1) + r * len, dst + r * row_step, s, len, p.stream);
-        else
-          store_i(di, p.dst_dtype, ibuf(nn - 1) + r * len, dst + r * row_step, s, len, p.stream);
-      }
-      if (p.prefetch != nullptr) drain_prefetch(*p.prefetch, nrow * len * item);
+      store_tile(df, p, nn - 1, nd, idx, t, lanes);
     }
     if (nrow > 1) idx[nd - 2] += nrow - 1;  // the rows of this tile
     int d = nd - 2;

@@ -72,144 +72,180 @@ double sampled_error(const Array<T>& x, const Array<T>& y, const Array<Z>& z, in
 nlohmann::json stats_json(const Stats& s) {
   return {{"min", s.min}, {"median", s.median}, {"max", s.max}};
 }
-}  // namespace
 
-int run_matmul_bench(const MatmulBenchOptions& o) {
-  std::vector<double> checked_t;  // checked-mode repeats (--check)
-  const int64_t m = o.m, n = o.n, k = o.k;
-  const examples::MatmulBlocks b{o.bm, o.bn, o.bk};
-  if (m % b.bm != 0 || n % b.bn != 0 || k % b.bk != 0) {
-    std::cerr << "tessera bench matmul: the blocks (" << b.bm << ", " << b.bn << ", " << b.bk
-              << ") must divide (M, N, K) = (" << m << ", " << n << ", " << k << ")\n";
-    return 2;
-  }
-  const double flops =
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  omp_set_num_threads(o.cores);
-  openblas_set_num_threads(o.cores);
+// What the repeats measured, ours and the references'.
+struct MatmulResults {
   Timed ours{"tessera pallas_call matmul", {}, 0};
   Timed ours_f32{"tessera pallas_call matmul, float32 on the same values", {}, 0};
   std::vector<Timed> refs;
   double max_error = 0;
-  // --trace: the timed runs of ours are traced (after the warm-up); summary to stderr.
-  std::optional<trace::Session> session;
-  auto start_trace = [&] {
-    if (o.trace_path.empty()) return;
-    trace::Options t;
-    t.trace_path = o.trace_path;
-    session.emplace(std::move(t));
-  };
-  const bool bf16 = o.dtype == "bf16";
+  std::vector<double> checked_t;  // checked-mode repeats (--check)
+};
 
-  if (!bf16) {
-    const auto x = random_array<float>(m, k, 1);
-    const auto y = random_array<float>(k, n, 2);
-    std::vector<float> c_dnnl(static_cast<size_t>(m * n)), c_blas(static_cast<size_t>(m * n));
-    auto dnnl_run = [&] {
-      dnnl_sgemm('N', 'N', m, n, k, 1.0f, x.data(), k, y.data(), n, 0.0f, c_dnnl.data(), n);
-    };
-    auto blas_run = [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-                  static_cast<int>(n), static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k),
-                  y.data(), static_cast<int>(n), 0.0f, c_blas.data(), static_cast<int>(n));
-    };
-    refs = {{"oneDNN dnnl_sgemm", {}, 0}, {"OpenBLAS cblas_sgemm", {}, 0}};
-    {  // warm-up, and the errors
-      const Array<float> z = examples::matmul(x, y, b, o.cores);
-      dnnl_run();
-      blas_run();
-      max_error = sampled_error(x, y, z, 256);
-      for (int64_t e = 0; e < m * n; ++e) {
-        refs[0].max_diff = std::max<double>(refs[0].max_diff, std::fabs(z[e] - c_dnnl[e]));
-        refs[1].max_diff = std::max<double>(refs[1].max_diff, std::fabs(z[e] - c_blas[e]));
-      }
+// --trace: the timed runs of ours are traced (after the warm-up); resetting `session` writes the
+// trace and prints its summary (stderr).
+void start_trace(const MatmulBenchOptions& o, std::optional<trace::Session>& session) {
+  if (o.trace_path.empty()) return;
+  trace::Options t;
+  t.trace_path = o.trace_path;
+  session.emplace(std::move(t));
+}
+
+// float32: ours against oneDNN's dnnl_sgemm and OpenBLAS' cblas_sgemm.
+void bench_f32(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
+               std::optional<trace::Session>& session, MatmulResults& res) {
+  const int64_t m = o.m, n = o.n, k = o.k;
+  const auto x = random_array<float>(m, k, 1);
+  const auto y = random_array<float>(k, n, 2);
+  std::vector<float> c_dnnl(static_cast<size_t>(m * n)), c_blas(static_cast<size_t>(m * n));
+  auto dnnl_run = [&] {
+    dnnl_sgemm('N', 'N', m, n, k, 1.0f, x.data(), k, y.data(), n, 0.0f, c_dnnl.data(), n);
+  };
+  auto blas_run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), y.data(),
+                static_cast<int>(n), 0.0f, c_blas.data(), static_cast<int>(n));
+  };
+  res.refs = {{"oneDNN dnnl_sgemm", {}, 0}, {"OpenBLAS cblas_sgemm", {}, 0}};
+  {  // warm-up, and the errors
+    const Array<float> z = examples::matmul(x, y, b, o.cores);
+    dnnl_run();
+    blas_run();
+    res.max_error = sampled_error(x, y, z, 256);
+    for (int64_t e = 0; e < m * n; ++e) {
+      res.refs[0].max_diff = std::max<double>(res.refs[0].max_diff, std::fabs(z[e] - c_dnnl[e]));
+      res.refs[1].max_diff = std::max<double>(res.refs[1].max_diff, std::fabs(z[e] - c_blas[e]));
     }
-    start_trace();
-    Progress progress("tessera bench matmul", o.repeats);
+  }
+  start_trace(o, session);
+  Progress progress("tessera bench matmul", o.repeats);
+  for (int r = 0; r < o.repeats; ++r) {
+    res.ours.t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
+    res.refs[0].t.push_back(seconds(dnnl_run));
+    res.refs[1].t.push_back(seconds(blas_run));
+    progress.done(r + 1);
+  }
+  if (o.check) {
+    const pltpu::ForceTpuInterpretMode force;
+    (void)examples::matmul(x, y, b, o.cores);  // warm-up, and any diagnostic
     for (int r = 0; r < o.repeats; ++r) {
-      ours.t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
-      refs[0].t.push_back(seconds(dnnl_run));
-      refs[1].t.push_back(seconds(blas_run));
-      progress.done(r + 1);
+      res.checked_t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
     }
-    if (o.check) {
-      const pltpu::ForceTpuInterpretMode force;
-      (void)examples::matmul(x, y, b, o.cores);  // warm-up, and any diagnostic
-      for (int r = 0; r < o.repeats; ++r) {
-        checked_t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
-      }
-    }
-  } else {
-    const auto x = random_array<bfloat16>(m, k, 1);
-    const auto y = random_array<bfloat16>(k, n, 2);
+  }
+}
+
+// oneDNN's bf16 x bf16 -> bf16 matmul primitive on `x` (m, k) and `y` (k, n), with the weights
+// reordered once to its preferred layout (untimed).
+class OneDnnBf16Matmul {
+ public:
+  OneDnnBf16Matmul(const Array<bfloat16>& x, const Array<bfloat16>& y, int64_t m, int64_t n,
+                   int64_t k) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    dnnl::stream strm(eng);
+    eng_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
+    strm_ = dnnl::stream(eng_);
     const dnnl::memory::desc src_md({m, k}, dt::bf16, tag::ab);
     const dnnl::memory::desc wei_any({k, n}, dt::bf16, tag::any);
     const dnnl::memory::desc wei_md({k, n}, dt::bf16, tag::ab);
     const dnnl::memory::desc dst_md({m, n}, dt::bf16, tag::ab);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_any, dst_md), eng);
-    dnnl::memory src_mem(src_md, eng, const_cast<bfloat16*>(x.data()));
-    dnnl::memory wei_plain(wei_md, eng, const_cast<bfloat16*>(y.data()));
-    dnnl::memory wei_mem(pd.weights_desc(), eng);
-    dnnl::reorder(wei_plain, wei_mem).execute(strm, wei_plain, wei_mem);  // once, untimed
-    std::vector<bfloat16> c_dnnl(static_cast<size_t>(m * n));
-    dnnl::memory dst_mem(dst_md, eng, c_dnnl.data());
-    dnnl::matmul mm(pd);
-    auto dnnl_run = [&] {
-      mm.execute(strm,
-                 {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_DST, dst_mem}});
-      strm.wait();
-    };
-    refs = {{"oneDNN matmul bf16 (weights prepacked)", {}, 0}};
-    // Our own float32 kernel on the same values, alternated too: the bf16 target is a ratio to
-    // it (bf16 >= 1.6x our f32 rate).
-    Array<float> xf(detail::Uninitialized{}, x.shape());
-    Array<float> yf(detail::Uninitialized{}, y.shape());
-    for (int64_t e = 0; e < x.size(); ++e) xf[e] = static_cast<float>(x[e]);
-    for (int64_t e = 0; e < y.size(); ++e) yf[e] = static_cast<float>(y[e]);
-    (void)examples::matmul(xf, yf, b, o.cores);
-    {
-      const Array<bfloat16> z = examples::matmul_bf16(x, y, b, o.cores);
-      dnnl_run();
-      max_error = sampled_error(x, y, z, 256);
-      for (int64_t e = 0; e < m * n; ++e) {
-        refs[0].max_diff = std::max<double>(
-            refs[0].max_diff, std::fabs(static_cast<float>(z[e]) -
-                                        static_cast<float>(c_dnnl[static_cast<size_t>(e)])));
-      }
-    }
-    start_trace();
-    Progress progress("tessera bench matmul", o.repeats);
-    for (int r = 0; r < o.repeats; ++r) {
-      ours.t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
-      refs[0].t.push_back(seconds(dnnl_run));
-      ours_f32.t.push_back(seconds([&] { (void)examples::matmul(xf, yf, b, o.cores); }));
-      progress.done(r + 1);
-    }
-    if (o.check) {
-      const pltpu::ForceTpuInterpretMode force;
-      (void)examples::matmul_bf16(x, y, b, o.cores);
-      for (int r = 0; r < o.repeats; ++r) {
-        checked_t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
-      }
+    pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, wei_any, dst_md), eng_);
+    src_mem_ = dnnl::memory(src_md, eng_, const_cast<bfloat16*>(x.data()));
+    dnnl::memory wei_plain(wei_md, eng_, const_cast<bfloat16*>(y.data()));
+    wei_mem_ = dnnl::memory(pd_.weights_desc(), eng_);
+    dnnl::reorder(wei_plain, wei_mem_).execute(strm_, wei_plain, wei_mem_);  // once, untimed
+    out_.resize(static_cast<size_t>(m * n));
+    dst_mem_ = dnnl::memory(dst_md, eng_, out_.data());
+    mm_ = dnnl::matmul(pd_);
+  }
+  void run() {
+    mm_.execute(strm_,
+                {{DNNL_ARG_SRC, src_mem_}, {DNNL_ARG_WEIGHTS, wei_mem_}, {DNNL_ARG_DST, dst_mem_}});
+    strm_.wait();
+  }
+  // The product, row-major (m, n).
+  const std::vector<bfloat16>& out() const { return out_; }
+
+ private:
+  dnnl::engine eng_;
+  dnnl::stream strm_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::memory src_mem_;
+  dnnl::memory wei_mem_;
+  std::vector<bfloat16> out_;
+  dnnl::memory dst_mem_;
+  dnnl::matmul mm_;
+};
+
+// bfloat16: ours against oneDNN's matmul primitive, and against our own float32 kernel on the
+// same values, alternated too: the bf16 target is a ratio to it (bf16 >= 1.6x our f32 rate).
+void bench_bf16(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
+                std::optional<trace::Session>& session, MatmulResults& res) {
+  const int64_t m = o.m, n = o.n, k = o.k;
+  const auto x = random_array<bfloat16>(m, k, 1);
+  const auto y = random_array<bfloat16>(k, n, 2);
+  OneDnnBf16Matmul dnnl_mm(x, y, m, n, k);
+  auto dnnl_run = [&] { dnnl_mm.run(); };
+  res.refs = {{"oneDNN matmul bf16 (weights prepacked)", {}, 0}};
+  Array<float> xf(detail::Uninitialized{}, x.shape());
+  Array<float> yf(detail::Uninitialized{}, y.shape());
+  for (int64_t e = 0; e < x.size(); ++e) xf[e] = static_cast<float>(x[e]);
+  for (int64_t e = 0; e < y.size(); ++e) yf[e] = static_cast<float>(y[e]);
+  (void)examples::matmul(xf, yf, b, o.cores);
+  {
+    const Array<bfloat16> z = examples::matmul_bf16(x, y, b, o.cores);
+    dnnl_run();
+    res.max_error = sampled_error(x, y, z, 256);
+    const std::vector<bfloat16>& c_dnnl = dnnl_mm.out();
+    for (int64_t e = 0; e < m * n; ++e) {
+      res.refs[0].max_diff = std::max<double>(
+          res.refs[0].max_diff,
+          std::fabs(static_cast<float>(z[e]) - static_cast<float>(c_dnnl[static_cast<size_t>(e)])));
     }
   }
-  session.reset();  // writes the trace and prints its summary (stderr)
+  start_trace(o, session);
+  Progress progress("tessera bench matmul", o.repeats);
+  for (int r = 0; r < o.repeats; ++r) {
+    res.ours.t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
+    res.refs[0].t.push_back(seconds(dnnl_run));
+    res.ours_f32.t.push_back(seconds([&] { (void)examples::matmul(xf, yf, b, o.cores); }));
+    progress.done(r + 1);
+  }
+  if (o.check) {
+    const pltpu::ForceTpuInterpretMode force;
+    (void)examples::matmul_bf16(x, y, b, o.cores);
+    for (int r = 0; r < o.repeats; ++r) {
+      res.checked_t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
+    }
+  }
+}
 
-  const Stats so = stats_of(ours.t);
-  double best = 1e300, best_min = 1e300;
-  std::string best_name;
-  nlohmann::json jr = nlohmann::json::array();
+// The reference with the lowest median, and the fastest repeat of any reference.
+struct BestReference {
+  double median = 1e300;
+  double min = 1e300;
+  std::string name;
+};
+
+BestReference best_reference(const std::vector<Timed>& refs) {
+  BestReference best;
   for (const Timed& t : refs) {
     const Stats s = stats_of(t.t);
-    if (s.median < best) {
-      best = s.median;
-      best_name = t.name;
+    if (s.median < best.median) {
+      best.median = s.median;
+      best.name = t.name;
     }
-    best_min = std::min(best_min, s.min);
+    best.min = std::min(best.min, s.min);
+  }
+  return best;
+}
+
+nlohmann::json results_json(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
+                            const MatmulResults& res, double flops) {
+  const Stats so = stats_of(res.ours.t);
+  const BestReference best = best_reference(res.refs);
+  nlohmann::json jr = nlohmann::json::array();
+  for (const Timed& t : res.refs) {
+    const Stats s = stats_of(t.t);
     jr.push_back({{"name", t.name},
                   {"seconds", stats_json(s)},
                   {"gflops", flops / s.median / 1e9},
@@ -218,56 +254,85 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   nlohmann::json j;
   j["kernel"] = "matmul";
   j["dtype"] = o.dtype;
-  j["shape"] = {{"m", m}, {"n", n}, {"k", k}};
+  j["shape"] = {{"m", o.m}, {"n", o.n}, {"k", o.k}};
   j["block"] = {b.bm, b.bn, b.bk};
   j["cores"] = o.cores;
   j["repeats"] = o.repeats;
   j["traced"] = !o.trace_path.empty();
   j["seconds"] = stats_json(so);
   j["gflops"] = flops / so.median / 1e9;
-  j["max_error"] = max_error;
+  j["max_error"] = res.max_error;
   j["max_error_note"] = "largest |ours - float64 product| over 256 sampled elements";
   j["references"] = jr;
-  j["best_reference"] = best_name;
-  j["ratio_to_best"] = best / so.median;
+  j["best_reference"] = best.name;
+  j["ratio_to_best"] = best.median / so.median;
   // On a shared machine the fastest repeat is the one least disturbed; its ratio is a second view.
-  j["ratio_to_best_min"] = best_min / so.min;
-  if (!ours_f32.t.empty()) {
-    const Stats sf = stats_of(ours_f32.t);
-    j["ours_f32"] = {
-        {"name", ours_f32.name}, {"seconds", stats_json(sf)}, {"gflops", flops / sf.median / 1e9}};
+  j["ratio_to_best_min"] = best.min / so.min;
+  if (!res.ours_f32.t.empty()) {
+    const Stats sf = stats_of(res.ours_f32.t);
+    j["ours_f32"] = {{"name", res.ours_f32.name},
+                     {"seconds", stats_json(sf)},
+                     {"gflops", flops / sf.median / 1e9}};
     j["bf16_over_own_f32"] = sf.median / so.median;
     j["bf16_over_own_f32_min"] = sf.min / so.min;
   }
-  if (!checked_t.empty()) {
-    const Stats sc = stats_of(checked_t);
+  if (!res.checked_t.empty()) {
+    const Stats sc = stats_of(res.checked_t);
     j["checked"] = {{"seconds", stats_json(sc)}, {"over_native", sc.median / so.median}};
   }
-  if (o.json) {
-    std::cout << j.dump(2) << "\n";
-  } else {
-    std::cout << "matmul " << o.dtype << " (" << m << ", " << k << ") x (" << k << ", " << n
-              << "), blocks (" << b.bm << ", " << b.bn << ", " << b.bk << "), " << o.cores
-              << " cores, medians of " << o.repeats << ": ours " << so.median * 1e3 << " ms ("
-              << flops / so.median / 1e9 << " GFLOP/s)";
-    for (const Timed& t : refs) {
-      const Stats s = stats_of(t.t);
-      std::cout << "; " << t.name << " " << s.median * 1e3 << " ms (" << flops / s.median / 1e9
-                << " GFLOP/s)";
-    }
-    if (!ours_f32.t.empty()) {
-      const Stats sf = stats_of(ours_f32.t);
-      std::cout << "; ours in float32 " << sf.median * 1e3 << " ms (" << flops / sf.median / 1e9
-                << " GFLOP/s, bf16 / f32 " << sf.median / so.median << ")";
-    }
-    std::cout << "; ratio to the best " << best / so.median << " (of the fastest repeats "
-              << best_min / so.min << "); max error " << max_error << "\n";
-    if (!checked_t.empty()) {
-      const Stats sc = stats_of(checked_t);
-      std::cout << "checked mode: " << sc.median * 1e3 << " ms, " << sc.median / so.median
-                << "x native\n";
-    }
+  return j;
+}
+
+void print_results(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
+                   const MatmulResults& res, double flops) {
+  const Stats so = stats_of(res.ours.t);
+  const BestReference best = best_reference(res.refs);
+  std::cout << "matmul " << o.dtype << " (" << o.m << ", " << o.k << ") x (" << o.k << ", " << o.n
+            << "), blocks (" << b.bm << ", " << b.bn << ", " << b.bk << "), " << o.cores
+            << " cores, medians of " << o.repeats << ": ours " << so.median * 1e3 << " ms ("
+            << flops / so.median / 1e9 << " GFLOP/s)";
+  for (const Timed& t : res.refs) {
+    const Stats s = stats_of(t.t);
+    std::cout << "; " << t.name << " " << s.median * 1e3 << " ms (" << flops / s.median / 1e9
+              << " GFLOP/s)";
   }
+  if (!res.ours_f32.t.empty()) {
+    const Stats sf = stats_of(res.ours_f32.t);
+    std::cout << "; ours in float32 " << sf.median * 1e3 << " ms (" << flops / sf.median / 1e9
+              << " GFLOP/s, bf16 / f32 " << sf.median / so.median << ")";
+  }
+  std::cout << "; ratio to the best " << best.median / so.median << " (of the fastest repeats "
+            << best.min / so.min << "); max error " << res.max_error << "\n";
+  if (!res.checked_t.empty()) {
+    const Stats sc = stats_of(res.checked_t);
+    std::cout << "checked mode: " << sc.median * 1e3 << " ms, " << sc.median / so.median
+              << "x native\n";
+  }
+}
+}  // namespace
+
+int run_matmul_bench(const MatmulBenchOptions& o) {
+  const examples::MatmulBlocks b{o.bm, o.bn, o.bk};
+  if (o.m % b.bm != 0 || o.n % b.bn != 0 || o.k % b.bk != 0) {
+    std::cerr << "tessera bench matmul: the blocks (" << b.bm << ", " << b.bn << ", " << b.bk
+              << ") must divide (M, N, K) = (" << o.m << ", " << o.n << ", " << o.k << ")\n";
+    return 2;
+  }
+  const double flops =
+      2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) * static_cast<double>(o.k);
+  omp_set_num_threads(o.cores);
+  openblas_set_num_threads(o.cores);
+  MatmulResults res;
+  std::optional<trace::Session> session;
+  if (o.dtype == "bf16")
+    bench_bf16(o, b, session, res);
+  else
+    bench_f32(o, b, session, res);
+  session.reset();  // writes the trace and prints its summary (stderr)
+  if (o.json)
+    std::cout << results_json(o, b, res, flops).dump(2) << "\n";
+  else
+    print_results(o, b, res, flops);
   return 0;
 }
 
