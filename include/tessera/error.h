@@ -34,7 +34,7 @@ namespace tessera {
 /// `std::source_location` (what API calls capture as a default argument), or, for a statement
 /// made of C++ operators (`o = a + b`), which has no argument to capture it with, from the code
 /// address of the statement; Tessera turns that address into file:line from the build's line
-/// tables when it reports an error (docs/checked-mode.md, "Where errors point").
+/// tables when it reports an error (docs/checked-mode.md, "Reading a message").
 class SourceLocation {
  public:
   constexpr SourceLocation() noexcept = default;

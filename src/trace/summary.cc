@@ -165,12 +165,10 @@ void lint_whole_array(int core, const CoreLaunch& cl, KernelSummary& s) {
 void lint_uneven_split(int launch, const std::vector<std::pair<int, const CoreLaunch*>>& cls,
                        const LaunchRecord& r, KernelSummary& s) {
   int64_t max_steps = 0, min_steps = INT64_MAX;
-  int64_t max_core_ns = 0;
   for (const auto& [core, cl] : cls) {
     const auto n = static_cast<int64_t>(cl->steps.size());
     max_steps = std::max(max_steps, n);
     min_steps = std::min(min_steps, n);
-    max_core_ns = std::max(max_core_ns, cl->core_ns);
   }
   const int64_t wall = std::max<int64_t>(r.t1 - r.t0, 1);
   if (max_steps == 0 || min_steps == max_steps) return;
