@@ -119,7 +119,10 @@ struct Operand {
   Dt dtype = Dt::kF32;
   std::vector<int> layout;  // array axis -> logical axis (kKAxis: the reduction axis)
   std::vector<Mode> mode;
-  std::vector<int64_t> offset;
+  std::vector<int64_t> offset;  // kSame: blocks (elements when squeezed) before the output's
+  std::vector<int64_t> extra;   // kSame: whole blocks after it (an aliased pair only)
+  std::vector<int64_t> halo;    // pl::Element inputs: the window is this much wider than a block
+  std::vector<int64_t> shift;   // ... and the body reads it from this element on (0..halo)
   bool element = false;
   std::vector<int64_t> pad_lo, pad_hi;
   bool whole = false;  // the default (whole-array) BlockSpec
@@ -269,9 +272,9 @@ void derive(const Case& c, Operand& op, Rng& r) {
       }
       switch (op.mode[ts]) {
         case Mode::kSame:
-          op.shape[ts] = L.extent + op.offset[ts] * L.block;
+          op.shape[ts] = L.extent + (op.offset[ts] + op.extra[ts]) * L.block + op.shift[ts];
           m.add += op.offset[ts];
-          need_hi = L.blocks * L.block - L.extent;
+          need_hi = L.blocks * L.block + op.halo[ts] - L.extent - op.shift[ts];
           break;
         case Mode::kReverse:
           op.shape[ts] = L.extent;
@@ -301,7 +304,7 @@ void derive(const Case& c, Operand& op, Rng& r) {
       const int64_t hi = std::max<int64_t>(0, need_hi) + r.uni(0, 2);
       op.pad_lo[ts] = lo;
       op.pad_hi[ts] = hi;
-      op.dims.emplace_back(pl::Element(block, {lo, hi}));
+      op.dims.emplace_back(pl::Element(block + op.halo[ts], {lo, hi}));
       m.scale = block;
       m.off = lo;
     } else {
@@ -394,6 +397,9 @@ Case generate(uint64_t seed, int index) {
     op.layout = layout;
     op.mode.assign(layout.size(), Mode::kSame);
     op.offset.assign(layout.size(), 0);
+    op.extra.assign(layout.size(), 0);
+    op.halo.assign(layout.size(), 0);
+    op.shift.assign(layout.size(), 0);
   };
   // Outputs: a layout (a permutation of the logical axes), their blocks, maybe pl::Element.
   c.out.resize(out_dts.size());
@@ -415,6 +421,14 @@ Case generate(uint64_t seed, int index) {
       if (!aliased_in[j] && in_dts[j] == c.out[o].dtype) {
         aliased_in[j] = true;
         c.out[o].alias = static_cast<int>(j);
+        // The grid may cover only part of an aliased output: blocks before it and, past whole
+        // blocks, after it keep the input's values.
+        Output& op = c.out[o];
+        for (size_t t = 0; t < op.layout.size(); ++t) {
+          const Logical& L = c.ax[static_cast<size_t>(op.layout[t])];
+          if (r.coin(0.25)) op.offset[t] = r.uni(1, 2);
+          if ((L.squeezed || L.extent % L.block == 0) && r.coin(0.25)) op.extra[t] = r.uni(1, 2);
+        }
         break;
       }
     }
@@ -426,7 +440,10 @@ Case generate(uint64_t seed, int index) {
     op.buffers = r.coin(0.2) ? 1 : 2;
     if (aliased_in[j]) {
       for (const Output& o : c.out) {
-        if (o.alias == static_cast<int>(j)) plain(op, o.layout);
+        if (o.alias != static_cast<int>(j)) continue;
+        plain(op, o.layout);
+        op.offset = o.offset;
+        op.extra = o.extra;
       }
       continue;
     }
@@ -449,6 +466,11 @@ Case generate(uint64_t seed, int index) {
       } else {
         op.mode[t] = Mode::kSame;
         if (r.coin(0.15)) op.offset[t] = r.uni(1, 2);
+        // A window wider than the block: consecutive windows overlap.
+        if (op.element && !L.squeezed && r.coin(0.4)) {
+          op.halo[t] = r.uni(1, 3);
+          op.shift[t] = r.uni(0, op.halo[t]);
+        }
       }
     }
   }
@@ -515,7 +537,9 @@ std::string describe_operand(const Operand& op) {
       s << "K";
     } else {
       s << "L" << op.layout[t] << ":" << mode_name(op.mode[t]);
-      if (op.offset[t] != 0) s << "+" << op.offset[t];
+      if (op.offset[t] != 0) s << " offset " << op.offset[t];
+      if (op.extra[t] != 0) s << " extra " << op.extra[t];
+      if (op.halo[t] != 0) s << " halo " << op.halo[t] << " shift " << op.shift[t];
     }
   }
   s << ")" << (op.whole ? " whole-array spec" : "") << (op.buffers == 1 ? " Buffered(1)" : "");
@@ -599,7 +623,7 @@ std::vector<int64_t> locate(const Case& c, const Operand& op, const std::vector<
     const int64_t xa = x[static_cast<size_t>(op.layout[t])];
     switch (op.mode[t]) {
       case Mode::kSame:
-        idx[t] = xa + op.offset[t] * L.block;
+        idx[t] = xa + op.offset[t] * L.block + op.shift[t];
         break;
       case Mode::kReverse:
         idx[t] = (L.blocks - 1 - xa / L.block) * L.block + xa % L.block;
@@ -640,7 +664,9 @@ std::vector<std::vector<double>> reference(const Case& c, const std::vector<Valu
   for (const Output& o : c.out) {
     int64_t n = 1;
     for (int64_t e : o.shape) n *= e;
-    std::vector<double> res(static_cast<size_t>(n), 0);
+    // An aliased output starts as its input; the grid overwrites what it covers.
+    std::vector<double> res = o.alias >= 0 ? ins[static_cast<size_t>(o.alias)].v
+                                           : std::vector<double>(static_cast<size_t>(n), 0);
     const bool int_compute = o.dtype == Dt::kI32;
     auto conv = [&](double v) { return int_compute ? std::trunc(v) : v; };
     std::vector<int64_t> x(static_cast<size_t>(rank), 0);
@@ -691,20 +717,24 @@ std::vector<std::vector<double>> reference(const Case& c, const std::vector<Valu
 // as jnp.transpose of a ref is.
 template <class T, class W>
 pltpu::VmemRef<const T> logical_view(const W& w, const Operand& op) {
-  std::vector<std::pair<int, int>> axes;  // (logical axis, window axis)
-  int wa = 0;
+  std::vector<std::pair<int, size_t>> axes;  // (logical axis, array axis)
   for (size_t t = 0; t < op.layout.size(); ++t) {
     if (!op.whole && op.dims[t].is_squeezed) continue;
-    axes.emplace_back(op.layout[t], wa++);
+    axes.emplace_back(op.layout[t], t);
   }
+  std::vector<int> window_axis(op.layout.size(), 0);
+  for (size_t i = 0; i < axes.size(); ++i) window_axis[axes[i].second] = static_cast<int>(i);
   std::sort(axes.begin(), axes.end());
   detail::SmallVec shape;
   detail::SmallVec strides;
-  for (const auto& [l, a] : axes) {
-    shape.push_back(w.shape()[a]);
+  int64_t offset = 0;  // a wide window is read from its shift on, one block wide
+  for (const auto& [l, t] : axes) {
+    const int a = window_axis[t];
+    shape.push_back(w.shape()[a] - op.halo[t]);
     strides.push_back(w.strides()[a]);
+    offset += op.shift[t] * w.strides()[a];
   }
-  return pltpu::VmemRef<const T>(w.data(), Shape(std::move(shape)), std::move(strides));
+  return pltpu::VmemRef<const T>(w.data() + offset, Shape(std::move(shape)), std::move(strides));
 }
 template <class T>
 pltpu::VmemRef<T> logical_out_view(const pltpu::VmemRef<T>& w, const Operand& op) {
@@ -948,13 +978,13 @@ struct Coverage {
   int cases = 0, partial = 0, squeezed = 0, element = 0, aliases = 0, reductions = 0,
       ragged_reductions = 0, three_cores = 0, parallel = 0, transposed = 0, reversed = 0, tiled = 0,
       broadcast = 0, offset = 0, whole = 0, buffered1 = 0, two_outputs = 0, three_inputs = 0,
-      bf16 = 0, off_grid = 0, mutable_inputs = 0;
+      bf16 = 0, off_grid = 0, mutable_inputs = 0, halo = 0, alias_regions = 0;
   int grid_rank[5] = {};
   int rank[5] = {};
   void add(const Case& c) {
     ++cases;
     bool p = false, sq = false, el = false, tr = false, rv = false, ti = false, bc = false,
-         of = false, wh = false, b1 = false, bf = false, og = false;
+         of = false, wh = false, b1 = false, bf = false, og = false, ha = false, ar = false;
     for (const Logical& L : c.ax) {
       p = p || (!L.squeezed && L.extent % L.block != 0);
       sq = sq || L.squeezed;
@@ -973,6 +1003,7 @@ struct Coverage {
         ti = ti || op.mode[t] == Mode::kTile;
         bc = bc || op.mode[t] == Mode::kBroadcast;
         of = of || op.offset[t] != 0;
+        ha = ha || op.halo[t] != 0;
       }
     };
     for (const Operand& op : c.in) scan(op);
@@ -980,6 +1011,9 @@ struct Coverage {
     for (const Output& op : c.out) {
       scan(op);
       al = al || op.alias >= 0;
+      for (size_t t = 0; t < op.layout.size(); ++t) {
+        ar = ar || (op.alias >= 0 && (op.offset[t] != 0 || op.extra[t] != 0));
+      }
     }
     partial += p;
     squeezed += sq;
@@ -999,6 +1033,8 @@ struct Coverage {
     two_outputs += c.out.size() == 2;
     three_inputs += c.in.size() == 3;
     bf16 += bf;
+    halo += ha;
+    alias_regions += ar;
     off_grid += og;
     mutable_inputs += !c.const_inputs;
     ++grid_rank[c.grid.size()];
@@ -1007,7 +1043,8 @@ struct Coverage {
   std::string str() const {
     std::ostringstream s;
     s << cases << " configurations: partial blocks " << partial << ", squeezed " << squeezed
-      << ", pl::Element " << element << ", aliases " << aliases << ", reductions " << reductions
+      << ", pl::Element " << element << ", aliases " << aliases << " (covering part of the output "
+      << alias_regions << "), overlapping Element windows " << halo << ", reductions " << reductions
       << " (ragged " << ragged_reductions << "), 3 cores " << three_cores << ", PARALLEL prefix "
       << parallel << ", transposed layouts " << transposed << ", reversed " << reversed
       << ", tiled " << tiled << ", broadcast " << broadcast << ", block offsets " << offset
