@@ -78,6 +78,7 @@ enum class Mode : uint8_t {
   kReverse,    // block blocks-1-g where the output has block g (whole blocks only)
   kTile,       // extent one block, block 0 at every step
   kBroadcast,  // extent 1, index 0; the body broadcasts it
+  kGather,     // block table[g] where the output has block g (scalar prefetch; whole blocks)
 };
 const char* mode_name(Mode m) {
   switch (m) {
@@ -89,6 +90,8 @@ const char* mode_name(Mode m) {
       return "tile";
     case Mode::kBroadcast:
       return "broadcast";
+    case Mode::kGather:
+      return "gather";
   }
   return "?";
 }
@@ -110,8 +113,11 @@ struct AxisMap {
   int64_t add = 0;
   int64_t scale = 1;
   int64_t off = 0;
-  int64_t eval(const int64_t* g) const {
-    return ((src >= 0 ? mul * g[src] : 0) + add) * scale + off;
+  bool gather = false;  // (mul * g[src] + add) indexes the scalar-prefetch table
+  int64_t eval(const int64_t* g, const pltpu::SmemRef<int32_t>* table) const {
+    int64_t b = (src >= 0 ? mul * g[src] : 0) + add;
+    if (gather) b = static_cast<int32_t>((*table)(b));
+    return b * scale + off;
   }
 };
 
@@ -159,6 +165,10 @@ struct Case {
   std::vector<Operand> in;
   std::vector<Output> out;
   pltpu::InterpretParams checked;
+  // Scalar prefetch: a table of block indices along logical axis `gather_axis`.
+  bool prefetch = false;
+  int gather_axis = -1;
+  std::vector<int32_t> table;
 };
 
 // Signatures: the input and output dtypes of the body (compile-time in a pallas_call).
@@ -294,6 +304,10 @@ void derive(const Case& c, Operand& op, Rng& r) {
           m.mul = 0;
           m.add = 0;
           break;
+        case Mode::kGather:
+          op.shape[ts] = L.extent;
+          m.gather = true;
+          break;
       }
     }
     if (m.src < 0) m.mul = 0;
@@ -391,6 +405,23 @@ Case generate(uint64_t seed, int index) {
   const auto [in_dts, out_dts] =
       signature_dts(c.signature, std::make_index_sequence<kSignatures>{});
 
+  // Scalar prefetch: a table of blocks of one gridded axis of whole blocks, for gathers.
+  if (r.coin(0.25)) {
+    std::vector<int> candidates;
+    for (int a = 0; a < rank; ++a) {
+      const Logical& L = c.ax[static_cast<size_t>(a)];
+      if (L.grid_pos >= 0 && (L.squeezed || L.extent % L.block == 0)) candidates.push_back(a);
+    }
+    if (!candidates.empty()) {
+      c.prefetch = true;
+      c.gather_axis =
+          candidates[static_cast<size_t>(r.uni(0, static_cast<int64_t>(candidates.size()) - 1))];
+      const Logical& L = c.ax[static_cast<size_t>(c.gather_axis)];
+      for (int64_t b = 0; b < L.blocks; ++b) {
+        c.table.push_back(static_cast<int32_t>(r.uni(0, L.blocks - 1)));
+      }
+    }
+  }
   std::vector<int> identity(static_cast<size_t>(rank));
   for (int a = 0; a < rank; ++a) identity[static_cast<size_t>(a)] = a;
   auto plain = [&](Operand& op, const std::vector<int>& layout) {
@@ -457,7 +488,9 @@ Case generate(uint64_t seed, int index) {
       if (layout[t] == kKAxis) continue;
       const Logical& L = c.ax[static_cast<size_t>(layout[t])];
       const double u = std::uniform_real_distribution<double>(0, 1)(r.g);
-      if (u < 0.12) {
+      if (c.prefetch && layout[t] == c.gather_axis && r.coin(0.6)) {
+        op.mode[t] = Mode::kGather;
+      } else if (u < 0.12) {
         op.mode[t] = Mode::kBroadcast;
       } else if (u < 0.24 && !L.squeezed) {
         op.mode[t] = Mode::kTile;
@@ -526,6 +559,7 @@ std::string describe_operand(const Operand& op) {
                               : (m.mul < 0 ? std::to_string(m.add) + "-g" + std::to_string(m.src)
                                            : "g" + std::to_string(m.src) +
                                                  (m.add ? "+" + std::to_string(m.add) : ""));
+    if (m.gather) e = "table[" + e + "]";
     if (m.scale != 1) e = "(" + e + ")*" + std::to_string(m.scale);
     if (m.off != 0) e += "+" + std::to_string(m.off);
     s << e;
@@ -564,8 +598,13 @@ std::string describe(const Case& c) {
   for (size_t a = 0; a < c.semantics.size(); ++a) {
     s << (a ? ", " : "") << pltpu::to_string(c.semantics[a]);
   }
-  s << (c.semantics.empty() ? "not given" : "") << ") cores " << c.cores << " signature "
-    << c.signature << (c.const_inputs ? " (const inputs)" : " (mutable inputs)");
+  s << (c.semantics.empty() ? "not given" : "") << ")";
+  if (c.prefetch) {
+    s << " scalar prefetch: table " << join(std::vector<int64_t>(c.table.begin(), c.table.end()))
+      << " of L" << c.gather_axis << " blocks";
+  }
+  s << " cores " << c.cores << " signature " << c.signature
+    << (c.const_inputs ? " (const inputs)" : " (mutable inputs)");
   for (size_t j = 0; j < c.in.size(); ++j) {
     s << "\n  input " << j << ": " << describe_operand(c.in[j]);
   }
@@ -633,6 +672,9 @@ std::vector<int64_t> locate(const Case& c, const Operand& op, const std::vector<
         break;
       case Mode::kBroadcast:
         idx[t] = 0;
+        break;
+      case Mode::kGather:
+        idx[t] = c.table[static_cast<size_t>(xa / L.block)] * L.block + xa % L.block;
         break;
     }
   }
@@ -782,6 +824,8 @@ void add_term(const Case& c, const Operand& in, pltpu::VmemRef<O>& ov,
 
 template <bool Const, class InL, class OutL>
 struct Body;
+template <bool Const, class InL, class OutL>
+struct PrefetchBody;
 template <bool Const, class... Ins, class... Outs>
 struct Body<Const, List<Ins...>, List<Outs...>> {
   const Case* c;
@@ -825,6 +869,17 @@ struct Body<Const, List<Ins...>, List<Outs...>> {
   }
 };
 
+// The same body after the scalar-prefetch table's SMEM ref.
+template <bool Const, class... Ins, class... Outs>
+struct PrefetchBody<Const, List<Ins...>, List<Outs...>> {
+  using B = Body<Const, List<Ins...>, List<Outs...>>;
+  B body;
+  void operator()(pltpu::SmemRef<int32_t>, typename B::template InRef<Ins>... ins,
+                  pltpu::VmemRef<Outs>... outs) const {
+    body(ins..., outs...);
+  }
+};
+
 // An index map of G grid indices.
 template <class F>
 pl::BlockSpec spec_of_rank(const std::vector<pl::BlockDim>& d, F f, pl::Buffered mode) {
@@ -842,52 +897,48 @@ pl::BlockSpec spec_of_rank(const std::vector<pl::BlockDim>& d, F f, pl::Buffered
   }
 }
 
-pl::Indices eval_map(const std::vector<AxisMap>& maps, const int64_t* g) {
+pl::Indices eval_map(const std::vector<AxisMap>& maps, const int64_t* g,
+                     const pltpu::SmemRef<int32_t>* table) {
   pl::Indices ix;
-  for (const AxisMap& m : maps) ix.v.push_back(m.eval(g));
+  for (const AxisMap& m : maps) ix.v.push_back(m.eval(g, table));
   return ix;
 }
 
+template <size_t>
+using GridIndex = int;
+
+// An index map of sizeof...(K) grid indices, then (with scalar prefetch) the table's SMEM ref.
+template <bool Prefetch, size_t... K>
+auto index_map(std::shared_ptr<const std::vector<AxisMap>> maps, std::index_sequence<K...>) {
+  if constexpr (Prefetch) {
+    return [maps](GridIndex<K>... g, pltpu::SmemRef<int32_t> table) {
+      const int64_t gv[] = {g..., 0};
+      return eval_map(*maps, gv, &table);
+    };
+  } else {
+    return [maps](GridIndex<K>... g) {
+      const int64_t gv[] = {g..., 0};
+      return eval_map(*maps, gv, nullptr);
+    };
+  }
+}
+
+template <bool Prefetch>
 pl::BlockSpec make_spec(const Operand& op, int G) {
   if (op.whole) return pl::BlockSpec();
   auto maps = std::make_shared<const std::vector<AxisMap>>(op.map);
   const pl::Buffered mode{op.buffers};
   switch (G) {
     case 0:
-      return spec_of_rank(
-          op.dims, [maps]() { return eval_map(*maps, nullptr); }, mode);
+      return spec_of_rank(op.dims, index_map<Prefetch>(maps, std::make_index_sequence<0>{}), mode);
     case 1:
-      return spec_of_rank(
-          op.dims,
-          [maps](int a) {
-            const int64_t g[] = {a};
-            return eval_map(*maps, g);
-          },
-          mode);
+      return spec_of_rank(op.dims, index_map<Prefetch>(maps, std::make_index_sequence<1>{}), mode);
     case 2:
-      return spec_of_rank(
-          op.dims,
-          [maps](int a, int b) {
-            const int64_t g[] = {a, b};
-            return eval_map(*maps, g);
-          },
-          mode);
+      return spec_of_rank(op.dims, index_map<Prefetch>(maps, std::make_index_sequence<2>{}), mode);
     case 3:
-      return spec_of_rank(
-          op.dims,
-          [maps](int a, int b, int e) {
-            const int64_t g[] = {a, b, e};
-            return eval_map(*maps, g);
-          },
-          mode);
+      return spec_of_rank(op.dims, index_map<Prefetch>(maps, std::make_index_sequence<3>{}), mode);
     case 4:
-      return spec_of_rank(
-          op.dims,
-          [maps](int a, int b, int e, int f) {
-            const int64_t g[] = {a, b, e, f};
-            return eval_map(*maps, g);
-          },
-          mode);
+      return spec_of_rank(op.dims, index_map<Prefetch>(maps, std::make_index_sequence<4>{}), mode);
     default:
       throw std::logic_error("grid rank out of range");
   }
@@ -924,18 +975,35 @@ std::vector<std::vector<double>> launch(const Case& c, const std::vector<Values>
                                         List<Outs...>, std::index_sequence<I...>,
                                         std::index_sequence<O...>) {
   const int G = static_cast<int>(c.grid.size());
-  pl::InputOutputAliases aliases;
+  pl::InputOutputAliases aliases;  // input indices count the scalar-prefetch operand first
   for (size_t o = 0; o < c.out.size(); ++o) {
-    if (c.out[o].alias >= 0) aliases.pairs.emplace_back(c.out[o].alias, static_cast<int>(o));
+    if (c.out[o].alias >= 0) {
+      aliases.pairs.emplace_back(c.out[o].alias + (c.prefetch ? 1 : 0), static_cast<int>(o));
+    }
   }
-  auto f = pl::pallas_call(Body<Const, List<Ins...>, List<Outs...>>{&c},
-                           pl::out_shape(ShapeDtypeStruct<Outs>{shape_of(c.out[O].shape)}...),
-                           pl::grid(shape_of(c.grid)), pl::in_specs(make_spec(c.in[I], G)...),
-                           pl::out_specs(make_spec(c.out[O], G)...),
-                           pltpu::CompilerParams{.dimension_semantics = c.semantics},
-                           pltpu::TensorCoreMesh("core", c.cores), aliases, pl::name("property"));
-  const std::tuple<Array<Ins>...> arrays{to_array<Ins>(ins[I])...};
-  auto result = std::apply(f, arrays);
+  using B = Body<Const, List<Ins...>, List<Outs...>>;
+  const auto out_shape = pl::out_shape(ShapeDtypeStruct<Outs>{shape_of(c.out[O].shape)}...);
+  const pltpu::CompilerParams params{.dimension_semantics = c.semantics};
+  const pltpu::TensorCoreMesh mesh("core", c.cores);
+  auto result = [&] {
+    if (c.prefetch) {
+      auto f = pl::pallas_call(
+          PrefetchBody<Const, List<Ins...>, List<Outs...>>{B{&c}}, out_shape,
+          pltpu::PrefetchScalarGridSpec<1>(pl::grid(shape_of(c.grid)),
+                                           pl::in_specs(make_spec<true>(c.in[I], G)...),
+                                           pl::out_specs(make_spec<true>(c.out[O], G)...)),
+          params, mesh, aliases, pl::name("property"));
+      const Array<int32_t> table(Shape{static_cast<int64_t>(c.table.size())}, c.table);
+      const std::tuple<Array<int32_t>, Array<Ins>...> arrays{table, to_array<Ins>(ins[I])...};
+      return std::apply(f, arrays);
+    }
+    auto f = pl::pallas_call(B{&c}, out_shape, pl::grid(shape_of(c.grid)),
+                             pl::in_specs(make_spec<false>(c.in[I], G)...),
+                             pl::out_specs(make_spec<false>(c.out[O], G)...), params, mesh, aliases,
+                             pl::name("property"));
+    const std::tuple<Array<Ins>...> arrays{to_array<Ins>(ins[I])...};
+    return std::apply(f, arrays);
+  }();
   if constexpr (sizeof...(Outs) == 1) {
     return {from_array(result)};
   } else {
@@ -978,7 +1046,7 @@ struct Coverage {
   int cases = 0, partial = 0, squeezed = 0, element = 0, aliases = 0, reductions = 0,
       ragged_reductions = 0, three_cores = 0, parallel = 0, transposed = 0, reversed = 0, tiled = 0,
       broadcast = 0, offset = 0, whole = 0, buffered1 = 0, two_outputs = 0, three_inputs = 0,
-      bf16 = 0, off_grid = 0, mutable_inputs = 0, halo = 0, alias_regions = 0;
+      bf16 = 0, off_grid = 0, mutable_inputs = 0, halo = 0, alias_regions = 0, gathers = 0;
   int grid_rank[5] = {};
   int rank[5] = {};
   void add(const Case& c) {
@@ -1034,6 +1102,11 @@ struct Coverage {
     three_inputs += c.in.size() == 3;
     bf16 += bf;
     halo += ha;
+    bool ga = false;
+    for (const Operand& op : c.in) {
+      for (Mode m : op.mode) ga = ga || m == Mode::kGather;
+    }
+    gathers += ga;
     alias_regions += ar;
     off_grid += og;
     mutable_inputs += !c.const_inputs;
@@ -1044,13 +1117,14 @@ struct Coverage {
     std::ostringstream s;
     s << cases << " configurations: partial blocks " << partial << ", squeezed " << squeezed
       << ", pl::Element " << element << ", aliases " << aliases << " (covering part of the output "
-      << alias_regions << "), overlapping Element windows " << halo << ", reductions " << reductions
-      << " (ragged " << ragged_reductions << "), 3 cores " << three_cores << ", PARALLEL prefix "
-      << parallel << ", transposed layouts " << transposed << ", reversed " << reversed
-      << ", tiled " << tiled << ", broadcast " << broadcast << ", block offsets " << offset
-      << ", whole-array specs " << whole << ", Buffered(1) " << buffered1 << ", axes off the grid "
-      << off_grid << ", 2 outputs " << two_outputs << ", 3 inputs " << three_inputs << ", bf16 "
-      << bf16 << ", mutable inputs " << mutable_inputs << "; grid rank 0-4:";
+      << alias_regions << "), overlapping Element windows " << halo << ", scalar-prefetch gathers "
+      << gathers << ", reductions " << reductions << " (ragged " << ragged_reductions
+      << "), 3 cores " << three_cores << ", PARALLEL prefix " << parallel << ", transposed layouts "
+      << transposed << ", reversed " << reversed << ", tiled " << tiled << ", broadcast "
+      << broadcast << ", block offsets " << offset << ", whole-array specs " << whole
+      << ", Buffered(1) " << buffered1 << ", axes off the grid " << off_grid << ", 2 outputs "
+      << two_outputs << ", 3 inputs " << three_inputs << ", bf16 " << bf16 << ", mutable inputs "
+      << mutable_inputs << "; grid rank 0-4:";
     for (int g : grid_rank) s << " " << g;
     s << "; rank 1-4:";
     for (int i = 1; i <= 4; ++i) s << " " << rank[i];
