@@ -10,9 +10,11 @@
 // under `pl::program_id(last) == 0`; a PARALLEL prefix of the grid and 1-3 cores; 1-3 inputs and
 // 1-2 outputs of float32, int32 and bfloat16. Each input lays the logical axes out in its own
 // order, and along each axis follows the output's blocks, is offset by whole blocks, reversed
-// block for block, tiled (one block read at every step) or broadcast (extent 1); operands may
-// use pl::Element block axes (with padding), the whole-array default BlockSpec, pl::Buffered(1),
-// and an input may alias an output. Each output is a sum of its inputs times small
+// block for block, tiled (one block read at every step), broadcast (extent 1) or gathered
+// through a scalar-prefetch table of block indices; operands may use pl::Element block axes
+// (with padding; input windows may be wider than a block, so that consecutive ones overlap), the
+// whole-array default BlockSpec and pl::Buffered(1); an input may alias an output, whose blocks
+// outside the grid's keep the input's values. Each output is a sum of its inputs times small
 // coefficients; values are small multiples of 0.5, so every float result is exact and the
 // comparison is exact (the reference rounds to bfloat16 where the kernel does).
 //
@@ -525,6 +527,7 @@ Case generate(uint64_t seed, int index) {
   c.checked.dma_execution_mode = kModes[r.uni(0, 2)];
   c.checked.random_seed = r.g();
   if (r.coin(0.5)) c.checked.parallel_order_seed = r.g();
+  if (r.coin(0.3)) c.checked.uninitialized_memory = pltpu::UninitializedMemory::zero;
   return c;
 }
 
@@ -618,7 +621,9 @@ std::string describe(const Case& c) {
   }
   s << "\n  checked: dma_execution_mode " << static_cast<int>(c.checked.dma_execution_mode)
     << ", random_seed " << c.checked.random_seed << ", parallel_order_seed "
-    << (c.checked.parallel_order_seed ? std::to_string(*c.checked.parallel_order_seed) : "none");
+    << (c.checked.parallel_order_seed ? std::to_string(*c.checked.parallel_order_seed) : "none")
+    << ", poison "
+    << (c.checked.uninitialized_memory == pltpu::UninitializedMemory::zero ? "zero" : "nan");
   return s.str();
 }
 
@@ -947,9 +952,12 @@ pl::BlockSpec make_spec(const Operand& op, int G) {
 template <class T>
 Array<T> to_array(const Values& x) {
   Array<T> a(Shape(detail::SmallVec(x.shape.begin(), x.shape.end())), T(0));
-  for (size_t i = 0; i < x.v.size(); ++i) a.data()[i] = static_cast<T>(static_cast<float>(x.v[i]));
-  if constexpr (std::is_same_v<T, int32_t>) {
-    for (size_t i = 0; i < x.v.size(); ++i) a.data()[i] = static_cast<int32_t>(x.v[i]);
+  for (size_t i = 0; i < x.v.size(); ++i) {
+    if constexpr (std::is_same_v<T, int32_t>) {
+      a.data()[i] = static_cast<int32_t>(x.v[i]);
+    } else {
+      a.data()[i] = static_cast<T>(static_cast<float>(x.v[i]));
+    }
   }
   return a;
 }
@@ -957,10 +965,11 @@ template <class T>
 std::vector<double> from_array(const Array<T>& a) {
   std::vector<double> v(static_cast<size_t>(a.size()));
   for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = static_cast<double>(static_cast<float>(a.data()[static_cast<int64_t>(i)]));
-  }
-  if constexpr (std::is_same_v<T, int32_t>) {
-    for (size_t i = 0; i < v.size(); ++i) v[i] = a.data()[static_cast<int64_t>(i)];
+    if constexpr (std::is_same_v<T, int32_t>) {
+      v[i] = a.data()[i];
+    } else {
+      v[i] = static_cast<double>(static_cast<float>(a.data()[i]));
+    }
   }
   return v;
 }
