@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "native/vector_plan.h"
@@ -53,7 +54,13 @@ HWY_INLINE V combine(D d, OpCode op, V a, V b) {
 
 template <class T>
 T combine1(OpCode op, T a, T b) {
-  if (op == OpCode::kReduceSum) return static_cast<T>(a + b);
+  if constexpr (std::is_integral_v<T>) {
+    // Integer sums wrap, as the vector lanes' adds do (signed overflow is undefined in C++).
+    using U = std::make_unsigned_t<T>;
+    if (op == OpCode::kReduceSum) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    if (op == OpCode::kReduceSum) return static_cast<T>(a + b);
+  }
   if constexpr (std::is_floating_point_v<T>) {
     if (std::isnan(a)) return a;
     if (std::isnan(b)) return b;

@@ -147,6 +147,20 @@ TEST(VectorReduce, IntegerAndBoolSumsAreInt32) {
   EXPECT_EQ(cnt[0], want);
 }
 
+TEST(VectorReduce, IntegerSumsWrap) {
+  // jnp.sum of int32 wraps on overflow, in the vector lanes and in the scalar tail alike (a
+  // kernel may sum the garbage padding of a partial block, whose rows it then drops).
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  for (int n : {1, 2, 3, 5, 17, 67}) {
+    std::vector<int32_t> x(static_cast<size_t>(n), kMax);
+    std::vector<int32_t> o(1);
+    vref(o, {}) = jnp::sum(vref(x, {n}));
+    uint32_t want = 0;
+    for (int32_t v : x) want += static_cast<uint32_t>(v);
+    EXPECT_EQ(o[0], static_cast<int32_t>(want)) << n;
+  }
+}
+
 TEST(VectorReduce, Bfloat16SumAccumulatesInFloat32) {
   std::vector<bfloat16> x(4 * 300, bfloat16(1.0f));
   std::vector<bfloat16> o(4);
