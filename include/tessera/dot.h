@@ -252,7 +252,8 @@ namespace pl {
 /// `acc += jnp::dot(x, y)`: adds the product to `acc`'s elements (`acc[...] += x @ y` in
 /// Pallas). `acc` must be a 2-D VMEM/SMEM ref of the product's shape and dtype.
 template <class T, MemorySpace S, class Result>
-const Ref<T, S>& operator+=(const Ref<T, S>& acc, const detail::DotExpr<Result>& e) {
+[[gnu::always_inline]] inline const Ref<T, S>& operator+=(const Ref<T, S>& acc,
+                                                          const detail::DotExpr<Result>& e) {
   static_assert(!std::is_const_v<T>, "tessera: cannot accumulate into a Ref of const elements");
   static_assert(is_compute_space(S),
                 "tessera: this Ref is in HBM/ANY memory, which kernels cannot read, write or "

@@ -495,29 +495,31 @@ template <class T, MemorySpace S, class E>
 }  // namespace detail
 
 namespace pl {
+// Ref's assignments are always inlined, at every optimisation level, so that the call to
+// assign_statement lies in the user's statement and its return address names that statement.
 template <class T, MemorySpace Space>
-Ref<T, Space>& Ref<T, Space>::operator=(const Ref& other) {
+[[gnu::always_inline]] inline Ref<T, Space>& Ref<T, Space>::operator=(const Ref& other) {
   detail::assign_statement(*this, other);
   detail::keep_return_address();
   return *this;
 }
 template <class T, MemorySpace Space>
 template <class E>
-Ref<T, Space>& Ref<T, Space>::operator=(const E& expr) {
+[[gnu::always_inline]] inline Ref<T, Space>& Ref<T, Space>::operator=(const E& expr) {
   static_assert(detail::Operand<E> || detail::Scalar<E> || detail::SpecialAssign<E>::value,
                 "tessera: only a ref, an expression or a scalar can be assigned to a Ref");
   detail::assign_statement(*this, expr);
   detail::keep_return_address();
   return *this;
 }
-#define TESSERA_COMPOUND_ASSIGN(op_, binop_)                      \
-  template <class T, MemorySpace Space>                           \
-  template <class E>                                              \
-  requires(detail::Operand<E> || detail::Scalar<E>) Ref<T, Space> \
-  &Ref<T, Space>::operator op_(const E& e) {                      \
-    detail::assign_statement(*this, *this binop_ e);              \
-    detail::keep_return_address();                                \
-    return *this;                                                 \
+#define TESSERA_COMPOUND_ASSIGN(op_, binop_)                                                 \
+  template <class T, MemorySpace Space>                                                      \
+  template <class E>                                                                         \
+  requires(detail::Operand<E> || detail::Scalar<E>)                                          \
+      [[gnu::always_inline]] inline Ref<T, Space>& Ref<T, Space>::operator op_(const E& e) { \
+    detail::assign_statement(*this, *this binop_ e);                                         \
+    detail::keep_return_address();                                                           \
+    return *this;                                                                            \
   }
 TESSERA_COMPOUND_ASSIGN(+=, +)
 TESSERA_COMPOUND_ASSIGN(-=, -)

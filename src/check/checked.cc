@@ -311,9 +311,9 @@ void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
             ErrorKind::kUninitialized,
             fmt::format("{}, and the result reached output {} {}{}{} ({} of its {} elements are "
                         "undefined): the caller would read garbage. Write it first, e.g. "
-                        "initialise an accumulator under `if (pl::program_id(k) == 0)`",
+                        "initialise an accumulator under `if (pl::program_id(k) == 0)`{}",
                         what, b->index, dtype_name(b->dtype), b->shape.to_string(), element,
-                        unwritten, b->shape.size()),
+                        unwritten, b->shape.size(), at.line() != 0 ? "" : kKernelLineNote),
             where, o->core, o->step, spec.name));
         return;
       }

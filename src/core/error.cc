@@ -92,9 +92,7 @@ void raise(ErrorKind kind, std::string_view op, SourceLocation where, const std:
     where = statement_of(where, *ctx);
     if (where.line() == 0) {
       where = ctx->kernel_where;
-      note =
-          " (this names the kernel: the statement's own line needs the line tables of a build "
-          "with -g)";
+      note = kKernelLineNote;
     }
   }
   std::string step;
