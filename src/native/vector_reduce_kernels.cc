@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/simd_target.h"
 #include "native/vector_plan.h"
 #include "tessera/detail/expr_program.h"
 
@@ -229,6 +230,7 @@ void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& 
   }
   ReduceFn f = g_reduce.load(std::memory_order_relaxed);
   if (f == nullptr) {
+    apply_simd_target_override();
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
     f = HWY_DYNAMIC_DISPATCH(ReduceLanes);
     g_reduce.store(f, std::memory_order_relaxed);
