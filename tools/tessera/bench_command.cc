@@ -251,10 +251,11 @@ nlohmann::json bench_launch(int cores, int repeats, int batch) {
 
 // One line of `bench suite --json`: the common fields of every benchmark. `rate` and
 // `ref_rate` are in `unit` (higher is better), so `ratio` > 1 means ours is faster.
-nlohmann::json suite_line(const std::string& kernel, nlohmann::json shape, const std::string& dtype,
-                          int cores, double secs, double rate, const std::string& unit,
-                          const std::string& ref_name, double ref_rate, nlohmann::json detail) {
-  nlohmann::json j;
+nlohmann::ordered_json suite_line(const std::string& kernel, nlohmann::json shape,
+                                  const std::string& dtype, int cores, double secs, double rate,
+                                  const std::string& unit, const std::string& ref_name,
+                                  double ref_rate, nlohmann::json detail) {
+  nlohmann::ordered_json j;
   j["kernel"] = kernel;
   j["shape"] = std::move(shape);
   j["dtype"] = dtype;
@@ -264,6 +265,8 @@ nlohmann::json suite_line(const std::string& kernel, nlohmann::json shape, const
   j["unit"] = unit;
   j["reference"] = {{"name", ref_name}, {"rate", ref_rate}};
   j["ratio"] = rate / ref_rate;
+  const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
+  j["cpu"] = {{"model", cpu.model}, {"simd_target", cpu.simd_target}};
   j["detail"] = std::move(detail);
   return j;
 }
@@ -274,7 +277,7 @@ int run_suite(int cores, bool quick, bool json, int repeats_override) {
   const int reps = repeats_override > 0 ? repeats_override : (quick ? 2 : 7);
   struct Item {
     std::string what;
-    std::function<nlohmann::json()> run;
+    std::function<nlohmann::ordered_json()> run;
   };
   std::vector<Item> items;
   const int64_t add_n = quick ? 512 : 8192;
@@ -339,9 +342,8 @@ int run_suite(int cores, bool quick, bool json, int repeats_override) {
   for (const Item& it : items) {
     std::cerr << "tessera bench suite: [" << ++i << "/" << items.size() << "] " << it.what << "\n"
               << std::flush;
-    nlohmann::json line = it.run();
-    line["cpu"] = {{"model", cpu.model}, {"simd_target", cpu.simd_target}};
-    const nlohmann::json& d = line["detail"];
+    const nlohmann::ordered_json line = it.run();
+    const auto& d = line["detail"];
     if (d.contains("max_error") && line["kernel"] == "add") ok = ok && d["max_error"] == 0;
     if (d.contains("right")) ok = ok && d["right"].get<bool>();
     if (json) {
