@@ -10,23 +10,24 @@
 
 namespace tessera::examples {
 
-Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int num_cores) {
+Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int num_cores, int64_t bm,
+                           int64_t bn) {
   const int64_t m = x.shape()[0];
   const int64_t n = x.shape()[1];
   auto kernel = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", num_cores),
-                           pl::name("pipelined_add"))([m, n](pltpu::HbmRef<const float> x_hbm,
-                                                             pltpu::HbmRef<const float> y_hbm,
-                                                             pltpu::HbmRef<float> o_hbm) {
-    const pl::BlockSpec spec({128, 128}, [](int i, int j) { return pl::idx(i, j); });
-    // The inputs are refs to const: the body only reads them, which lets the native engine
-    // read full blocks where they lie instead of copying them into VMEM.
-    pltpu::emit_pipeline([](pltpu::VmemRef<const float> x_vmem, pltpu::VmemRef<const float> y_vmem,
-                            pltpu::VmemRef<float> o_vmem) { o_vmem = x_vmem + y_vmem; },
-                         pltpu::grid({(m + 127) / 128, (n + 127) / 128}), pl::in_specs(spec, spec),
-                         pl::out_specs(spec), pltpu::core_axis_name("core"),
-                         pltpu::dimension_semantics(pltpu::PARALLEL, pltpu::ARBITRARY))(
-        x_hbm, y_hbm, o_hbm);
-  });
+                           pl::name("pipelined_add"))(
+      [m, n, bm, bn](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<const float> y_hbm,
+                     pltpu::HbmRef<float> o_hbm) {
+        const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
+        // The inputs are refs to const: the body only reads them, which lets the native engine
+        // read full blocks where they lie instead of copying them into VMEM.
+        pltpu::emit_pipeline(
+            [](pltpu::VmemRef<const float> x_vmem, pltpu::VmemRef<const float> y_vmem,
+               pltpu::VmemRef<float> o_vmem) { o_vmem = x_vmem + y_vmem; },
+            pltpu::grid({(m + bm - 1) / bm, (n + bn - 1) / bn}), pl::in_specs(spec, spec),
+            pl::out_specs(spec), pltpu::core_axis_name("core"),
+            pltpu::dimension_semantics(pltpu::PARALLEL, pltpu::ARBITRARY))(x_hbm, y_hbm, o_hbm);
+      });
   return kernel(x, y);
 }
 

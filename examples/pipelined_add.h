@@ -3,14 +3,17 @@
 
 #include <tessera/tessera.h>
 
+#include <cstdint>
 #include <iosfwd>
 
 namespace tessera::examples {
 
-/// o = x + y for (M, N) float32 arrays (M, N multiples of 128 are the fast case; others work
-/// with partial edge blocks), on a mesh of `num_cores` cores: emit_pipeline over a
-/// (M/128, N/128) grid with (PARALLEL, ARBITRARY) semantics, the first axis split over the cores.
-Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int num_cores);
+/// o = x + y for (M, N) float32 arrays (M, N multiples of the block are the fast case; others
+/// work with partial edge blocks), on a mesh of `num_cores` cores: emit_pipeline over (bm, bn)
+/// blocks, (128, 128) as in the tutorial, on a (M/bm, N/bn) grid with (PARALLEL, ARBITRARY)
+/// semantics, the first axis split over the cores.
+Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int num_cores,
+                           int64_t bm = 128, int64_t bn = 128);
 
 /// Runs the add on 2 + 3 (256 x 256), then on random inputs, checks both against a plain loop,
 /// prints what it did; true when both are right.

@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "core/simd_target.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/error.h"
 
@@ -306,6 +307,7 @@ int simd_width_of(std::string_view target) {
 /// Highway's choice for dynamic dispatch: the best target that is both supported by this CPU
 /// and compiled into the library. Highway numbers better targets with lower bits.
 void detect_simd(CpuInfo& cpu) {
+  detail::apply_simd_target_override();
   int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
   if (targets == 0) targets = HWY_STATIC_TARGET;
   const int64_t best = targets & -targets;

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/simd_target.h"
 #include "native/vector_plan.h"
 #include "runtime/step_hints.h"
 #include "tessera/detail/expr_program.h"
@@ -106,18 +107,52 @@ HWY_INLINE void fused_row(DF df, const float* a, const float* b, float* d, int64
   }
 }
 
+// The next step's input blocks, row by row: when each queued block has as many rows as this
+// evaluation, row r of every block is prefetched while row r is computed.
+struct RowPrefetch {
+  int num = 0;
+  const std::byte* base[PrefetchQueue::kMaxBlocks] = {};
+  int64_t stride[PrefetchQueue::kMaxBlocks] = {};  // bytes from one row to the next
+  int64_t bytes[PrefetchQueue::kMaxBlocks] = {};   // a row's bytes
+  bool to_l2 = false;
+};
+
+HWY_INLINE void prefetch_line(const std::byte* p, bool to_l2) {
+  // GCC and Clang map locality 2 to prefetcht1 (L2 and outwards) and 3 to prefetcht0.
+  if (to_l2)
+    __builtin_prefetch(p, 0, 2);
+  else
+    __builtin_prefetch(p, 0, 3);
+}
+
+HWY_INLINE void prefetch_row(const RowPrefetch& pf, int64_t r) {
+  for (int i = 0; i < pf.num; ++i) {
+    const auto start = reinterpret_cast<uintptr_t>(pf.base[i] + r * pf.stride[i]);
+    const uintptr_t end = start + static_cast<uintptr_t>(pf.bytes[i]);
+    for (uintptr_t line = start & ~uintptr_t{63}; line < end; line += 64) {
+      prefetch_line(reinterpret_cast<const std::byte*>(line), pf.to_l2);
+    }
+  }
+}
+
 // The rows of one 2-D slab: `rows` rows, each operand advancing by its row stride (elements; a
-// constant's stride is 0, so it keeps pointing at its value).
+// constant's stride is 0, so it keeps pointing at its value); `row0` is the slab's first row
+// among all the evaluation's rows.
 //
-// No software prefetch here: with the loop this tight, the loads of successive rows are
-// independent enough for the out-of-order core to keep many misses in flight, and the
-// pipeline's next-block prefetch queue measured slower (0.84x against 1.02x the plain loop on
-// the pipelined add, docs/performance.md).
+// Inside a pipeline step, the next step's input blocks are prefetched as the rows are computed
+// (`row_pf`, row for row, or else `queue`, paced by the bytes stored, step_hints.h): the next
+// blocks are read from memory while this block computes, the DMA of the next step running ahead
+// as on a TPU. Without it every block starts cold: rows of a block read in place are short runs
+// a large stride apart, which the hardware prefetchers barely follow.
 template <bool ARow, bool BRow, class DF, class Op>
 void fused_slab(DF df, const float* a, int64_t sa, const float* b, int64_t sb, float* d, int64_t sd,
-                int64_t rows, int64_t len, bool stream, Op op) {
+                int64_t rows, int64_t len, bool stream, int64_t row0, const RowPrefetch* row_pf,
+                PrefetchQueue* queue, Op op) {
+  const int64_t row_bytes = len * static_cast<int64_t>(sizeof(float));
   for (int64_t r = 0; r < rows; ++r) {
+    if (row_pf != nullptr) prefetch_row(*row_pf, row0 + r);
     fused_row<ARow, BRow>(df, a, b, d, len, stream, op);
+    if (queue != nullptr) drain_prefetch(*queue, row_bytes);
     a += sa;
     b += sb;
     d += sd;
@@ -140,6 +175,33 @@ void fused_rows(DF df, const plan::Plan& p, const FusedOperand& fa, const FusedO
   const int row_axis = nd - 2;
   const int64_t sa = stride(fa, row_axis), sb = stride(fb, row_axis);
   const int64_t sd = row_axis >= 0 ? p.dst_stride[row_axis] : 0;
+  // The next step's blocks to prefetch: row for row when they have as many rows as this
+  // evaluation (then the queue is used up here), else paced through the queue.
+  RowPrefetch row_pf;
+  PrefetchQueue* queue = p.prefetch;
+  if (queue != nullptr) {
+    queue->materialize();
+    int64_t total_rows = 1;
+    for (int d = 0; d + 1 < nd; ++d) total_rows *= p.extent[d];
+    bool matched = queue->cur == 0 && queue->r1 == 0 && queue->byte == 0 && queue->num > 0;
+    for (int i = 0; i < queue->num && matched; ++i) {
+      const PrefetchQueue::Block& qb = queue->blocks[i];
+      matched = qb.n2 == 1 && qb.n1 == total_rows;
+      row_pf.base[i] = qb.base;
+      row_pf.stride[i] = qb.s1;
+      row_pf.bytes[i] = qb.row_bytes;
+    }
+    if (matched) {
+      row_pf.num = queue->num;
+      row_pf.to_l2 = queue->to_l2;
+      queue->cur = queue->num;
+      queue = nullptr;
+    } else if (!queue->active()) {
+      queue = nullptr;
+    }
+  }
+  const RowPrefetch* rp = row_pf.num > 0 ? &row_pf : nullptr;
+  int64_t row0 = 0;
   SmallVec idx(std::max(nd - 2, 1), 0);  // the slab's index over the axes outside the rows
   for (;;) {
     int64_t oa = 0, ob = 0, od = 0;
@@ -149,7 +211,9 @@ void fused_rows(DF df, const plan::Plan& p, const FusedOperand& fa, const FusedO
       od += idx[d] * p.dst_stride[d];
     }
     fused_slab<ARow, BRow>(df, base(fa) + oa, sa, base(fb) + ob, sb,
-                           reinterpret_cast<float*>(p.dst) + od, sd, rows, len, p.stream, op);
+                           reinterpret_cast<float*>(p.dst) + od, sd, rows, len, p.stream, row0, rp,
+                           queue, op);
+    row0 += rows;
     int d = nd - 3;
     for (; d >= 0; --d) {
       if (++idx[d] < p.extent[d]) break;
@@ -506,6 +570,7 @@ std::atomic<EvaluateFn> g_evaluate{nullptr};
 void run_plan(const plan::Plan& p, float* lanes) {
   EvaluateFn f = g_evaluate.load(std::memory_order_relaxed);
   if (f == nullptr) {
+    apply_simd_target_override();
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
     f = HWY_DYNAMIC_DISPATCH(EvaluatePlan);
     g_evaluate.store(f, std::memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/simd_target.h"
 #include "native/vector_plan.h"
 #include "tessera/detail/expr_program.h"
 
@@ -236,6 +237,7 @@ void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& 
   }
   ReduceFn f = g_reduce.load(std::memory_order_relaxed);
   if (f == nullptr) {
+    apply_simd_target_override();
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
     f = HWY_DYNAMIC_DISPATCH(ReduceLanes);
     g_reduce.store(f, std::memory_order_relaxed);

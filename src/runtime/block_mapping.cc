@@ -377,6 +377,19 @@ BlockViews block_views(const BlockMapping& m, const BlockWindow& w, void* window
   return v;
 }
 
+RawRef block_hbm_view(const BlockMapping& m, const BlockWindow& w) {
+  const RawRef& a = m.hbm;
+  const std::vector<pl::BlockDim>* dims = m.whole ? nullptr : &m.spec->block_shape();
+  SmallVec shape;
+  SmallVec strides;
+  for (int d = 0; d < a.shape.rank(); ++d) {
+    if (dims != nullptr && (*dims)[static_cast<size_t>(d)].is_squeezed) continue;
+    shape.push_back(w.valid[d]);
+    strides.push_back(a.strides[d]);
+  }
+  return RawRef{block_data(m, w), a.dtype, a.space, Shape(std::move(shape)), std::move(strides)};
+}
+
 void* block_data(const BlockMapping& m, const BlockWindow& w) {
   int64_t offset = 0;
   for (int d = 0; d < m.hbm.shape.rank(); ++d) offset += w.start[d] * m.hbm.strides[d];

@@ -92,6 +92,9 @@ struct BlockViews {
 BlockViews block_views(const BlockMapping& m, const BlockWindow& w, void* window);
 /// Where window `w` starts in `m`'s array (a block read or written in place).
 void* block_data(const BlockMapping& m, const BlockWindow& w);
+/// The HBM view of block_views alone (the valid part of the block, where it lies), without the
+/// window's view: what a prefetch of the block needs, once per step.
+RawRef block_hbm_view(const BlockMapping& m, const BlockWindow& w);
 /// True when the block lies wholly inside the array (no partial edge).
 inline bool is_full(const BlockWindow& w) { return w.valid == w.block; }
 

@@ -33,6 +33,7 @@
 #include "runtime/pipeline_schedule.h"
 #include "runtime/step_hints.h"
 #include "tessera/dma.h"
+#include "tessera/tpu_info.h"
 
 namespace tessera {
 namespace detail {
@@ -115,7 +116,23 @@ class PipelineRun {
   PrefetchSource prefetch_{nullptr, nullptr, 0};
   int64_t window_bytes_ = 0;  // what a step's body reads and writes, for the prefetch rate
   int64_t output_bytes_ = 0;
+  int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
+  bool stream_outputs_ = false;
 };
+
+// The last-level cache as the CPU reports it (L3, else L2; read once).
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    try {
+      const std::optional<pltpu::CpuInfo> c = pltpu::get_tpu_info().cpu;
+      if (!c) return int64_t{0};
+      return c->l3_bytes > 0 ? c->l3_bytes : c->l2_bytes;
+    } catch (...) {
+      return int64_t{0};
+    }
+  }();
+  return bytes;
+}
 
 void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q) noexcept {
   const auto& src = *static_cast<const PrefetchSource*>(self);
@@ -127,7 +144,7 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
       const pl::Indices& next = src.cursor->next_block(k);
       if (next.v == src.cursor->block(k).v) continue;
       if (const auto w = try_block_window(m, next)) {
-        lines += queue_prefetch(q, block_views(m, *w, nullptr).hbm);
+        lines += queue_prefetch(q, block_hbm_view(m, *w));
       }
     }
   } catch (...) {  // a prefetch is only a hint: the next step validates its blocks itself
@@ -135,6 +152,7 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
     return;
   }
   if (lines > 0 && src.paid_by > 0) q.ratio_q8 = lines * 64 * 256 / src.paid_by;
+  choose_prefetch_level(q, lines);
 }
 
 // The target's tiling rules for blocks in VMEM (the checked engine against a chip).
@@ -191,6 +209,7 @@ void PipelineRun::allocate_windows() {
     st.win = WindowRef{st.buffer, &st.buffer_strides};
     window_bytes_ += m.window_bytes;
     if (m.is_output) output_bytes_ += m.window_bytes;
+    array_bytes_ += m.hbm.shape.size() * itemsize(m.hbm.dtype);
     pipeline_operand_event(m.hbm.data, m.window_bytes, m.hbm.shape.size() * itemsize(m.hbm.dtype));
   }
 }
@@ -254,7 +273,9 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
   hints_.prefetch.clear();
   for (size_t k = static_cast<size_t>(g_.num_inputs); k < g_.blocks.size(); ++k) {
     const OperandState& st = state_[k];
-    if (!st.in_place || !st.single_visit || hints_.num_stream == StepHints::kMaxSpans) continue;
+    if (!stream_outputs_ || !st.in_place || !st.single_visit ||
+        hints_.num_stream == StepHints::kMaxSpans)
+      continue;
     const BlockMapping& m = g_.blocks[k];
     const RawRef view{st.win.data, m.hbm.dtype, MemorySpace::HBM, m.window, st.hbm_strides};
     const auto span = span_of(view);
@@ -297,6 +318,12 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     part = partition_grid(grid, g_.semantics, ctx_.num_cores, core, config_.where);
   }
   allocate_windows();
+  // Streaming stores bypass the caches: right when the arrays this pipeline walks are larger
+  // than the last-level cache (the output would be evicted before anything reads it, and a
+  // regular store first reads each line it writes), wrong when they fit (the next kernel would
+  // find the output in cache). A CPU that reports no cache sizes streams.
+  const int64_t llc = last_level_cache_bytes();
+  stream_outputs_ = llc <= 0 || array_bytes_ > llc;
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
   const std::vector<int64_t> outer_step = ctx_.grid_step;

@@ -82,9 +82,10 @@ void PipelineCursor::advance() {
   ++step_;
   local_ = next_local_;
   global_ = to_global(local_);
-  prev_ = std::move(cur_);
-  cur_ = std::move(next_);
-  next_ = {};
+  // Rotate the three index vectors (eval overwrites next_'s elements in place): no allocation
+  // per step.
+  std::swap(prev_, cur_);
+  std::swap(cur_, next_);
   has_next_ = step_ + 1 < num_steps_ && next_grid_point(grid_, next_local_);
   if (has_next_) eval(next_local_, next_);
 }
@@ -96,13 +97,31 @@ size_t RevisitTracker::Hash::operator()(const SmallVec& v) const noexcept {
 }
 
 int RevisitTracker::compare(const Entry& e, const SmallVec& b) noexcept {
+  // Lexicographic (row-major) order against the run's first and last blocks.
   const int rank = e.block.size();
-  for (int d = 0; d + 1 < rank; ++d) {
-    if (b[d] != e.block[d]) return b[d] < e.block[d] ? -1 : 1;
+  for (int d = 0; d < rank; ++d) {
+    if (b[d] != e.block[d]) {
+      if (b[d] < e.block[d]) return -1;
+      break;
+    }
   }
-  if (rank == 0) return 0;
-  if (b[rank - 1] < e.block[rank - 1]) return -1;
-  return b[rank - 1] > e.last_index(e.length - 1) ? 1 : 0;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t last = d == e.axis ? e.block[d] + e.length - 1 : e.block[d];
+    if (b[d] != last) return b[d] > last ? 1 : 0;
+  }
+  return 0;
+}
+
+bool RevisitTracker::contains(const Entry& e, const SmallVec& b) noexcept {
+  const int rank = e.block.size();
+  for (int d = 0; d < rank; ++d) {
+    if (d == e.axis) {
+      if (b[d] < e.block[d] || b[d] >= e.block[d] + e.length) return false;
+    } else if (b[d] != e.block[d]) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64_t step) {
@@ -113,15 +132,24 @@ void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64
     }
     Entry& back = log_.back();
     if (compare(back, block.v) > 0) {
-      // Extend the run when this block is the next one along the last axis, visited for as
-      // many steps as the run's blocks, at the run's step spacing.
+      // Extend the run when this block is the next one along the run's axis (any one axis for a
+      // run of one block), visited for as many steps as the run's blocks, at the run's step
+      // spacing.
       const int rank = block.v.size();
+      int axis = -1;
+      bool next_block = rank > 0;
+      for (int d = 0; d < rank && next_block; ++d) {
+        const int64_t last = d == back.axis ? back.block[d] + back.length - 1 : back.block[d];
+        if (block.v[d] == last) continue;
+        const bool along = (back.length == 1 || d == back.axis) && block.v[d] == last + 1;
+        next_block = along && axis < 0;
+        axis = d;
+      }
+      next_block = next_block && axis >= 0;
       const int64_t gap = first - (back.visit.first + (back.length - 1) * back.step_stride);
-      const bool next_block = rank > 0 && block.v[rank - 1] == back.last_index(back.length) &&
-                              compare(back, block.v) == 1 &&
-                              std::equal(block.v.begin(), block.v.end() - 1, back.block.begin());
       const bool same_visit = step - first == back.visit.last - back.visit.first;
       if (next_block && same_visit && gap > 0 && (back.length == 1 || gap == back.step_stride)) {
+        back.axis = axis;
         back.step_stride = gap;
         ++back.length;
         return;
@@ -136,7 +164,7 @@ void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64
     for (const Entry& e : log_) {
       for (int64_t i = 0; i < e.length; ++i) {
         SmallVec b = e.block;
-        b[b.size() - 1] = e.last_index(i);
+        if (e.axis >= 0) b[e.axis] += i;
         done_.emplace(std::move(b),
                       Visit{e.visit.first + i * e.step_stride, e.visit.last + i * e.step_stride});
       }
@@ -155,9 +183,8 @@ std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Ind
                          [](const SmallVec& v, const Entry& e) { return compare(e, v) < 0; });
     if (it == log_.begin()) return std::nullopt;
     const Entry& e = *(it - 1);
-    if (compare(e, block.v) != 0) return std::nullopt;
-    const int64_t i =
-        e.block.size() == 0 ? 0 : block.v[block.v.size() - 1] - e.block[e.block.size() - 1];
+    if (compare(e, block.v) != 0 || !contains(e, block.v)) return std::nullopt;
+    const int64_t i = e.axis < 0 ? 0 : block.v[e.axis] - e.block[e.axis];
     return Visit{e.visit.first + i * e.step_stride, e.visit.last + i * e.step_stride};
   }
   auto it = done_.find(block.v);

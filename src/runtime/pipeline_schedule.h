@@ -93,19 +93,23 @@ class RevisitTracker {
   // Most grids write their output blocks back in increasing (row-major) order of block index.
   // While they do, the log stays sorted: a block after the last one cannot be a revisit, and
   // any other is found by binary search, with no hashing and no allocation per step. The log
-  // holds runs: blocks that follow each other along the last axis, visited at evenly spaced
-  // steps, share one entry (a row of blocks walked in order costs one entry, not one per step).
-  // The first block out of order moves the log into the hash map, which serves from then on.
+  // holds runs: blocks that follow each other along one axis (the last one for a row of blocks,
+  // the first for a 1-D grid over rows), visited at evenly spaced steps, share one entry, so a
+  // grid walked in order costs one entry per run, not one per step. The first block out of order
+  // moves the log into the hash map, which serves from then on.
   struct Entry {
     SmallVec block;  // the run's first block
     Visit visit;     // its visit; block i of the run was visited at visit + i * step_stride
     int64_t length = 1;
     int64_t step_stride = 0;
-    // Block i of the run (i < length): `block` with its last index advanced by i.
-    int64_t last_index(int64_t i) const noexcept { return block[block.size() - 1] + i; }
+    int axis = -1;  // the axis along which the run's blocks follow each other (-1: one block)
   };
-  // Where `b` lies against run `e`: -1 before its first block, 1 after its last, 0 inside.
+  // Where `b` lies against the lexicographic range of run `e`, from its first to its last
+  // block: -1 before, 1 after, 0 inside (a member or not: see contains()). The runs' ranges are
+  // disjoint and in increasing order.
   static int compare(const Entry& e, const SmallVec& b) noexcept;
+  // Whether `b` is one of the run's blocks.
+  static bool contains(const Entry& e, const SmallVec& b) noexcept;
   struct Hash {
     size_t operator()(const SmallVec& v) const noexcept;
   };

@@ -1,11 +1,10 @@
 // Step hints: the calling thread's current hints, and the prefetch queue's filling and draining.
 #include "runtime/step_hints.h"
 
-#include <hwy/cache_control.h>
-
 #include <cstdint>
 
 #include "tessera/ref.h"
+#include "tessera/tpu_info.h"
 
 namespace tessera::detail {
 
@@ -14,6 +13,21 @@ thread_local StepHints* t_step_hints = nullptr;
 }  // namespace
 
 StepHints* step_hints() noexcept { return t_step_hints; }
+
+void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
+  // The L1 data cache as the CPU reports it (sysfs / sysconf, read once); 32 KiB, the smallest
+  // of current x86 and Arm server cores, when it reports nothing.
+  static const int64_t l1d = [] {
+    try {
+      const auto cpu = pltpu::get_tpu_info().cpu;
+      const int64_t b = cpu ? cpu->l1d_bytes : 0;
+      return b > 0 ? b : int64_t{32} << 10;
+    } catch (...) {
+      return int64_t{32} << 10;
+    }
+  }();
+  q.to_l2 = lines * 64 > l1d / 2;
+}
 
 HintsScope::HintsScope(StepHints* h) noexcept : saved_(t_step_hints) { t_step_hints = h; }
 HintsScope::~HintsScope() { t_step_hints = saved_; }
@@ -50,11 +64,7 @@ int64_t queue_prefetch(PrefetchQueue& q, const RawRef& hbm) {
 }
 
 void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept {
-  if (q.fill != nullptr) {
-    const auto fill = q.fill;
-    q.fill = nullptr;
-    fill(q.fill_ctx, q);
-  }
+  q.materialize();
   q.credit += stored_bytes * q.ratio_q8;
   int64_t lines = q.credit >> 14;  // one line per 64 bytes x 256
   q.credit -= lines << 14;
@@ -66,7 +76,11 @@ void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept {
     for (; lines > 0; --lines) {
       const uintptr_t line = first + static_cast<uintptr_t>(q.byte);
       if (line >= end) break;
-      hwy::Prefetch(reinterpret_cast<const std::byte*>(line));
+      // GCC and Clang map locality 2 to prefetcht1 (L2 and outwards) and 3 to prefetcht0.
+      if (q.to_l2)
+        __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+      else
+        __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
       q.byte += 64;
     }
     if (first + static_cast<uintptr_t>(q.byte) < end) continue;

@@ -27,14 +27,27 @@ struct PrefetchQueue {
   // Lines to prefetch per 64 bytes the evaluator stores, in 1/256 units, and the carry.
   int64_t ratio_q8 = 0;
   int64_t credit = 0;
-  // The blocks are queued lazily, on the first drain: an evaluation that never drains (the
-  // fused register path) costs the step nothing for them.
+  // Prefetch into L2 only (x86 prefetcht1) rather than L1: set when the queued lines are more
+  // than half the L1 data cache, where bringing them into L1 would evict the lines this step is
+  // still working on.
+  bool to_l2 = false;
+  // The blocks are queued lazily, on the first drain (or materialize()): a step whose body
+  // evaluates nothing costs nothing for them.
   void (*fill)(const void* ctx, PrefetchQueue& q) noexcept = nullptr;
   const void* fill_ctx = nullptr;
   bool active() const noexcept { return cur < num || fill != nullptr; }
+  /// Queues the blocks now, if that has not happened yet.
+  void materialize() noexcept {
+    if (fill != nullptr) {
+      const auto f = fill;
+      fill = nullptr;
+      f(fill_ctx, *this);
+    }
+  }
   void clear() noexcept {
     num = cur = 0;
     r1 = r2 = byte = credit = ratio_q8 = 0;
+    to_l2 = false;
     fill = nullptr;
     fill_ctx = nullptr;
   }
@@ -42,6 +55,9 @@ struct PrefetchQueue {
 
 /// Prefetches the lines that `stored_bytes` of evaluator output pay for (see PrefetchQueue).
 void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept;
+
+/// Sets `q.to_l2` for `lines` queued lines, from this CPU's L1 data cache size.
+void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept;
 
 /// What a running pipeline step tells the vector evaluator (native engine only).
 struct StepHints {

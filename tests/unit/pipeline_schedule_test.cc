@@ -117,7 +117,7 @@ TEST(PipelineSchedule, RevisitTrackerInOrderAndOutOfOrder) {
 }
 
 TEST(PipelineSchedule, RevisitTrackerAgreesWithAMapOnRunsAndBreaks) {
-  // Runs of blocks along the last axis share one log entry; every shape of sequence that can
+  // Runs of blocks along one axis share one log entry; every shape of sequence that can
   // extend or break a run (a skipped block, a new row, an uneven step spacing, a longer visit,
   // a rank-1 index) must still report exactly the visits a plain map records.
   struct Write {
@@ -146,6 +146,24 @@ TEST(PipelineSchedule, RevisitTrackerAgreesWithAMapOnRunsAndBreaks) {
       {{{0}, 0, 0}, {{1}, 1, 1}, {{2}, 2, 2}, {{5}, 3, 3}, {{6}, 4, 4}},
       // in order, then out of order (the map takes over), then in order again
       {{{0, 0}, 0, 0}, {{0, 1}, 1, 1}, {{0, 2}, 2, 2}, {{0, 1}, 3, 3}, {{3, 3}, 4, 4}},
+      // a run along the first axis (a 1-D grid over rows), then blocks inside its range that
+      // are not in it (the map takes over), and a revisit of one of its blocks
+      {{{0, 0}, 0, 0},
+       {{1, 0}, 1, 1},
+       {{2, 0}, 2, 2},
+       {{3, 0}, 3, 3},
+       {{1, 2}, 4, 4},
+       {{2, 0}, 5, 5}},
+      // a run along the first axis broken by a block after its range, then a row-wise run
+      {{{0, 1}, 0, 0},
+       {{1, 1}, 1, 1},
+       {{2, 1}, 2, 2},
+       {{2, 3}, 3, 3},
+       {{3, 0}, 4, 4},
+       {{3, 1}, 5, 5},
+       {{3, 2}, 6, 6}},
+      // a run along the first axis at two-step visits, evenly spaced, then unevenly
+      {{{0, 5}, 0, 1}, {{1, 5}, 2, 3}, {{2, 5}, 4, 5}, {{3, 5}, 7, 8}},
   };
   for (size_t s = 0; s < sequences.size(); ++s) {
     detail::RevisitTracker t;

@@ -1,7 +1,8 @@
-// `tessera bench add --size N --cores C --repeats R [--json]`: the pipelined add (Pallas'
-// pipelining tutorial) on N x N float32 against a plain multi-threaded loop computing the same sum,
-// alternating the two so that both see the same machine state. Prints one JSON object with --json
-// (docs/performance.md lists its fields).
+// `tessera bench add|steps|launch|suite`: the pipelined add (Pallas' pipelining tutorial) on N x N
+// float32 against a plain multi-threaded loop computing the same sum, alternating the two so that
+// both see the same machine state; an empty-body pipeline's cost per grid step; a tiny kernel's
+// launch against an OpenMP region; and the suite of all of them (with the matmul of
+// bench_matmul.cc), one JSON object per line. docs/performance.md lists the fields.
 #include "bench_command.h"
 
 #include <omp.h>
@@ -10,11 +11,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_timing.h"
@@ -25,8 +29,19 @@
 namespace tessera::cli {
 
 namespace {
-int run_add(int64_t n, int cores, int repeats, bool json, const std::string& trace_path,
-            bool check) {
+struct AddOptions {
+  int64_t n = 8192;
+  int64_t bm = 128, bn = 128;
+  int cores = 1;
+  int repeats = 5;
+  std::string trace_path;
+  bool check = false;
+};
+
+// The pipelined add against the plain loop; the JSON object that `bench add --json` prints.
+nlohmann::json bench_add(const AddOptions& o) {
+  const int64_t n = o.n;
+  const int cores = o.cores;
   Array<float> x({n, n});
   Array<float> y({n, n});
   std::mt19937 rng(11);
@@ -36,21 +51,22 @@ int run_add(int64_t n, int cores, int repeats, bool json, const std::string& tra
   const double bytes = 3.0 * 4.0 * static_cast<double>(n) * static_cast<double>(n);
 
   auto plain = [&] {
-    Array<float> o(detail::Uninitialized{}, x.shape());
+    Array<float> out(detail::Uninitialized{}, x.shape());
     const float* xp = x.data();
     const float* yp = y.data();
-    float* op = o.data();
-    const int64_t total = o.size();
+    float* op = out.data();
+    const int64_t total = out.size();
 #pragma omp parallel for num_threads(cores) schedule(static)
     for (int64_t i = 0; i < total; ++i) op[i] = xp[i] + yp[i];
-    return o;
+    return out;
   };
+  auto ours = [&] { return examples::pipelined_add(x, y, cores, o.bm, o.bn); };
   // Warm up both (pages, pools, caches of freed blocks), then alternate.
   double max_error = 0;
   {
-    const Array<float> o = examples::pipelined_add(x, y, cores);
-    for (int64_t i = 0; i < o.size(); ++i) {
-      max_error = std::max(max_error, static_cast<double>(std::fabs(o[i] - (x[i] + y[i]))));
+    const Array<float> out = ours();
+    for (int64_t i = 0; i < out.size(); ++i) {
+      max_error = std::max(max_error, static_cast<double>(std::fabs(out[i] - (x[i] + y[i]))));
     }
     (void)plain();
   }
@@ -59,25 +75,23 @@ int run_add(int64_t n, int cores, int repeats, bool json, const std::string& tra
     // With --trace the timed runs of the pipeline are traced (the plain loop has no kernels),
     // so the timings include what tracing costs; the summary goes to stderr.
     std::optional<trace::Session> session;
-    if (!trace_path.empty()) {
-      trace::Options o;
-      o.trace_path = trace_path;
-      session.emplace(std::move(o));
+    if (!o.trace_path.empty()) {
+      trace::Options to;
+      to.trace_path = o.trace_path;
+      session.emplace(std::move(to));
     }
-    Progress progress("tessera bench add", repeats);
-    for (int r = 0; r < repeats; ++r) {
-      t_pipe.push_back(seconds([&] { (void)examples::pipelined_add(x, y, cores); }));
+    Progress progress("tessera bench add", o.repeats);
+    for (int r = 0; r < o.repeats; ++r) {
+      t_pipe.push_back(seconds([&] { (void)ours(); }));
       t_plain.push_back(seconds([&] { (void)plain(); }));
       progress.done(r + 1);
     }
   }
   std::vector<double> t_checked;
-  if (check) {
+  if (o.check) {
     const pltpu::ForceTpuInterpretMode force;
-    (void)examples::pipelined_add(x, y, cores);  // warm-up, and any diagnostic
-    for (int r = 0; r < repeats; ++r) {
-      t_checked.push_back(seconds([&] { (void)examples::pipelined_add(x, y, cores); }));
-    }
+    (void)ours();  // warm-up, and any diagnostic
+    for (int r = 0; r < o.repeats; ++r) t_checked.push_back(seconds([&] { (void)ours(); }));
   }
   const Stats sp = stats_of(t_pipe);
   const Stats sr = stats_of(t_plain);
@@ -86,11 +100,13 @@ int run_add(int64_t n, int cores, int repeats, bool json, const std::string& tra
   j["dtype"] = "f32";
   j["shape"] = {n, n};
   j["cores"] = cores;
-  j["block"] = {128, 128};
+  j["block"] = {o.bm, o.bn};
+  j["simd_target"] = pltpu::get_tpu_info().cpu->simd_target;
+  j["repeats"] = o.repeats;
   j["seconds"] = {{"min", sp.min}, {"median", sp.median}, {"max", sp.max}};
   j["gbps"] = bytes / sp.median / 1e9;
   j["max_error"] = max_error;
-  j["traced"] = !trace_path.empty();
+  j["traced"] = !o.trace_path.empty();
   j["reference"] = {{"name", "plain loop (OpenMP)"},
                     {"seconds", {{"min", sr.min}, {"median", sr.median}, {"max", sr.max}}},
                     {"gbps", bytes / sr.median / 1e9}};
@@ -99,29 +115,251 @@ int run_add(int64_t n, int cores, int repeats, bool json, const std::string& tra
   // memory bandwidth between repeats; the median of those ratios is the steadier figure.
   std::vector<double> paired;
   for (size_t r = 0; r < t_pipe.size(); ++r) paired.push_back(t_plain[r] / t_pipe[r]);
-  const double ratio_paired = stats_of(paired).median;
-  j["ratio_paired"] = ratio_paired;
+  j["ratio_paired"] = stats_of(paired).median;
   if (!t_checked.empty()) {
     const Stats sc = stats_of(t_checked);
     j["checked"] = {{"seconds", {{"min", sc.min}, {"median", sc.median}, {"max", sc.max}}},
                     {"over_native", sc.median / sp.median}};
   }
+  return j;
+}
+
+int run_add(const AddOptions& o, bool json) {
+  const nlohmann::json j = bench_add(o);
+  const double max_error = j["max_error"].get<double>();
   if (json) {
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "add " << n << "x" << n << " f32 on " << cores << " cores, " << repeats
-              << " repeats (medians): pipeline " << sp.median * 1e3 << " ms ("
-              << bytes / sp.median / 1e9 << " GB/s), plain loop " << sr.median * 1e3 << " ms ("
-              << bytes / sr.median / 1e9 << " GB/s), ratio " << sr.median / sp.median
-              << " (median of paired repeats " << ratio_paired << ")"
-              << ", max error " << max_error << "\n";
-    if (!t_checked.empty()) {
-      const Stats sc = stats_of(t_checked);
-      std::cout << "checked mode: " << sc.median * 1e3 << " ms, " << sc.median / sp.median
-                << "x native\n";
+    const double tp = j["seconds"]["median"].get<double>();
+    const double tr = j["reference"]["seconds"]["median"].get<double>();
+    std::cout << "add " << o.n << "x" << o.n << " f32, blocks (" << o.bm << ", " << o.bn << ") on "
+              << o.cores << " cores, " << o.repeats << " repeats (medians): pipeline " << tp * 1e3
+              << " ms (" << j["gbps"].get<double>() << " GB/s), plain loop " << tr * 1e3 << " ms ("
+              << j["reference"]["gbps"].get<double>() << " GB/s), ratio " << tr / tp
+              << " (median of paired repeats " << j["ratio_paired"].get<double>() << "), max error "
+              << max_error << "\n";
+    if (j.contains("checked")) {
+      std::cout << "checked mode: " << j["checked"]["seconds"]["median"].get<double>() * 1e3
+                << " ms, " << j["checked"]["over_native"].get<double>() << "x native\n";
     }
   }
   return max_error == 0 ? 0 : 1;
+}
+
+// Per grid step cost of the pipeline machinery: emit_pipeline over `steps` (8, 128) blocks of a
+// read-only input and an output with an empty body (the native engine uses both blocks where
+// they lie, so nothing is copied), timed inside one kernel launch, so that the launch is not
+// counted. `cores` cores split the grid (PARALLEL); the figure is a core's time per step.
+nlohmann::json bench_steps(int64_t steps, int cores, int repeats) {
+  const int64_t per_core = (steps + cores - 1) / cores;
+  Array<float> x({steps * 8, 128}, 1.0f);
+  // Seconds of each repeat, per core.
+  std::vector<double> t(static_cast<size_t>(repeats * cores), 0.0);
+  auto kernel = pl::kernel(pl::out_type<float>({steps * 8, 128}),
+                           pltpu::TensorCoreMesh("core", cores), pl::name("empty_pipeline"))(
+      [&](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o_hbm) {
+        const int core = lax::axis_index("core");
+        const pl::BlockSpec spec({8, 128}, [](int i) { return pl::idx(i, 0); });
+        auto pipeline = pltpu::emit_pipeline(
+            [](pltpu::VmemRef<const float>, pltpu::VmemRef<float>) {}, pltpu::grid({steps}),
+            pl::in_specs(spec), pl::out_specs(spec), pltpu::core_axis_name("core"),
+            pltpu::dimension_semantics(pltpu::PARALLEL));
+        pipeline(x_hbm, o_hbm);  // warm-up
+        for (int r = 0; r < repeats; ++r) {
+          const auto t0 = std::chrono::steady_clock::now();
+          pipeline(x_hbm, o_hbm);
+          t[static_cast<size_t>(r * cores + core)] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+      });
+  (void)kernel(x);
+  std::vector<double> per_step;
+  for (double s : t) per_step.push_back(s / static_cast<double>(per_core));
+  const Stats st = stats_of(per_step);
+  nlohmann::json j;
+  j["kernel"] = "steps";
+  j["dtype"] = "f32";
+  j["shape"] = {steps};
+  j["block"] = {8, 128};
+  j["cores"] = cores;
+  j["repeats"] = repeats;
+  j["seconds_per_step"] = {{"min", st.min}, {"median", st.median}, {"max", st.max}};
+  j["ns_per_step"] = st.median * 1e9;
+  j["target_ns_per_step"] = 100;
+  return j;
+}
+
+// A tiny kernel on `cores` cores (each fills a (128,) VMEM block and copies it to its slice of the
+// output: the quickstart's iota, as bench/launch_bench.cc) against an OpenMP parallel region of
+// as many threads doing the same work on the same allocation. Each sample is the mean of
+// `batch` back-to-back calls after a pause (spinning threads of the other runtime go to sleep)
+// and a warm-up; samples alternate between the two.
+nlohmann::json bench_launch(int cores, int repeats, int batch) {
+  auto kernel = pl::kernel(pl::out_type<float>({128 * cores}), pltpu::TensorCoreMesh("core", cores),
+                           pl::scratch_types(pltpu::VMEM<float>({128})), pl::name("tiny_launch"))(
+      [](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
+        const int i = lax::axis_index("core");
+        o_vmem = jnp::arange<float>(128) + float(i * 128);
+        pltpu::sync_copy(o_vmem, o_ref.at(pl::ds(i * 128, 128)));
+      });
+  auto omp_region = [cores] {
+    Array<float> out(detail::Uninitialized{}, Shape{128 * cores});
+    float* o = out.data();
+#pragma omp parallel num_threads(cores)
+    {
+      alignas(64) float block[128];
+      const int i = omp_get_thread_num();
+      for (int k = 0; k < 128; ++k) block[k] = static_cast<float>(k) + static_cast<float>(i * 128);
+      std::memcpy(o + i * 128, block, sizeof block);
+    }
+    return out;
+  };
+  bool right = true;
+  {
+    const Array<float> a = kernel();
+    const Array<float> b = omp_region();
+    for (int k = 0; k < 128 * cores; ++k) right = right && a[k] == b[k] && a[k] == float(k);
+  }
+  std::vector<double> t_ours, t_omp;
+  auto timed_batch = [batch](auto&& f) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    for (int i = 0; i < batch / 10 + 1; ++i) (void)f();  // wake the threads, warm the caches
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < batch; ++i) (void)f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / batch;
+  };
+  for (int r = 0; r < repeats; ++r) {
+    t_ours.push_back(timed_batch([&] { return kernel(); }));
+    t_omp.push_back(timed_batch(omp_region));
+  }
+  const Stats so = stats_of(t_ours);
+  const Stats sr = stats_of(t_omp);
+  nlohmann::json j;
+  j["kernel"] = "launch";
+  j["dtype"] = "f32";
+  j["shape"] = {128 * cores};
+  j["cores"] = cores;
+  j["repeats"] = repeats;
+  j["batch"] = batch;
+  j["seconds"] = {{"min", so.min}, {"median", so.median}, {"max", so.max}};
+  j["right"] = right;
+  j["reference"] = {{"name", "OpenMP parallel region"},
+                    {"seconds", {{"min", sr.min}, {"median", sr.median}, {"max", sr.max}}}};
+  j["time_ratio"] = so.median / sr.median;  // ours / OpenMP: <= 1 is as fast or faster
+  return j;
+}
+
+// One line of `bench suite --json`: the common fields of every benchmark. `rate` and
+// `ref_rate` are in `unit` (higher is better), so `ratio` > 1 means ours is faster.
+nlohmann::ordered_json suite_line(const std::string& kernel, nlohmann::json shape,
+                                  const std::string& dtype, int cores, double secs, double rate,
+                                  const std::string& unit, const std::string& ref_name,
+                                  double ref_rate, nlohmann::json detail) {
+  nlohmann::ordered_json j;
+  j["kernel"] = kernel;
+  j["shape"] = std::move(shape);
+  j["dtype"] = dtype;
+  j["cores"] = cores;
+  j["seconds"] = secs;
+  j["rate"] = rate;
+  j["unit"] = unit;
+  j["reference"] = {{"name", ref_name}, {"rate", ref_rate}};
+  j["ratio"] = rate / ref_rate;
+  const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
+  j["cpu"] = {{"model", cpu.model}, {"simd_target", cpu.simd_target}};
+  j["detail"] = std::move(detail);
+  return j;
+}
+
+// `tessera bench suite`: every benchmark at its default size (`quick`: tiny sizes, for tests).
+int run_suite(int cores, bool quick, bool json, int repeats_override) {
+  const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
+  const int reps = repeats_override > 0 ? repeats_override : (quick ? 2 : 7);
+  struct Item {
+    std::string what;
+    std::function<nlohmann::ordered_json()> run;
+  };
+  std::vector<Item> items;
+  const int64_t add_n = quick ? 512 : 8192;
+  items.push_back({"add " + std::to_string(add_n) + "^2 f32", [&] {
+                     AddOptions o;
+                     o.n = add_n;
+                     o.cores = cores;
+                     o.repeats = reps;
+                     const nlohmann::json d = bench_add(o);
+                     const double bytes = 12.0 * static_cast<double>(add_n * add_n);
+                     return suite_line(
+                         "add", {add_n, add_n}, "f32", cores, d["seconds"]["median"].get<double>(),
+                         d["gbps"].get<double>(), "GB/s", "plain loop (OpenMP)",
+                         bytes / d["reference"]["seconds"]["median"].get<double>() / 1e9, d);
+                   }});
+  const int64_t steps = quick ? 256 : 4096;
+  items.push_back({"steps " + std::to_string(steps) + " (empty body, 1 core)", [&] {
+                     const nlohmann::json d = bench_steps(steps, 1, quick ? 3 : 21);
+                     const double per_step = d["seconds_per_step"]["median"].get<double>();
+                     return suite_line("steps", {steps}, "f32", 1,
+                                       per_step * static_cast<double>(steps), 1.0 / per_step,
+                                       "steps/s", "target: 100 ns per step", 1e7, d);
+                   }});
+  items.push_back({"launch (" + std::to_string(cores) + " cores)", [&] {
+                     const nlohmann::json d = bench_launch(cores, quick ? 3 : 9, quick ? 50 : 2000);
+                     const double t = d["seconds"]["median"].get<double>();
+                     const double tr = d["reference"]["seconds"]["median"].get<double>();
+                     return suite_line("launch", {128 * cores}, "f32", cores, t, 1.0 / t,
+                                       "launches/s", "OpenMP parallel region", 1.0 / tr, d);
+                   }});
+  const int64_t mm = quick ? 256 : 2048;
+  for (const char* dtype : {"f32", "bf16"}) {
+    items.push_back({std::string("matmul ") + std::to_string(mm) + "^3 " + dtype, [&, dtype] {
+                       MatmulBenchOptions o{mm,
+                                            mm,
+                                            mm,
+                                            quick ? 128 : examples::kDefaultMatmulBlocks.bm,
+                                            quick ? 128 : examples::kDefaultMatmulBlocks.bn,
+                                            quick ? 128 : examples::kDefaultMatmulBlocks.bk,
+                                            dtype,
+                                            cores,
+                                            quick ? 2 : 5,
+                                            true};
+                       const nlohmann::json d = *matmul_bench_json(o, false);
+                       const double t = d["seconds"]["median"].get<double>();
+                       double best_t = 0;
+                       for (const auto& r : d["references"]) {
+                         if (r["name"] == d["best_reference"])
+                           best_t = r["seconds"]["median"].get<double>();
+                       }
+                       const double flops = 2.0 * static_cast<double>(mm * mm * mm);
+                       return suite_line("matmul", {mm, mm, mm}, dtype, cores, t, flops / t / 1e9,
+                                         "GFLOP/s", d["best_reference"].get<std::string>(),
+                                         flops / best_t / 1e9, d);
+                     }});
+  }
+  std::cerr << "tessera bench suite: " << items.size() << " benchmarks on " << cpu.model << " ("
+            << cpu.simd_target << "), " << cores << " cores" << (quick ? ", quick sizes" : "")
+            << "\n";
+  int i = 0;
+  bool ok = true;
+  for (const Item& it : items) {
+    std::cerr << "tessera bench suite: [" << ++i << "/" << items.size() << "] " << it.what << "\n"
+              << std::flush;
+    const nlohmann::ordered_json line = it.run();
+    const auto& d = line["detail"];
+    if (d.contains("max_error") && line["kernel"] == "add") ok = ok && d["max_error"] == 0;
+    if (d.contains("right")) ok = ok && d["right"].get<bool>();
+    if (json) {
+      std::cout << line.dump() << "\n" << std::flush;
+    } else {
+      std::cout << line["kernel"].get<std::string>() << " " << line["shape"].dump() << " "
+                << line["dtype"].get<std::string>() << ", " << cores
+                << " cores: " << line["rate"].get<double>() << " "
+                << line["unit"].get<std::string>() << " vs "
+                << line["reference"]["name"].get<std::string>() << " "
+                << line["reference"]["rate"].get<double>() << ", ratio "
+                << line["ratio"].get<double>() << "\n"
+                << std::flush;
+    }
+  }
+  return ok ? 0 : 1;
 }
 }  // namespace
 
@@ -130,23 +368,35 @@ void register_bench_command(CLI::App& app) {
       "bench",
       "Time a kernel against a reference computed in the same process.\nKernels:\n  "
       "add     the pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
-      "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS");
+      "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS\n  "
+      "steps   an empty-body pipeline's cost per grid step (target 100 ns)\n  "
+      "launch  a tiny kernel launch vs an OpenMP parallel region doing the same work\n  "
+      "suite   all of them at their default sizes, one JSON object per line with --json");
   static std::string kernel;
-  static int64_t size = 8192;
+  static int64_t size = 0;
   static int cores = 0;
-  static int repeats = 5;
+  static int repeats = 0;
   static bool json = false;
+  static bool quick = false;
+  static std::vector<int64_t> block{128, 128};
   static std::string trace_path;
   bench->add_option("kernel", kernel, "The kernel to time")
       ->required()
-      ->check(CLI::IsMember({"add", "matmul"}));
-  bench->add_option("--size", size, "N for N x N inputs (default 8192)")
+      ->check(CLI::IsMember({"add", "matmul", "steps", "launch", "suite"}));
+  bench
+      ->add_option("--size", size,
+                   "add: N for N x N inputs (default 8192); steps: grid steps "
+                   "(default 4096)")
       ->check(CLI::Range(1, 65536));
-  bench->add_option("--cores", cores, "Mesh cores (default: this machine's)")
+  bench->add_option("--cores", cores, "Mesh cores (default: this machine's; steps: 1)")
       ->check(CLI::Range(1, 256));
-  bench->add_option("--repeats", repeats, "Timed repetitions (default 5)")
+  bench->add_option("--repeats", repeats, "Timed repetitions (default 5; suite 7)")
       ->check(CLI::Range(1, 1000));
-  bench->add_flag("--json", json, "Print one JSON object (fields: docs/performance.md)");
+  bench->add_option("--block", block, "add: block shape BM BN (default 128 128)")
+      ->expected(2)
+      ->check(CLI::Range(1, 65536));
+  bench->add_flag("--json", json, "Print JSON (fields: docs/performance.md)");
+  bench->add_flag("--quick", quick, "suite: tiny sizes (seconds, for tests)");
   bench
       ->add_option("--trace", trace_path,
                    "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
@@ -177,17 +427,52 @@ void register_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   bench->callback([] {
     const int c = cores > 0 ? cores : pltpu::get_tpu_info().num_cores;
+    int rc = 0;
     if (kernel == "matmul") {
       mm.cores = c;
-      mm.repeats = repeats;
+      mm.repeats = repeats > 0 ? repeats : 5;
       mm.json = json;
       mm.trace_path = trace_path;
       mm.check = check;
-      const int rc = run_matmul_bench(mm);
-      if (rc != 0) throw CLI::RuntimeError(rc);
-      return;
+      rc = run_matmul_bench(mm);
+    } else if (kernel == "steps") {
+      const int64_t steps = size > 0 ? size : 4096;
+      const nlohmann::json j =
+          bench_steps(steps, cores > 0 ? cores : 1, repeats > 0 ? repeats : 21);
+      if (json) {
+        std::cout << j.dump(2) << "\n";
+      } else {
+        std::cout << "empty-body pipeline, " << steps << " steps of (8, 128) blocks on "
+                  << j["cores"].get<int>() << (j["cores"].get<int>() == 1 ? " core" : " cores")
+                  << ": " << j["ns_per_step"].get<double>() << " ns per step (median of "
+                  << j["repeats"].get<int>() << " runs; target 100 ns)\n";
+      }
+    } else if (kernel == "launch") {
+      const nlohmann::json j = bench_launch(c, repeats > 0 ? repeats : 9, 2000);
+      if (json) {
+        std::cout << j.dump(2) << "\n";
+      } else {
+        std::cout << "launch of a tiny kernel on " << c
+                  << " cores: " << j["seconds"]["median"].get<double>() * 1e9
+                  << " ns, OpenMP region "
+                  << j["reference"]["seconds"]["median"].get<double>() * 1e9 << " ns, time ratio "
+                  << j["time_ratio"].get<double>() << " (medians of " << j["repeats"].get<int>()
+                  << " batches of " << j["batch"].get<int>() << ")\n";
+      }
+      rc = j["right"].get<bool>() ? 0 : 1;
+    } else if (kernel == "suite") {
+      rc = run_suite(c, quick, json, repeats);
+    } else {
+      AddOptions o;
+      o.n = size > 0 ? size : 8192;
+      o.bm = block[0];
+      o.bn = block[1];
+      o.cores = c;
+      o.repeats = repeats > 0 ? repeats : 5;
+      o.trace_path = trace_path;
+      o.check = check;
+      rc = run_add(o, json);
     }
-    const int rc = run_add(size, c, repeats, json, trace_path, check);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

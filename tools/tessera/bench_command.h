@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace tessera::cli {
@@ -21,4 +23,7 @@ struct MatmulBenchOptions {
       false;  // also time the kernel in checked mode (docs/checked-mode.md) and report the ratio
 };
 int run_matmul_bench(const MatmulBenchOptions& options);
+/// The same run, returning its JSON object (printing the text summary too when `print`); nullopt
+/// (after a message on stderr) when the blocks do not divide the shape.
+std::optional<nlohmann::json> matmul_bench_json(const MatmulBenchOptions& options, bool print);
 }  // namespace tessera::cli

@@ -312,11 +312,18 @@ void print_results(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
 }  // namespace
 
 int run_matmul_bench(const MatmulBenchOptions& o) {
+  std::optional<nlohmann::json> j = matmul_bench_json(o, !o.json);
+  if (!j) return 2;
+  if (o.json) std::cout << j->dump(2) << "\n";
+  return 0;
+}
+
+std::optional<nlohmann::json> matmul_bench_json(const MatmulBenchOptions& o, bool print) {
   const examples::MatmulBlocks b{o.bm, o.bn, o.bk};
   if (o.m % b.bm != 0 || o.n % b.bn != 0 || o.k % b.bk != 0) {
     std::cerr << "tessera bench matmul: the blocks (" << b.bm << ", " << b.bn << ", " << b.bk
               << ") must divide (M, N, K) = (" << o.m << ", " << o.n << ", " << o.k << ")\n";
-    return 2;
+    return std::nullopt;
   }
   const double flops =
       2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) * static_cast<double>(o.k);
@@ -329,11 +336,8 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   else
     bench_f32(o, b, session, res);
   session.reset();  // writes the trace and prints its summary (stderr)
-  if (o.json)
-    std::cout << results_json(o, b, res, flops).dump(2) << "\n";
-  else
-    print_results(o, b, res, flops);
-  return 0;
+  if (print) print_results(o, b, res, flops);
+  return results_json(o, b, res, flops);
 }
 
 }  // namespace tessera::cli
