@@ -52,9 +52,18 @@ struct PrintOptions {
 };
 
 namespace detail {
+/// What an allocation is for, named in its out-of-memory error: `what` ("an Array", "output 0
+/// of kernel 'k'"), its dtype and shape, and the user's line.
+struct HbmRequest {
+  const char* what = "an Array";
+  DType dtype = DType::kFloat32;
+  const Shape* shape = nullptr;
+  std::source_location where = {};
+};
 /// 64-byte aligned storage for HBM arrays; large blocks are page-backed (huge pages where the OS
-/// offers them). Never returns null: throws UsageError naming the size when memory runs out.
-void* hbm_allocate(size_t bytes, bool zero);
+/// offers them). Never returns null: throws kCapacityExceeded naming the size (and `request`'s
+/// array, shape and line) when memory runs out.
+void* hbm_allocate(size_t bytes, bool zero, const HbmRequest* request = nullptr);
 void hbm_free(void* p, size_t bytes) noexcept;
 struct HbmDeleter {
   size_t bytes = 0;
@@ -69,7 +78,9 @@ std::string format_array(DType dtype, const void* data, const Shape& shape,
                                     std::source_location where);
 [[noreturn]] void throw_array_index_error(const Shape& shape, int axis, int64_t index, int nindices,
                                           std::source_location where);
-void check_shape_valid(const Shape& shape, std::source_location where);
+/// Throws UsageError (kInvalidArgument) for a negative extent, a rank above 32 or a shape whose
+/// element or byte count (at `itemsize` bytes an element) overflows 64 bits.
+void check_shape_valid(const Shape& shape, size_t itemsize, std::source_location where);
 struct Uninitialized {};
 }  // namespace detail
 
@@ -84,17 +95,18 @@ class Array {
 
   /// An empty 1-D array, shape (0,).
   Array() : Array(Shape{0}) {}
-  /// Zero-filled array of `shape`. Throws UsageError for a negative extent.
+  /// Zero-filled array of `shape`. Throws UsageError for a negative extent or a shape too big
+  /// to count, and kCapacityExceeded when the memory cannot be had.
   explicit Array(Shape shape, std::source_location where = std::source_location::current())
       : shape_(std::move(shape)) {
-    detail::check_shape_valid(shape_, where);
-    allocate(true);
+    detail::check_shape_valid(shape_, sizeof(T), where);
+    allocate(true, where);
   }
   /// Array of `shape` with every element `fill`.
   Array(Shape shape, T fill, std::source_location where = std::source_location::current())
       : shape_(std::move(shape)) {
-    detail::check_shape_valid(shape_, where);
-    allocate(false);
+    detail::check_shape_valid(shape_, sizeof(T), where);
+    allocate(false, where);
     for (int64_t i = 0; i < size(); ++i) data()[i] = fill;
   }
   /// Array of `shape` holding `values` in row-major order; their count must equal the size.
@@ -109,8 +121,14 @@ class Array {
       : shape_(std::move(shape)) {
     init_from(values.begin(), values.size(), where);  // iterators: std::vector<bool> has no data()
   }
-  /// Array of `shape` whose contents are unspecified (kernel outputs start like this).
-  Array(detail::Uninitialized, Shape shape) : shape_(std::move(shape)) { allocate(false); }
+  /// Array of `shape` whose contents are unspecified (kernel outputs start like this); `what` and
+  /// `where` name it in an out-of-memory error.
+  Array(detail::Uninitialized, Shape shape, std::source_location where = {},
+        const char* what = "an Array")
+      : shape_(std::move(shape)) {
+    detail::check_shape_valid(shape_, sizeof(T), where);
+    allocate(false, where, what);
+  }
 
   Array(const Array& o) : shape_(o.shape_) {
     allocate(false);
@@ -240,18 +258,19 @@ class Array {
   }
 
  private:
-  void allocate(bool zero) {
+  void allocate(bool zero, std::source_location where = {}, const char* what = "an Array") {
     const size_t n = bytes();
-    storage_ = std::unique_ptr<void, detail::HbmDeleter>(detail::hbm_allocate(n, zero),
+    const detail::HbmRequest request{what, dtype(), &shape_, where};
+    storage_ = std::unique_ptr<void, detail::HbmDeleter>(detail::hbm_allocate(n, zero, &request),
                                                          detail::HbmDeleter{n});
   }
   template <class It>
   void init_from(It values, size_t count, std::source_location where) {
-    detail::check_shape_valid(shape_, where);
+    detail::check_shape_valid(shape_, sizeof(T), where);
     if (static_cast<int64_t>(count) != shape_.size()) {
       detail::throw_array_size_mismatch(shape_, count, where);
     }
-    allocate(false);
+    allocate(false, where);
     for (size_t i = 0; i < count; ++i, ++values) data()[i] = *values;
   }
   int64_t offset_of(std::initializer_list<int64_t> idx, std::source_location where) const {

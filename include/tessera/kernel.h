@@ -66,7 +66,7 @@ struct OutType {
 /// One output of dtype T and `shape`.
 template <class T>
 OutType<T> out_type(Shape shape, std::source_location where = std::source_location::current()) {
-  detail::check_scratch_shape(shape, MemorySpace::HBM, where);
+  detail::check_scratch_shape(shape, int64_t{sizeof(T)}, MemorySpace::HBM, where);
   return {{ShapeDtypeStruct<T>{std::move(shape)}}, where};
 }
 /// The same from braces: `out_type<float>({8, 128})`, and `out_type<float>({})` for a scalar.
@@ -254,6 +254,15 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     spec_.wait_timeout_ms = params.wait_timeout_ms.value_or(0);
     spec_.where = where;
     spec_.interpret = std::move(interpret);
+    // Outputs given as ShapeDtypeStructs have no line of their own: they are checked here.
+    std::apply(
+        [&](const auto&... o) {
+          (detail::check_shape(o.shape,
+                               int64_t{sizeof(typename std::decay_t<decltype(o)>::value_type)},
+                               "pl::kernel", "a kernel output", where),
+           ...);
+        },
+        out_.outs);
     spec_.scratch = std::apply(
         [](const auto&... s) { return std::vector<detail::ScratchRequest>{s.request()...}; },
         scratch_.items);
@@ -293,8 +302,8 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
   // Outputs are indexed by position: several may share a dtype.
   template <size_t... O>
   std::tuple<Array<Outs>...> make_outputs(std::index_sequence<O...>) const {
-    return std::tuple<Array<Outs>...>{
-        Array<Outs>(detail::Uninitialized{}, std::get<O>(out_.outs).shape)...};
+    return std::tuple<Array<Outs>...>{Array<Outs>(
+        detail::Uninitialized{}, std::get<O>(out_.outs).shape, spec_.where, "a kernel output")...};
   }
 
   template <size_t... O, size_t... S, class... Ins>

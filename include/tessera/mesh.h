@@ -33,7 +33,7 @@ class TensorCoreMesh {
   /// A mesh of the default core count (hardware threads, or TESSERA_NUM_CORES).
   explicit TensorCoreMesh(std::string axis_name,
                           std::source_location where = std::source_location::current())
-      : TensorCoreMesh(std::move(axis_name), detail::default_num_cores(), where) {}
+      : TensorCoreMesh(std::move(axis_name), detail::default_num_cores(where), where) {}
   /// A mesh of `num_cores` cores (1 .. 256). Throws UsageError otherwise, or for an empty name.
   TensorCoreMesh(std::string axis_name, int num_cores,
                  std::source_location where = std::source_location::current())

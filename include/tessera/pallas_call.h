@@ -180,7 +180,17 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
                   [](const auto&... s) {
                     return std::vector<detail::ScratchRequest>{s.request()...};
                   },
-                  scratch_.items)} {}
+                  scratch_.items)} {
+    // Outputs given as ShapeDtypeStructs have no line of their own: they are checked here.
+    std::apply(
+        [&](const auto&... o) {
+          (detail::check_shape(o.shape,
+                               int64_t{sizeof(typename std::decay_t<decltype(o)>::value_type)},
+                               "pallas_call", "a pallas_call output", where),
+           ...);
+        },
+        out_.outs);
+  }
 
   /// Runs the grid over `args` (the NP scalar-prefetch operands, then the inputs) and returns
   /// the output(s), as pl::kernel does.
@@ -260,8 +270,9 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
                                 false, detail::declared_space<Body, NPs + NI + O>()}...};
       const std::vector<detail::PallasPrefetch> prefetch{detail::PallasPrefetch{
           dtype_of<std::tuple_element_t<P, ArgT>>, std::get<P>(argv).shape()}...};
-      std::tuple<Array<Outs>...> outs{
-          Array<Outs>(detail::Uninitialized{}, std::get<O>(out_.outs).shape)...};
+      std::tuple<Array<Outs>...> outs{Array<Outs>(detail::Uninitialized{},
+                                                  std::get<O>(out_.outs).shape, spec_.where,
+                                                  "a pallas_call output")...};
       const void* arg_data[sizeof...(Args) + 1] = {static_cast<const void*>(args.data())...,
                                                    nullptr};
       void* const out_data[NO + 1] = {static_cast<void*>(std::get<O>(outs).data())..., nullptr};

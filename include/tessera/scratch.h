@@ -21,7 +21,10 @@
 
 namespace tessera {
 namespace detail {
-void check_scratch_shape(const Shape& shape, MemorySpace space, std::source_location where);
+/// Validates a buffer's shape (detail::check_shape) naming the call that made it (pltpu::VMEM,
+/// out_type, ...).
+void check_scratch_shape(const Shape& shape, int64_t itemsize, MemorySpace space,
+                         std::source_location where);
 }  // namespace detail
 
 namespace pltpu {
@@ -50,14 +53,14 @@ struct ScratchType {
 template <class T>
 ScratchType<T, MemorySpace::VMEM> VMEM(
     Shape shape, std::source_location where = std::source_location::current()) {
-  detail::check_scratch_shape(shape, MemorySpace::VMEM, where);
+  detail::check_scratch_shape(shape, int64_t{sizeof(T)}, MemorySpace::VMEM, where);
   return {std::move(shape), where};
 }
 /// `pltpu.SMEM(shape, dtype)`: a per-core SMEM scratch buffer (32-bit or narrower scalars).
 template <class T>
 ScratchType<T, MemorySpace::SMEM> SMEM(
     Shape shape, std::source_location where = std::source_location::current()) {
-  detail::check_scratch_shape(shape, MemorySpace::SMEM, where);
+  detail::check_scratch_shape(shape, int64_t{sizeof(T)}, MemorySpace::SMEM, where);
   return {std::move(shape), where};
 }
 

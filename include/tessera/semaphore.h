@@ -192,7 +192,8 @@ struct SemaphoreTypeTag {
   /// An array of `shape` semaphores of this kind. Throws UsageError for a negative extent.
   SemaphoreArrayType<Kind> operator()(
       Shape shape, std::source_location where = std::source_location::current()) const {
-    detail::check_scratch_shape(shape, MemorySpace::SEMAPHORE, where);
+    detail::check_scratch_shape(shape, int64_t{sizeof(detail::SemaphoreCell)},
+                                MemorySpace::SEMAPHORE, where);
     return {std::move(shape), where};
   }
 };

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/detail/checked_math.h"
 #include "tessera/detail/small_vec.h"
 
 namespace tessera {
@@ -36,12 +37,10 @@ class Shape {
   /// Extent of axis `i` (0 <= i < rank()).
   int64_t operator[](int i) const noexcept { return dims_[i]; }
   int64_t& operator[](int i) noexcept { return dims_[i]; }
-  /// Number of elements (1 for rank 0).
-  int64_t size() const noexcept {
-    int64_t n = 1;
-    for (int64_t d : dims_) n *= d;
-    return n;
-  }
+  /// Number of elements (1 for rank 0). Every shape a user gives Tessera is validated where it
+  /// enters (its count and bytes fit 64 bits); an unvalidated shape whose count would overflow
+  /// reads as INT64_MAX rather than wrapping.
+  int64_t size() const noexcept { return detail::saturating_product(dims_.begin(), dims_.end()); }
   const int64_t* begin() const noexcept { return dims_.begin(); }
   const int64_t* end() const noexcept { return dims_.end(); }
   const detail::SmallVec& dims() const noexcept { return dims_; }

@@ -40,23 +40,29 @@ constexpr size_t kAlignment = 64;
 constexpr size_t kMmapThreshold = size_t{4} << 20;  // 4 MiB
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
-// The element count (and its byte count at the largest itemsize, 4) must fit the types that hold
-// it; no real allocation comes near this, but an overflow would otherwise wrap silently.
-constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 4;
 
 std::string human_bytes(size_t bytes) {
   const double b = static_cast<double>(bytes);
+  if (b >= kGiB * 1024.0) return fmt::format("{:.1f} TiB", b / (kGiB * 1024.0));
   if (b >= kGiB) return fmt::format("{:.1f} GiB", b / kGiB);
   if (b >= kMiB) return fmt::format("{:.1f} MiB", b / kMiB);
   if (bytes >= 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
   return fmt::format("{} B", bytes);
 }
 
-[[noreturn]] void raise_out_of_memory(size_t bytes) {
-  raise(ErrorKind::kCapacityExceeded, "Array", std::source_location{},
-        fmt::format("out of host memory allocating {} bytes ({}) for an Array's HBM storage; "
+[[noreturn]] void raise_out_of_memory(size_t bytes, const HbmRequest* request) {
+  if (request == nullptr || request->shape == nullptr) {
+    raise(ErrorKind::kCapacityExceeded, "Array",
+          request != nullptr ? request->where : std::source_location{},
+          fmt::format("out of host memory allocating {} bytes ({}) for an Array's HBM storage; "
+                      "hint: use smaller arrays, or release arrays that are no longer needed",
+                      bytes, human_bytes(bytes)));
+  }
+  raise(ErrorKind::kCapacityExceeded, "Array", request->where,
+        fmt::format("out of host memory allocating {} {}{}: {} bytes ({}) of HBM storage; "
                     "hint: use smaller arrays, or release arrays that are no longer needed",
-                    bytes, human_bytes(bytes)));
+                    request->what, dtype_name(request->dtype), request->shape->to_string(), bytes,
+                    human_bytes(bytes)));
 }
 
 const char* plural(int64_t n, const char* one, const char* many) { return n == 1 ? one : many; }
@@ -101,14 +107,14 @@ LargeBlockCache& large_blocks() {
 }
 }  // namespace
 
-void* hbm_allocate(size_t bytes, bool zero) {
+void* hbm_allocate(size_t bytes, bool zero, const HbmRequest* request) {
   if (bytes >= kMmapThreshold) {
     if (void* p = large_blocks().take(bytes); p != nullptr) {
       if (zero) std::memset(p, 0, bytes);  // a reused block holds old data
       return p;
     }
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) raise_out_of_memory(bytes);
+    if (p == MAP_FAILED) raise_out_of_memory(bytes, request);
 #ifdef MADV_HUGEPAGE
     (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advisory only; failure is harmless
 #endif
@@ -120,7 +126,7 @@ void* hbm_allocate(size_t bytes, bool zero) {
   // aligned_alloc splits and frees pieces on every call (and triggers consolidation), which
   // costs more than a small kernel launch; plain malloc/free stay on the fast paths.
   void* raw = std::malloc(rounded + kAlignment);
-  if (raw == nullptr) raise_out_of_memory(bytes);
+  if (raw == nullptr) raise_out_of_memory(bytes, request);
   const auto base = reinterpret_cast<uintptr_t>(raw) + sizeof(void*);
   void* p = reinterpret_cast<void*>((base + kAlignment - 1) / kAlignment * kAlignment);
   std::memcpy(static_cast<char*>(p) - sizeof(void*), &raw, sizeof raw);
@@ -178,26 +184,8 @@ void throw_array_index_error(const Shape& shape, int axis, int64_t index, int ni
                     axis, extent, shape.to_string(), rule));
 }
 
-void check_shape_valid(const Shape& shape, std::source_location where) {
-  for (int i = 0; i < shape.rank(); ++i) {
-    if (shape[i] < 0) {
-      raise(ErrorKind::kInvalidArgument, "Array", where,
-            fmt::format("shape {} has a negative extent {} in axis {}; every extent must be "
-                        ">= 0",
-                        shape.to_string(), shape[i], i));
-    }
-  }
-  for (int i = 0; i < shape.rank(); ++i) {
-    if (shape[i] == 0) return;  // an empty array; the other extents cannot overflow anything
-  }
-  int64_t n = 1;
-  for (int i = 0; i < shape.rank(); ++i) {
-    if (__builtin_mul_overflow(n, shape[i], &n) || n > kMaxElements) {
-      raise(ErrorKind::kInvalidArgument, "Array", where,
-            fmt::format("shape {} holds more elements than an Array can index (at most {})",
-                        shape.to_string(), kMaxElements));
-    }
-  }
+void check_shape_valid(const Shape& shape, size_t itemsize, std::source_location where) {
+  check_shape(shape, static_cast<int64_t>(itemsize), "Array", "an Array", where);
 }
 
 }  // namespace tessera::detail

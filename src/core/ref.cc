@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "tessera/detail/checked_math.h"
 #include "tessera/detail/runtime.h"
 
 namespace tessera::detail {
@@ -63,12 +64,19 @@ int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n
       continue;
     }
     const pl::Slice s = ix[a].slice;
+    // Every product and sum below is checked: a start or stride near INT64_MAX must not wrap
+    // into an in-bounds (or negative) element.
+    int64_t step = 0;
     if (ix[a].kind == Indexer::Kind::kIndex) {
       if (s.start < 0 || s.start >= extent) {
         fail(ix, n, a, shape, space, where,
              fmt::format("index {} is outside 0..{}", s.start, extent - 1));
       }
-      offset += s.start * strides[a];
+      if (!checked_mul(s.start, strides[a], &step) || !checked_add(offset, step, &offset)) {
+        fail(ix, n, a, shape, space, where,
+             fmt::format("index {} times the view's stride {} overflows 64 bits", s.start,
+                         strides[a]));
+      }
       continue;
     }
     if (s.stride < 1) {
@@ -80,17 +88,32 @@ int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n
     if (s.start < 0) {
       fail(ix, n, a, shape, space, where, fmt::format("start {} is negative", s.start));
     }
-    if (s.size > 0 && s.start + (s.size - 1) * s.stride >= extent) {
-      fail(ix, n, a, shape, space, where,
-           fmt::format("the slice covers elements {}..{}, past the end", s.start,
-                       s.start + (s.size - 1) * s.stride));
+    if (s.size > 0) {
+      int64_t last = 0;
+      if (!checked_mul(s.size - 1, s.stride, &last) || !checked_add(last, s.start, &last)) {
+        fail(ix, n, a, shape, space, where,
+             fmt::format("the slice's last element, start {} + (size {} - 1) * stride {}, "
+                         "overflows 64 bits, far past the end",
+                         s.start, s.size, s.stride));
+      }
+      if (last >= extent) {
+        fail(ix, n, a, shape, space, where,
+             fmt::format("the slice covers elements {}..{}, past the end", s.start, last));
+      }
     }
     if (s.size == 0 && s.start > extent) {
       fail(ix, n, a, shape, space, where, fmt::format("start {} is past the end", s.start));
     }
-    offset += s.start * strides[a];
+    // With one element or none the stride moves nothing: keep the axis's own.
+    int64_t stride = strides[a];
+    if (!checked_mul(s.start, strides[a], &step) || !checked_add(offset, step, &offset) ||
+        (s.size > 1 && !checked_mul(strides[a], s.stride, &stride))) {
+      fail(ix, n, a, shape, space, where,
+           fmt::format("stride {} times the view's stride {} overflows 64 bits", s.stride,
+                       strides[a]));
+    }
     new_shape.push_back(s.size);
-    new_strides.push_back(strides[a] * s.stride);
+    new_strides.push_back(stride);
   }
   shape = Shape(std::move(new_shape));
   strides = std::move(new_strides);

@@ -1,6 +1,7 @@
 // Shape printing (Python tuple notation) and row-major strides.
 #include "tessera/shape.h"
 
+#include <cstdint>
 #include <string>
 
 namespace tessera {
@@ -23,7 +24,8 @@ detail::SmallVec row_major_strides(const Shape& shape) {
   int64_t stride = 1;
   for (int i = r - 1; i >= 0; --i) {
     strides[i] = stride;
-    stride *= shape[i];
+    // Saturates instead of wrapping: a validated shape never gets there.
+    if (!detail::checked_mul(stride, shape[i], &stride)) stride = INT64_MAX;
   }
   return strides;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "check/checked_engine.h"
+#include "core/input_checks.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
@@ -90,29 +91,21 @@ void set_current_context(CoreContext* ctx) noexcept {
 }
 bool in_kernel() noexcept { return t_context != nullptr; }
 
-int default_num_cores() {
+int default_num_cores(std::source_location where) {
   // Kernels checked against a chip (TESSERA_INTERPRET=v5e, pltpu::ForceTpuInterpretMode) get the
   // chip's TensorCores by default, not the host's hardware threads.
-  if (const pltpu::InterpretParams* p = forced_interpret(); p != nullptr && !p->chip.empty()) {
+  if (const pltpu::InterpretParams* p = forced_interpret(where); p != nullptr && !p->chip.empty()) {
     return chip_num_cores(*p);
   }
-  static const int n = [] {
-    if (const char* env = std::getenv("TESSERA_NUM_CORES"); env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      const long v = std::strtol(env, &end, 10);
-      if (end == nullptr || *end != '\0' || v < 1 || v > kMaxCores) {
-        throw UsageError(ErrorKind::kInvalidArgument,
-                         fmt::format("tessera: TESSERA_NUM_CORES='{}' is not a core count; set it "
-                                     "to an integer from 1 to {} or unset it",
-                                     env, kMaxCores),
-                         std::source_location{});
-      }
-      return static_cast<int>(v);
+  static EnvCached<int> cached;
+  return cached.get([&] {
+    if (const std::optional<int64_t> v = env_integer("TESSERA_NUM_CORES", 1, kMaxCores,
+                                                     "a core count", "TensorCoreMesh", where)) {
+      return static_cast<int>(*v);
     }
     const unsigned hw = std::thread::hardware_concurrency();
     return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxCores));
-  }();
-  return n;
+  });
 }
 
 void check_num_cores(int num_cores, std::source_location where) {
@@ -123,14 +116,12 @@ void check_num_cores(int num_cores, std::source_location where) {
   }
 }
 
-void check_scratch_shape(const Shape& shape, MemorySpace space, std::source_location where) {
-  for (int a = 0; a < shape.rank(); ++a) {
-    if (shape[a] < 0) {
-      raise(ErrorKind::kInvalidArgument,
-            space == MemorySpace::HBM ? "out_type" : fmt::format("pltpu::{}", to_string(space)),
-            where, fmt::format("shape {} has a negative extent on axis {}", shape.to_string(), a));
-    }
-  }
+void check_scratch_shape(const Shape& shape, int64_t itemsize, MemorySpace space,
+                         std::source_location where) {
+  const bool hbm = space == MemorySpace::HBM;
+  check_shape(shape, itemsize,
+              hbm ? std::string("out_type") : fmt::format("pltpu::{}", to_string(space)),
+              hbm ? "a kernel output" : fmt::format("a {} buffer", to_string(space)), where);
 }
 
 std::string default_kernel_name(std::source_location where) {
@@ -176,8 +167,9 @@ std::atomic<const pltpu::InterpretParams*> g_forced{nullptr};
 
 namespace {
 // TESSERA_INTERPRET: a switch (1/true/yes/on, 0/false/no/off, any case) or a TPU generation
-// ("v5e"); anything else is an error that names the variable. Parsed once.
-std::optional<pltpu::InterpretParams> interpret_from_env() {
+// ("v5e"); anything else is an error that names the variable, raised at the launch that read it.
+// Parsed once (again after detail::reread_environment()).
+std::optional<pltpu::InterpretParams> interpret_from_env(std::source_location where) {
   const char* env = std::getenv("TESSERA_INTERPRET");
   if (env == nullptr || *env == '\0') return std::nullopt;
   std::string v(env);
@@ -189,22 +181,23 @@ std::optional<pltpu::InterpretParams> interpret_from_env() {
   try {
     (void)pltpu::get_tpu_info_for_chip(v, 1, std::source_location::current());
   } catch (const Error&) {
-    throw UsageError(ErrorKind::kInvalidArgument,
-                     fmt::format("tessera: TESSERA_INTERPRET='{}' is neither a switch (1/true/yes/"
-                                 "on or 0/false/no/off) nor a TPU generation Tessera models ({}); "
-                                 "set it to one of those or unset it",
-                                 v, fmt::join(pltpu::known_chips(), ", ")),
-                     std::source_location{});
+    raise(ErrorKind::kInvalidArgument, "kernel launch", where,
+          fmt::format("the environment variable TESSERA_INTERPRET='{}' is neither a switch "
+                      "(1/true/yes/on or 0/false/no/off) nor a TPU generation Tessera models ({}); "
+                      "set it to one of those or unset it",
+                      v, fmt::join(pltpu::known_chips(), ", ")));
   }
   p.chip = v;
   return p;
 }
 }  // namespace
 
-const pltpu::InterpretParams* forced_interpret() {
+const pltpu::InterpretParams* forced_interpret(std::source_location where) {
   if (const pltpu::InterpretParams* p = g_forced.load(std::memory_order_acquire)) return p;
-  static const std::optional<pltpu::InterpretParams> env_params = interpret_from_env();
-  return env_params ? &*env_params : nullptr;
+  static EnvCached<std::optional<pltpu::InterpretParams>> env_params;
+  const std::optional<pltpu::InterpretParams>& params =
+      env_params.get([&] { return interpret_from_env(where); });
+  return params ? &*params : nullptr;
 }
 
 int chip_num_cores(const pltpu::InterpretParams& p) {
@@ -244,7 +237,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   // The engine: a checked one (with its books) for a kernel in interpret mode, else native.
   std::unique_ptr<Engine> checked;
   if (const pltpu::InterpretParams* params =
-          spec.interpret ? &*spec.interpret : forced_interpret()) {
+          spec.interpret ? &*spec.interpret : forced_interpret(spec.where)) {
     std::vector<LaunchBuffer> arrays;
     buffers(arrays);
     checked = make_checked_engine(spec, *params, arrays.data(), static_cast<int>(arrays.size()),
@@ -256,7 +249,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   LaunchState state;
   state.spec = &spec;
   state.wait_timeout_ms =
-      spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms();
+      spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms(spec.where);
   state.semaphore_high.store(spec.semaphore_used, std::memory_order_relaxed);
   CorePool& pool = CorePool::instance();
   trace::detail::start_from_env();

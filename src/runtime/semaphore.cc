@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/input_checks.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
@@ -77,22 +78,14 @@ void check_amount(int64_t v, const char* what, const char* op, std::source_locat
     raise(ErrorKind::kInvalidArgument, op, where,
           fmt::format("{}={} is negative; signals add and waits subtract counts >= 0", what, v));
   }
-}
-
-int64_t parse_timeout_env() {
-  const char* env = std::getenv("TESSERA_WAIT_TIMEOUT_MS");
-  if (env == nullptr || *env == '\0') return kDefaultWaitTimeoutMs;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  if (end == nullptr || *end != '\0' || v < 1) {
-    throw UsageError(
-        ErrorKind::kInvalidArgument,
-        fmt::format("tessera: TESSERA_WAIT_TIMEOUT_MS='{}' is not a timeout; set it to "
-                    "a number of milliseconds >= 1 or unset it (default {})",
-                    env, kDefaultWaitTimeoutMs),
-        std::source_location{});
+  // A TPU semaphore holds a 32-bit count; the bound also keeps the 64-bit counters here from
+  // ever wrapping, however many signals add up.
+  if (v > std::numeric_limits<int32_t>::max()) {
+    raise(ErrorKind::kInvalidArgument, op, where,
+          fmt::format("{}={} is more than a semaphore holds (a TPU semaphore is a 32-bit count, "
+                      "at most {}); signal and wait in smaller amounts",
+                      what, v, std::numeric_limits<int32_t>::max()));
   }
-  return static_cast<int64_t>(v);
 }
 
 }  // namespace
@@ -224,9 +217,13 @@ std::string unravel_index(int64_t flat, const Shape& shape) {
   return fmt::format("({})", fmt::join(idx, ", "));
 }
 
-int64_t default_wait_timeout_ms() {
-  static const int64_t ms = parse_timeout_env();
-  return ms;
+int64_t default_wait_timeout_ms(std::source_location where) {
+  static EnvCached<int64_t> cached;
+  return cached.get([&] {
+    return env_integer("TESSERA_WAIT_TIMEOUT_MS", 1, kMaxWaitTimeoutMs, "a timeout in milliseconds",
+                       "kernel launch", where)
+        .value_or(kDefaultWaitTimeoutMs);
+  });
 }
 
 void check_single_semaphore(const Shape& shape, SemaphoreKind kind, const char* op,

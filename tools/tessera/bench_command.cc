@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "int_option.h"
 #include "matmul.h"
 #include "pipelined_add.h"
 #include "tessera/tessera.h"
@@ -387,14 +388,14 @@ void register_bench_command(CLI::App& app) {
       ->add_option("--size", size,
                    "add: N for N x N inputs (default 8192); steps: grid steps "
                    "(default 4096)")
-      ->check(CLI::Range(1, 65536));
+      ->check(integer_in(1, 65536));
   bench->add_option("--cores", cores, "Mesh cores (default: this machine's; steps: 1)")
-      ->check(CLI::Range(1, 256));
+      ->check(integer_in(1, 256));
   bench->add_option("--repeats", repeats, "Timed repetitions (default 5; suite 7)")
-      ->check(CLI::Range(1, 1000));
+      ->check(integer_in(1, 1000));
   bench->add_option("--block", block, "add: block shape BM BN (default 128 128)")
       ->expected(2)
-      ->check(CLI::Range(1, 65536));
+      ->check(integer_in(1, 65536));
   bench->add_flag("--json", json, "Print JSON (fields: docs/performance.md)");
   bench->add_flag("--quick", quick, "suite: tiny sizes (seconds, for tests)");
   bench
@@ -416,13 +417,13 @@ void register_bench_command(CLI::App& app) {
                                0,
                                5,
                                false};
-  bench->add_option("--m", mm.m, "matmul: M (default 2048)")->check(CLI::Range(1, 1 << 16));
-  bench->add_option("--n", mm.n, "matmul: N (default 2048)")->check(CLI::Range(1, 1 << 16));
-  bench->add_option("--k", mm.k, "matmul: K (default 2048)")->check(CLI::Range(1, 1 << 16));
+  bench->add_option("--m", mm.m, "matmul: M (default 2048)")->check(integer_in(1, 1 << 16));
+  bench->add_option("--n", mm.n, "matmul: N (default 2048)")->check(integer_in(1, 1 << 16));
+  bench->add_option("--k", mm.k, "matmul: K (default 2048)")->check(integer_in(1, 1 << 16));
   bench->add_option("--bm", mm.bm, "matmul: block rows (default: the example's)")
-      ->check(CLI::Range(1, 1 << 16));
-  bench->add_option("--bn", mm.bn, "matmul: block columns")->check(CLI::Range(1, 1 << 16));
-  bench->add_option("--bk", mm.bk, "matmul: block depth")->check(CLI::Range(1, 1 << 16));
+      ->check(integer_in(1, 1 << 16));
+  bench->add_option("--bn", mm.bn, "matmul: block columns")->check(integer_in(1, 1 << 16));
+  bench->add_option("--bk", mm.bk, "matmul: block depth")->check(integer_in(1, 1 << 16));
   bench->add_option("--dtype", mm.dtype, "matmul: f32 or bf16 (default f32)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   bench->callback([] {

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "int_option.h"
+#include "tessera/error.h"
 #include "tessera/tpu_info.h"
 #include "tessera/trace.h"
 
@@ -220,8 +222,19 @@ void run_info(const InfoOptions& opts, bool cores_given) {
     }
     info = tessera::pltpu::get_tpu_info();
   } else {
-    // An unknown name or a bad core count throws tessera::UsageError; main prints it.
-    info = tessera::pltpu::get_tpu_info_for_chip(opts.chip, opts.cores);
+    // An unknown name throws tessera::UsageError (main prints it); a core count the chip cannot
+    // take is reported against --cores.
+    info = tessera::pltpu::get_tpu_info_for_chip(opts.chip, 1);
+    if (opts.cores != 1) {
+      try {
+        info = tessera::pltpu::get_tpu_info_for_chip(opts.chip, opts.cores);
+      } catch (const tessera::Error&) {
+        throw CLI::ValidationError(
+            "--cores",
+            std::to_string(opts.cores) + " TensorCores per device is not possible on " + opts.chip +
+                ": only the megacore chips v4 and v5p take 2; use --cores 1 (or omit it)");
+      }
+    }
   }
   if (opts.json) {
     std::cout << info_json(info).dump(2) << '\n';
@@ -295,6 +308,7 @@ void register_info_command(CLI::App& app) {
                                         "megacore on v4 / v5p")
                            ->type_name("N")
                            ->capture_default_str()
+                           ->check(tessera::cli::integer_in(1, 2))
                            ->needs(chip);
   info->add_flag("--calibrate", opts->calibrate,
                  "Measure this machine's memory bandwidth and f32 FMA peak and cache them "

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grid_examples.h"
+#include "int_option.h"
 #include "matmul.h"
 #include "pipelined_add.h"
 #include "quickstart.h"
@@ -68,7 +69,7 @@ void register_run_command(CLI::App& app) {
                   "Trace the run and draw the per-core timeline as an SVG file")
       ->type_name("FILE");
   run->add_option("--cores", cores, "Mesh cores (sets TESSERA_NUM_CORES for this run)")
-      ->check(CLI::Range(1, 256));
+      ->check(integer_in(1, 256));
   static bool check = false;
   run->add_flag("--check", check,
                 "Run every kernel in checked mode (docs/checked-mode.md): races, uninitialised "

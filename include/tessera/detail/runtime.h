@@ -101,14 +101,14 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body);
 
 /// The params every kernel without its own runs checked with: pltpu::ForceTpuInterpretMode's,
 /// else TESSERA_INTERPRET's (a switch, any case, or a chip name), else null. Throws UsageError for
-/// a TESSERA_INTERPRET value that is neither.
-const pltpu::InterpretParams* forced_interpret();
+/// a TESSERA_INTERPRET value that is neither, located at `where` (the call that asked).
+const pltpu::InterpretParams* forced_interpret(std::source_location where = {});
 /// The TensorCores per chip of `p`'s chip, or 0 without one.
 int chip_num_cores(const pltpu::InterpretParams& p);
 
 /// The default number of mesh cores: a forced chip's TensorCores (TESSERA_INTERPRET=v5e), else
-/// TESSERA_NUM_CORES, else the hardware threads.
-int default_num_cores();
+/// TESSERA_NUM_CORES, else the hardware threads. A bad TESSERA_NUM_CORES raises at `where`.
+int default_num_cores(std::source_location where = {});
 /// Validates a mesh's core count; throws UsageError naming it.
 void check_num_cores(int num_cores, std::source_location where);
 
@@ -132,7 +132,21 @@ int64_t smem_capacity_bytes() noexcept;
 /// Semaphores per core (scratch and run_scoped together), and the bytes they take.
 int64_t semaphore_capacity() noexcept;
 /// The wait timeout of kernels that do not set one: TESSERA_WAIT_TIMEOUT_MS, else 10000 ms.
-/// Throws UsageError for an environment value that is not a positive integer.
-int64_t default_wait_timeout_ms();
+/// Throws UsageError at `where` for an environment value that is not a positive integer.
+int64_t default_wait_timeout_ms(std::source_location where = {});
+
+/// Makes the next launch re-read the TESSERA_* environment variables (TESSERA_INTERPRET,
+/// TESSERA_NUM_CORES, TESSERA_WAIT_TIMEOUT_MS), which are otherwise read once, at first use. For a
+/// program (or a test) that changes them with setenv while it runs; call it while no kernel runs.
+void reread_environment() noexcept;
+
+/// The most axes a shape may have (numpy's limit).
+inline constexpr int kMaxRank = 32;
+/// Validates a user-given shape of `itemsize`-byte elements: extents >= 0, rank <= kMaxRank, and
+/// an element count and byte count that fit 64 bits. Raises kInvalidArgument at `where`, naming
+/// the shape and the rule; `op` is the user's call ("Array", "out_type"), `noun` what the shape
+/// is of ("an Array", "a VMEM buffer").
+void check_shape(const Shape& shape, int64_t itemsize, std::string_view op, std::string_view noun,
+                 std::source_location where);
 
 }  // namespace tessera::detail
