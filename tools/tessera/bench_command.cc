@@ -364,59 +364,60 @@ int run_suite(int cores, bool quick, bool json, int repeats_override) {
 }
 }  // namespace
 
-void register_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand(
-      "bench",
-      "Time a kernel against a reference computed in the same process.\nKernels:\n  "
-      "add     the pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
-      "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS\n  "
-      "steps   an empty-body pipeline's cost per grid step (target 100 ns)\n  "
-      "launch  a tiny kernel launch vs an OpenMP parallel region doing the same work\n  "
-      "suite   all of them at their default sizes, one JSON object per line with --json");
-  static std::string kernel;
-  static int64_t size = 0;
-  static int cores = 0;
-  static int repeats = 0;
-  static bool json = false;
-  static bool quick = false;
-  static std::vector<int64_t> block{128, 128};
-  static std::string trace_path;
-  bench->add_option("kernel", kernel, "The kernel to time")
+namespace {
+
+/// What `tessera bench` was given (CLI11 writes into it while parsing).
+struct BenchArgs {
+  std::string kernel;
+  int64_t size = 0;
+  int cores = 0;
+  int repeats = 0;
+  bool json = false;
+  bool quick = false;
+  bool check = false;
+  std::vector<int64_t> block{128, 128};
+  std::string trace_path;
+  MatmulBenchOptions mm{2048,
+                        2048,
+                        2048,
+                        examples::kDefaultMatmulBlocks.bm,
+                        examples::kDefaultMatmulBlocks.bn,
+                        examples::kDefaultMatmulBlocks.bk,
+                        "f32",
+                        0,
+                        5,
+                        false};
+};
+
+void add_common_options(CLI::App* bench, BenchArgs& a) {
+  bench->add_option("kernel", a.kernel, "The kernel to time")
       ->required()
       ->check(CLI::IsMember({"add", "matmul", "steps", "launch", "suite"}));
   bench
-      ->add_option("--size", size,
+      ->add_option("--size", a.size,
                    "add: N for N x N inputs (default 8192); steps: grid steps "
                    "(default 4096)")
       ->check(integer_in(1, 65536));
-  bench->add_option("--cores", cores, "Mesh cores (default: this machine's; steps: 1)")
+  bench->add_option("--cores", a.cores, "Mesh cores (default: this machine's; steps: 1)")
       ->check(integer_in(1, 256));
-  bench->add_option("--repeats", repeats, "Timed repetitions (default 5; suite 7)")
+  bench->add_option("--repeats", a.repeats, "Timed repetitions (default 5; suite 7)")
       ->check(integer_in(1, 1000));
-  bench->add_option("--block", block, "add: block shape BM BN (default 128 128)")
+  bench->add_option("--block", a.block, "add: block shape BM BN (default 128 128)")
       ->expected(2)
       ->check(integer_in(1, 65536));
-  bench->add_flag("--json", json, "Print JSON (fields: docs/performance.md)");
-  bench->add_flag("--quick", quick, "suite: tiny sizes (seconds, for tests)");
+  bench->add_flag("--json", a.json, "Print JSON (fields: docs/performance.md)");
+  bench->add_flag("--quick", a.quick, "suite: tiny sizes (seconds, for tests)");
   bench
-      ->add_option("--trace", trace_path,
+      ->add_option("--trace", a.trace_path,
                    "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
                    "stderr); the timings then include tracing's cost")
       ->type_name("FILE");
-  static bool check = false;
-  bench->add_flag("--check", check,
+  bench->add_flag("--check", a.check,
                   "Also time the kernel in checked mode (docs/checked-mode.md) and report its "
                   "ratio to native");
-  static MatmulBenchOptions mm{2048,
-                               2048,
-                               2048,
-                               examples::kDefaultMatmulBlocks.bm,
-                               examples::kDefaultMatmulBlocks.bn,
-                               examples::kDefaultMatmulBlocks.bk,
-                               "f32",
-                               0,
-                               5,
-                               false};
+}
+
+void add_matmul_options(CLI::App* bench, MatmulBenchOptions& mm) {
   bench->add_option("--m", mm.m, "matmul: M (default 2048)")->check(integer_in(1, 1 << 16));
   bench->add_option("--n", mm.n, "matmul: N (default 2048)")->check(integer_in(1, 1 << 16));
   bench->add_option("--k", mm.k, "matmul: K (default 2048)")->check(integer_in(1, 1 << 16));
@@ -426,55 +427,77 @@ void register_bench_command(CLI::App& app) {
   bench->add_option("--bk", mm.bk, "matmul: block depth")->check(integer_in(1, 1 << 16));
   bench->add_option("--dtype", mm.dtype, "matmul: f32 or bf16 (default f32)")
       ->check(CLI::IsMember({"f32", "bf16"}));
+}
+
+int run_steps_command(const BenchArgs& a) {
+  const int64_t steps = a.size > 0 ? a.size : 4096;
+  const nlohmann::json j =
+      bench_steps(steps, a.cores > 0 ? a.cores : 1, a.repeats > 0 ? a.repeats : 21);
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "empty-body pipeline, " << steps << " steps of (8, 128) blocks on "
+              << j["cores"].get<int>() << (j["cores"].get<int>() == 1 ? " core" : " cores") << ": "
+              << j["ns_per_step"].get<double>() << " ns per step (median of "
+              << j["repeats"].get<int>() << " runs; target 100 ns)\n";
+  }
+  return 0;
+}
+
+int run_launch_command(const BenchArgs& a, int cores) {
+  const nlohmann::json j = bench_launch(cores, a.repeats > 0 ? a.repeats : 9, 2000);
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "launch of a tiny kernel on " << cores
+              << " cores: " << j["seconds"]["median"].get<double>() * 1e9 << " ns, OpenMP region "
+              << j["reference"]["seconds"]["median"].get<double>() * 1e9 << " ns, time ratio "
+              << j["time_ratio"].get<double>() << " (medians of " << j["repeats"].get<int>()
+              << " batches of " << j["batch"].get<int>() << ")\n";
+  }
+  return j["right"].get<bool>() ? 0 : 1;
+}
+
+int run_bench_kernel(BenchArgs& a) {
+  const int c = a.cores > 0 ? a.cores : pltpu::get_tpu_info().num_cores;
+  if (a.kernel == "matmul") {
+    a.mm.cores = c;
+    a.mm.repeats = a.repeats > 0 ? a.repeats : 5;
+    a.mm.json = a.json;
+    a.mm.trace_path = a.trace_path;
+    a.mm.check = a.check;
+    return run_matmul_bench(a.mm);
+  }
+  if (a.kernel == "steps") return run_steps_command(a);
+  if (a.kernel == "launch") return run_launch_command(a, c);
+  if (a.kernel == "suite") return run_suite(c, a.quick, a.json, a.repeats);
+  AddOptions o;
+  o.n = a.size > 0 ? a.size : 8192;
+  o.bm = a.block[0];
+  o.bn = a.block[1];
+  o.cores = c;
+  o.repeats = a.repeats > 0 ? a.repeats : 5;
+  o.trace_path = a.trace_path;
+  o.check = a.check;
+  return run_add(o, a.json);
+}
+
+}  // namespace
+
+void register_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand(
+      "bench",
+      "Time a kernel against a reference computed in the same process.\nKernels:\n  "
+      "add     the pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
+      "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS\n  "
+      "steps   an empty-body pipeline's cost per grid step (target 100 ns)\n  "
+      "launch  a tiny kernel launch vs an OpenMP parallel region doing the same work\n  "
+      "suite   all of them at their default sizes, one JSON object per line with --json");
+  static BenchArgs args;  // CLI11 keeps pointers into it until the callback runs
+  add_common_options(bench, args);
+  add_matmul_options(bench, args.mm);
   bench->callback([] {
-    const int c = cores > 0 ? cores : pltpu::get_tpu_info().num_cores;
-    int rc = 0;
-    if (kernel == "matmul") {
-      mm.cores = c;
-      mm.repeats = repeats > 0 ? repeats : 5;
-      mm.json = json;
-      mm.trace_path = trace_path;
-      mm.check = check;
-      rc = run_matmul_bench(mm);
-    } else if (kernel == "steps") {
-      const int64_t steps = size > 0 ? size : 4096;
-      const nlohmann::json j =
-          bench_steps(steps, cores > 0 ? cores : 1, repeats > 0 ? repeats : 21);
-      if (json) {
-        std::cout << j.dump(2) << "\n";
-      } else {
-        std::cout << "empty-body pipeline, " << steps << " steps of (8, 128) blocks on "
-                  << j["cores"].get<int>() << (j["cores"].get<int>() == 1 ? " core" : " cores")
-                  << ": " << j["ns_per_step"].get<double>() << " ns per step (median of "
-                  << j["repeats"].get<int>() << " runs; target 100 ns)\n";
-      }
-    } else if (kernel == "launch") {
-      const nlohmann::json j = bench_launch(c, repeats > 0 ? repeats : 9, 2000);
-      if (json) {
-        std::cout << j.dump(2) << "\n";
-      } else {
-        std::cout << "launch of a tiny kernel on " << c
-                  << " cores: " << j["seconds"]["median"].get<double>() * 1e9
-                  << " ns, OpenMP region "
-                  << j["reference"]["seconds"]["median"].get<double>() * 1e9 << " ns, time ratio "
-                  << j["time_ratio"].get<double>() << " (medians of " << j["repeats"].get<int>()
-                  << " batches of " << j["batch"].get<int>() << ")\n";
-      }
-      rc = j["right"].get<bool>() ? 0 : 1;
-    } else if (kernel == "suite") {
-      rc = run_suite(c, quick, json, repeats);
-    } else {
-      AddOptions o;
-      o.n = size > 0 ? size : 8192;
-      o.bm = block[0];
-      o.bn = block[1];
-      o.cores = c;
-      o.repeats = repeats > 0 ? repeats : 5;
-      o.trace_path = trace_path;
-      o.check = check;
-      rc = run_add(o, json);
-    }
-    if (rc != 0) throw CLI::RuntimeError(rc);
+    if (const int rc = run_bench_kernel(args); rc != 0) throw CLI::RuntimeError(rc);
   });
 }
 
