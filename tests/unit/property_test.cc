@@ -540,6 +540,19 @@ std::string join(const std::vector<int64_t>& v) {
   return s + (v.size() == 1 ? ",)" : ")");
 }
 
+// before + text + after, through a stream (see describe_operand).
+std::string fmt_wrap(const char* before, const std::string& text, const char* after) {
+  std::ostringstream o;
+  o << before << text << after;
+  return o.str();
+}
+template <class N>
+std::string fmt_wrap(const char* before, const std::string& text, const char* after, N number) {
+  std::ostringstream o;
+  o << before << text << after << number;
+  return o.str();
+}
+
 std::string describe_operand(const Operand& op) {
   std::ostringstream s;
   s << dt_name(op.dtype) << join(op.shape) << " block (";
@@ -558,14 +571,22 @@ std::string describe_operand(const Operand& op) {
   for (size_t t = 0; t < op.map.size(); ++t) {
     const AxisMap& m = op.map[t];
     s << (t ? ", " : "");
-    std::string e = m.src < 0 ? std::to_string(m.add)
-                              : (m.mul < 0 ? std::to_string(m.add) + "-g" + std::to_string(m.src)
-                                           : "g" + std::to_string(m.src) +
-                                                 (m.add ? "+" + std::to_string(m.add) : ""));
-    if (m.gather) e = "table[" + e + "]";
-    if (m.scale != 1) e = "(" + e + ")*" + std::to_string(m.scale);
-    if (m.off != 0) e += "+" + std::to_string(m.off);
-    s << e;
+    // Built with streams: GCC 12's -Wrestrict misfires on chains of std::string concatenation
+    // at -O3.
+    std::ostringstream e;
+    if (m.src < 0) {
+      e << m.add;
+    } else if (m.mul < 0) {
+      e << m.add << "-g" << m.src;
+    } else {
+      e << "g" << m.src;
+      if (m.add) e << "+" << m.add;
+    }
+    std::string text = e.str();
+    if (m.gather) text = fmt_wrap("table[", text, "]");
+    if (m.scale != 1) text = fmt_wrap("(", text, ")*", m.scale);
+    if (m.off != 0) text = fmt_wrap("", text, "+", m.off);
+    s << text;
   }
   s << ") layout (";
   for (size_t t = 0; t < op.layout.size(); ++t) {
