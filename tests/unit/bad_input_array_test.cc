@@ -83,7 +83,7 @@ TEST_P(BadInputShapes, SemaphoreArray) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputShapes, ::testing::ValuesIn(kBadShapes),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(BadInputShape, AnEmptyArrayMayHaveHugeExtentsBesideItsZero) {
   // Not an error: 0 elements, whatever the other extents (the count cannot overflow).
@@ -304,7 +304,7 @@ TEST_P(BadInputRefAt, RaisesAtTheCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputRefAt, ::testing::ValuesIn(kBadAt),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(BadInputRefAt2D, SecondAxisPastTheEnd) {
   std::vector<float> buf(16 * 128);

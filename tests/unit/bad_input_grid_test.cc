@@ -308,7 +308,7 @@ TEST_P(BadInputGrid, EmitPipeline) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputGrid, ::testing::ValuesIn(kBadGrids),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(BadInputGridSemantics, OneEntryForATwoAxisGrid) {
   const pl::BlockSpec spec({8, 128}, [](int i, int) { return pl::idx(i, 0); });

@@ -61,7 +61,7 @@ TEST_P(BadInputSemaphoreSignal, Amount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputSemaphoreSignal, ::testing::ValuesIn(kBadSignals),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 const SemCase kBadWaits[] = {
     {"Negative", -1, "value=-1 is negative"},
@@ -82,7 +82,7 @@ TEST_P(BadInputSemaphoreWait, Amount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputSemaphoreWait, ::testing::ValuesIn(kBadWaits),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(BadInputSemaphore, SignalACoreOutsideTheMesh) {
   int line = 0;
@@ -518,7 +518,7 @@ TEST_P(BadInputEnvNumCores, DefaultMesh) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputEnvNumCores, ::testing::ValuesIn(kBadNumCores),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(BadInputEnv, GoodNumCoresIsRead) {
   // The control: a valid value is taken, so the cases above fail only for their values.
@@ -555,7 +555,7 @@ TEST_P(BadInputEnvWaitTimeout, AtTheLaunch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputEnvWaitTimeout, ::testing::ValuesIn(kBadTimeouts),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 const EnvCase kBadInterpret[] = {
     {"Word", "bogus", "TESSERA_INTERPRET='bogus' is neither a switch"},
@@ -580,6 +580,6 @@ TEST_P(BadInputEnvInterpret, AtTheDefaultMesh) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BadInputEnvInterpret, ::testing::ValuesIn(kBadInterpret),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 }  // namespace
