@@ -2,6 +2,7 @@
 // kernel) or KernelError (inside one) that names the value and the rule, at the test's line.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -351,7 +352,7 @@ TEST(BadInputRefAt2D, HbmRefPastTheEnd) {
 }
 
 TEST(BadInputRefAt2D, InsideAKernelNamesTheCore) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({256}),
                       pltpu::TensorCoreMesh("core", 2))([&](pltpu::HbmRef<float> o) {
     if (lax::axis_index("core") == 1) {
@@ -414,7 +415,7 @@ TEST(BadInputRefElement, OfAStridedView) {
                        "index 64 is outside 0..63", line_);
 }
 TEST(BadInputRefElement, ScratchInAKernel) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k =
       pl::kernel(pltpu::TensorCoreMesh("core", 1),
                  pl::scratch_types(pltpu::VMEM<float>({8, 128})))([&](pltpu::VmemRef<float> v) {
@@ -429,7 +430,7 @@ TEST(BadInputRefElement, ScratchInAKernel) {
       << e->what();
 }
 TEST(BadInputRefElement, SmemScratchInAKernel) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::SMEM<int32_t>({8})))([&](pltpu::SmemRef<int32_t> s) {
     s(0) = 0;

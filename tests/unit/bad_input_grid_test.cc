@@ -3,6 +3,7 @@
 // the value and the rule, at the user's line.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -30,11 +31,12 @@ Array<float> iota_f(Shape shape) {
 // Runs `f` and expects a KernelError of `kind` at `line` saying `says` (per-step errors are found
 // while the grid runs, on a core).
 template <class F>
-void expect_kernel_error(F&& f, ErrorKind kind, const std::string& says, const int& line) {
+void expect_kernel_error(F&& f, ErrorKind kind, const std::string& says,
+                         const std::atomic<int>& line) {
   auto e = tessera::testing::catch_error<KernelError>(f);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), kind) << e->what();
-  EXPECT_EQ(static_cast<int>(e->where().line()), line) << e->what();
+  EXPECT_EQ(static_cast<int>(e->where().line()), line.load()) << e->what();
   EXPECT_TRUE(contains(e->what(), says)) << e->what() << "\nexpected: " << says;
 }
 
@@ -234,7 +236,7 @@ TEST(BadInputBlockSpec, AnyOperandTakenAsVmem) {
 }
 
 TEST(BadInputBlockSpec, ZeroExtentInEmitPipeline) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({16, 128}),
                       pltpu::TensorCoreMesh("core", 1))([&](pltpu::HbmRef<float> o) {
     line = __LINE__ + 1;
@@ -246,7 +248,7 @@ TEST(BadInputBlockSpec, ZeroExtentInEmitPipeline) {
 }
 
 TEST(BadInputBlockSpec, ThreeOutputBuffersInEmitPipeline) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({16, 128}),
                       pltpu::TensorCoreMesh("core", 1))([&](pltpu::HbmRef<float> o) {
     line = __LINE__ + 2;
@@ -295,7 +297,7 @@ TEST_P(BadInputGrid, PallasCall) {
 
 TEST_P(BadInputGrid, EmitPipeline) {
   const BadGrid& c = GetParam();
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({8, 128}),
                       pltpu::TensorCoreMesh("core", 1))([&](pltpu::HbmRef<float> o) {
     const pl::BlockSpec spec({8, 128}, [](int) { return pl::idx(0, 0); });
@@ -333,7 +335,7 @@ TEST(BadInputGridSemantics, ParallelAfterArbitrary) {
 }
 
 TEST(BadInputGridSemantics, SplitWithoutAParallelAxis) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({16, 128}),
                       pltpu::TensorCoreMesh("core", 2))([&](pltpu::HbmRef<float> o) {
     const pl::BlockSpec spec({8, 128}, [](int i) { return pl::idx(i, 0); });

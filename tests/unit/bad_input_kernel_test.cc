@@ -2,6 +2,7 @@
 // environment variables: each error names the value and the rule, at the user's line.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -20,11 +21,12 @@ bool contains(const std::string& s, const std::string& part) {
 }
 
 template <class F>
-void expect_kernel_error(F&& f, ErrorKind kind, const std::string& says, const int& line) {
+void expect_kernel_error(F&& f, ErrorKind kind, const std::string& says,
+                         const std::atomic<int>& line) {
   auto e = tessera::testing::catch_error<KernelError>(f);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), kind) << e->what();
-  EXPECT_EQ(static_cast<int>(e->where().line()), line) << e->what();
+  EXPECT_EQ(static_cast<int>(e->where().line()), line.load()) << e->what();
   EXPECT_TRUE(contains(e->what(), says)) << e->what() << "\nexpected: " << says;
 }
 
@@ -50,7 +52,7 @@ const SemCase kBadSignals[] = {
 class BadInputSemaphoreSignal : public ::testing::TestWithParam<SemCase> {};
 
 TEST_P(BadInputSemaphoreSignal, Amount) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   const int64_t amount = GetParam().amount;
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::SemaphoreType::REGULAR))([&](pltpu::SemaphoreRef s) {
@@ -71,7 +73,7 @@ const SemCase kBadWaits[] = {
 class BadInputSemaphoreWait : public ::testing::TestWithParam<SemCase> {};
 
 TEST_P(BadInputSemaphoreWait, Amount) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   const int64_t amount = GetParam().amount;
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::SemaphoreType::REGULAR))([&](pltpu::SemaphoreRef s) {
@@ -85,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(All, BadInputSemaphoreWait, ::testing::ValuesIn(kBadWai
                          [](const auto& test) { return std::string(test.param.name); });
 
 TEST(BadInputSemaphore, SignalACoreOutsideTheMesh) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 2),
                       pl::scratch_types(pltpu::SemaphoreType::REGULAR))([&](pltpu::SemaphoreRef s) {
     if (lax::axis_index("core") == 0) {
@@ -97,7 +99,7 @@ TEST(BadInputSemaphore, SignalACoreOutsideTheMesh) {
 }
 
 TEST(BadInputSemaphore, SignalANegativeCore) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::SemaphoreType::REGULAR))([&](pltpu::SemaphoreRef s) {
     line = __LINE__ + 1;
@@ -107,7 +109,7 @@ TEST(BadInputSemaphore, SignalANegativeCore) {
 }
 
 TEST(BadInputSemaphore, ArrayWithoutAt) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k =
       pl::kernel(pltpu::TensorCoreMesh("core", 1),
                  pl::scratch_types(pltpu::SemaphoreType::REGULAR({4})))([&](pltpu::SemaphoreRef s) {
@@ -121,7 +123,7 @@ TEST(BadInputSemaphore, ArrayWithoutAt) {
 }
 
 TEST(BadInputSemaphore, AtPastTheEnd) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k =
       pl::kernel(pltpu::TensorCoreMesh("core", 1),
                  pl::scratch_types(pltpu::SemaphoreType::REGULAR({4})))([&](pltpu::SemaphoreRef s) {
@@ -140,7 +142,7 @@ TEST(BadInputSemaphore, SignalledButNeverWaitedLeaks) {
 }
 
 TEST(BadInputSemaphore, WaitMoreThanSignalledIsADeadlockWhenChecked) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k =
       pl::kernel(pltpu::TensorCoreMesh("core", 1), pl::scratch_types(pltpu::SemaphoreType::REGULAR),
                  pltpu::InterpretParams{})([&](pltpu::SemaphoreRef s) {
@@ -154,7 +156,7 @@ TEST(BadInputSemaphore, WaitMoreThanSignalledIsADeadlockWhenChecked) {
 TEST(BadInputSemaphore, WaitMoreThanSignalledTimesOutNatively) {
   // The native engine has no deadlock detection: the wait runs into its timeout. Under
   // TESSERA_INTERPRET=1 the same kernel is checked and reports the deadlock at once.
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k =
       pl::kernel(pltpu::TensorCoreMesh("core", 1), pl::scratch_types(pltpu::SemaphoreType::REGULAR),
                  pltpu::CompilerParams{.wait_timeout_ms = 20})([&](pltpu::SemaphoreRef s) {
@@ -173,7 +175,7 @@ TEST(BadInputSemaphore, WaitMoreThanSignalledTimesOutNatively) {
 // DMAs.
 
 TEST(BadInputDma, SyncCopyShapeMismatch) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({64})))(
       [&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
@@ -187,7 +189,7 @@ TEST(BadInputDma, SyncCopyShapeMismatch) {
 }
 
 TEST(BadInputDma, SyncCopyTransposedShapes) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({8, 16}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({16, 8})))(
       [&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
@@ -199,7 +201,7 @@ TEST(BadInputDma, SyncCopyTransposedShapes) {
 }
 
 TEST(BadInputDma, AsyncCopyShapeMismatch) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({256}), pltpu::SemaphoreType::DMA))(
       [&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::DmaSemaphoreRef sem) {
@@ -211,7 +213,7 @@ TEST(BadInputDma, AsyncCopyShapeMismatch) {
 }
 
 TEST(BadInputDma, CopyFromASliceOutOfBounds) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({128})))(
       [&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v) {
@@ -223,7 +225,7 @@ TEST(BadInputDma, CopyFromASliceOutOfBounds) {
 }
 
 TEST(BadInputDma, StartTwiceWithoutAWait) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA))(
       [&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::DmaSemaphoreRef sem) {
@@ -239,7 +241,7 @@ TEST(BadInputDma, StartTwiceWithoutAWait) {
 
 TEST(BadInputDma, WaitTwice) {
   // The second wait takes bytes no copy will bring: a deadlock when checked, a timeout natively.
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA),
                       pltpu::CompilerParams{.wait_timeout_ms = 20})(
@@ -259,7 +261,7 @@ TEST(BadInputDma, WaitTwice) {
 }
 
 TEST(BadInputDma, WaitTwiceIsADeadlockWhenChecked) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA),
                       pltpu::InterpretParams{})(
@@ -275,7 +277,7 @@ TEST(BadInputDma, WaitTwiceIsADeadlockWhenChecked) {
 }
 
 TEST(BadInputDma, OverlappingCopiesInFlightAreARaceWhenChecked) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pl::out_type<float>({128}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({128}), pltpu::SemaphoreType::DMA({2})),
                       pltpu::InterpretParams{})(
@@ -319,7 +321,7 @@ TEST(BadInputDma, StartedButNeverWaitedLeaks) {
 // run_scoped capacity and shapes.
 
 TEST(BadInputRunScoped, VmemOverTheLimit) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1),
                       pltpu::CompilerParams{.vmem_limit_bytes = 64 << 10})([&] {
     line = __LINE__ + 1;
@@ -329,7 +331,7 @@ TEST(BadInputRunScoped, VmemOverTheLimit) {
 }
 
 TEST(BadInputRunScoped, SmemOverTheCapacity) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1))([&] {
     line = __LINE__ + 1;
     pl::run_scoped([](pltpu::SmemRef<int32_t>) {}, pltpu::SMEM<int32_t>({1 << 20}));
@@ -338,7 +340,7 @@ TEST(BadInputRunScoped, SmemOverTheCapacity) {
 }
 
 TEST(BadInputRunScoped, NegativeShape) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1))([&] {
     line = __LINE__ + 1;
     pl::run_scoped([](pltpu::VmemRef<float>) {}, pltpu::VMEM<float>({8, -128}));
@@ -348,7 +350,7 @@ TEST(BadInputRunScoped, NegativeShape) {
 }
 
 TEST(BadInputRunScoped, OverflowingShape) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1))([&] {
     line = __LINE__ + 2;
     pl::run_scoped([](pltpu::VmemRef<float>) {},
@@ -437,7 +439,7 @@ TEST(BadInputMesh, MoreCoresThanTheCheckedChipHas) {
 }
 
 TEST(BadInputMesh, UnknownAxisInTheBody) {
-  int line = 0;
+  std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1))([&] {
     line = __LINE__ + 1;
     static_cast<void>(lax::axis_index("x"));
