@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
 
@@ -27,6 +28,19 @@ std::optional<E> catch_error(F&& f) {
   }
   ADD_FAILURE() << "did not throw";
   return std::nullopt;
+}
+
+/// Runs f and expects a KernelError of `kind` at `line` (read after f ran: cores set it) whose
+/// message contains `says`.
+template <class F>
+void expect_kernel_error(F&& f, ErrorKind kind, const std::string& says,
+                         const std::atomic<int>& line) {
+  auto e = catch_error<KernelError>(f);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), kind) << e->what();
+  EXPECT_EQ(static_cast<int>(e->where().line()), line.load()) << e->what();
+  EXPECT_NE(std::string(e->what()).find(says), std::string::npos)
+      << e->what() << "\nexpected: " << says;
 }
 
 }  // namespace tessera::testing

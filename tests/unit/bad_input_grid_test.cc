@@ -18,27 +18,13 @@ using pltpu::PARALLEL;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 Array<float> iota_f(Shape shape) {
   Array<float> a(std::move(shape));
   for (int64_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
   return a;
 }
 
-// Runs `f` and expects a KernelError of `kind` at `line` saying `says` (per-step errors are found
-// while the grid runs, on a core).
-template <class F>
-void expect_kernel_error(F&& f, ErrorKind kind, const std::string& says,
-                         const std::atomic<int>& line) {
-  auto e = tessera::testing::catch_error<KernelError>(f);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->kind(), kind) << e->what();
-  EXPECT_EQ(static_cast<int>(e->where().line()), line.load()) << e->what();
-  EXPECT_TRUE(contains(e->what(), says)) << e->what() << "\nexpected: " << says;
-}
+using tessera::testing::expect_kernel_error;
 
 // A pallas_call over a (16, 128) float32 input and output with `spec` for both.
 auto copy_call(const pl::BlockSpec& spec, Shape grid = {2}) {

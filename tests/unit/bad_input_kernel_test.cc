@@ -20,15 +20,7 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-template <class F>
-void expect_kernel_error(F&& f, ErrorKind kind, const std::string& says,
-                         const std::atomic<int>& line) {
-  auto e = tessera::testing::catch_error<KernelError>(f);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->kind(), kind) << e->what();
-  EXPECT_EQ(static_cast<int>(e->where().line()), line.load()) << e->what();
-  EXPECT_TRUE(contains(e->what(), says)) << e->what() << "\nexpected: " << says;
-}
+using tessera::testing::expect_kernel_error;
 
 // True when TESSERA_INTERPRET makes every kernel checked (the checked_env ctest entries).
 bool checked_by_environment() { return detail::forced_interpret() != nullptr; }
