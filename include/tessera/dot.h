@@ -1,22 +1,29 @@
 // File: tessera/dot.h
 //
-// Matrix products of 2-D VMEM tiles — the TPU's MXU, `jnp.dot` / `lax.dot_general` inside a
-// Pallas kernel. A product is not an elementwise expression: `jnp::dot(x, y)` returns a
-// `detail::DotExpr` that only an assignment to a ref evaluates, with a tuned tile GEMM.
+// Matrix products — the TPU's MXU, `jnp.dot` / `lax.dot_general` / `jnp.einsum` inside a Pallas
+// kernel.
 //
 //   Pallas                                               Tessera
 //   z_ref[...] += x_ref[...] @ y_ref[...]                z_ref += jnp::dot(x_ref, y_ref);
 //   acc[...] += jnp.dot(x, y, preferred_element_type=    acc += jnp::dot<float>(x, y);
 //                       jnp.float32)
-//   z_ref[...] = jnp.dot(x, y)                           z_ref = jnp::dot(x, y);
+//   s = jnp.dot(q, k.T)                                  jnp::Value s = jnp::dot(q, k.T());
 //   lax.dot_general(x, y, (((1,), (1,)), ((), ())),      lax::dot_general<float>(x, y,
 //                   preferred_element_type=f32)  # x@y.T     {{{1}, {1}}, {{}, {}}})
+//   s = jnp.einsum('bqd,bkd->bqk', q, k)                 jnp::Value s = jnp::einsum("bqd,bkd->bqk",
+//   q, k);
 //
-// Operands are 2-D refs in VMEM or SMEM (any strides: a sub-view `x.at(...)` works, no copy is
-// made by the caller). `dot_general`'s contracting dimensions choose which axis of each operand
-// is summed over: ((1,), (0,)) is x @ y (what `jnp::dot` does), ((1,), (1,)) is x @ y.T,
-// ((0,), (0,)) is x.T @ y, ((0,), (1,)) is x.T @ y.T. Batch dimensions are not supported on
-// 2-D tiles. The result has shape (rows of x's free axis, columns of y's free axis).
+// Operands are refs in VMEM or SMEM (any strides: a sub-view `x.at(...)` works), `x_ref[...]`,
+// values (value.h), or any expression (computed into a temporary when the product is made, so
+// `jnp::dot(p.astype<bfloat16>(), v)` works). `dot_general`'s contracting dimensions choose which
+// axis of each operand is summed over: ((1,), (0,)) is x @ y (what `jnp::dot` does), ((1,), (1,))
+// is x @ y.T, ((0,), (0,)) is x.T @ y. Batch dimensions (up to 4, listed in the same order for
+// both operands) make a batched product: ((2,), (2,)), ((0,), (0,)) on (B, M, K) and (B, N, K) is
+// (B, M, N). Each operand has one contracting dimension and at most one free dimension besides
+// its batch dimensions; a 1-D operand of jnp::dot is a vector (as jnp.dot: (M, K) @ (K,) is
+// (M,)). The result's axes are the batch dimensions, then the lhs free one, then the rhs free one.
+// `jnp::einsum` takes the two-operand subscripts that map onto that (one contracted letter,
+// shared batch letters, at most one free letter per operand, the output in any order).
 //
 // Dtypes (as jax.numpy promotes them): float32 x float32, bfloat16 x bfloat16 and
 // int8 x int8; products are always accumulated in float32 (int32 for int8). The result dtype
@@ -26,35 +33,38 @@
 // or wrapped (int8) once, after the accumulation, as a TPU does. float32 products are computed
 // in float32 (Pallas' precision HIGHEST; the TPU default would round operands to bfloat16).
 //
-// Assignment: `dst = jnp::dot(x, y)` writes the product; `dst += jnp::dot(x, y)` adds it.
-// `dst` must be a 2-D VMEM/SMEM ref of the result's shape and of the result's dtype (there is
-// no silent conversion; the compiler says so). A destination that overlaps an operand is
-// computed through a temporary, so `a = jnp::dot(a, b)` is right.
+// A product is an expression: `dst = jnp::dot(x, y)` writes it straight into `dst` and
+// `dst += jnp::dot(x, y)` accumulates into it with the tile GEMM (no temporary); anywhere else
+// (`jnp::dot(x, y) * scale`, `jnp::Value s = jnp::dot(...)`, a reduction of it) it is computed
+// into a temporary in the core's VMEM first. A product of refs reads them where it is used (a
+// named one cannot be used: make it a value); a product of values is pure and, once computed,
+// kept for its other uses (a named `auto s = jnp::dot(q, k)` used three times multiplies once).
+// A destination that overlaps an operand is computed through a temporary, so
+// `a = jnp::dot(a, b)` is right.
 //
-// Errors: a dtype pair or preferred type outside the list above, an operand or destination in
-// HBM/ANY, an operand that is not a ref, or a destination of another dtype are compile errors.
-// A rank other than 2, a contracting dimension out of range, batch dimensions, contracting
-// extents that differ, or a destination of the wrong shape throw `tessera::Error`
-// (`KernelError` inside a kernel, `UsageError` outside) of kind kInvalidArgument or
-// kShapeMismatch, naming both shapes and the rule, at the line of the `jnp::dot` /
-// `lax::dot_general` call.
+// Errors: a dtype pair or preferred type outside the list above, or a destination of another
+// dtype are compile errors. Ranks, dimension numbers, einsum subscripts, contracting extents
+// that differ, batch extents that differ, or a destination of the wrong shape throw
+// `tessera::Error` (`KernelError` inside a kernel, `UsageError` outside) of kind kInvalidArgument
+// or kShapeMismatch, naming both shapes and the rule, at the line of the call.
 //
-// Cost: one tile GEMM of 2·M·N·K operations on the calling core (libxsmm's JIT kernel,
-// dispatched once per shape and cached; bfloat16 uses AVX512-BF16 where the CPU has it). An
-// operand whose layout the kernel cannot read directly (a transposed operand libxsmm cannot
-// take, an element stride other than 1, bfloat16's right operand, which is repacked in pairs
-// of k) is first packed into a per-core buffer: O(size of that operand), small against the
-// product. See docs/performance.md for the measured rates.
+// Cost: one tile GEMM of 2·M·N·K operations per batch element on the calling core (libxsmm's
+// JIT kernel, dispatched once per shape and cached; bfloat16 uses AVX512-BF16 where the CPU has
+// it). An operand whose layout the kernel cannot read directly is first packed into a per-core
+// buffer: O(size of that operand), small against the product. See docs/performance.md.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <source_location>
+#include <string_view>
 #include <type_traits>
 
 #include "tessera/dtype.h"
 #include "tessera/memory_space.h"
 #include "tessera/ref.h"
+#include "tessera/value.h"
 #include "tessera/vector_ops.h"
 
 namespace tessera {
@@ -62,20 +72,22 @@ namespace tessera {
 namespace lax {
 
 /// `dimension_numbers` of `lax.dot_general`: ((lhs_contracting, rhs_contracting), (lhs_batch,
-/// rhs_batch)). On 2-D tiles each contracting list has one dimension (0, 1, or -1 / -2 counted
-/// from the end) and the batch lists are empty:
+/// rhs_batch)). Each contracting list has one dimension (negative counts from the end) and each
+/// batch list up to four:
 ///
 ///   lax::dot_general(x, y, {{{1}, {1}}, {{}, {}}})   // x @ y.T, as (((1,), (1,)), ((), ()))
 ///   lax::dot_general(x, y, {{{1}, {1}}})             // the same, batch omitted
+///   lax::dot_general(q, k, {{{2}, {2}}, {{0}, {0}}}) // batched: (B, M, K) x (B, N, K)
 struct DotDimensionNumbers {
-  /// A list of at most two dimensions, `(1,)` in Python.
+  static constexpr int kMaxDims = 4;
+  /// A list of dimensions, `(1,)` in Python.
   struct Dims {
     int size = 0;
-    int dims[2] = {0, 0};
+    int dims[kMaxDims] = {0, 0, 0, 0};
     Dims() = default;
     Dims(std::initializer_list<int> l) noexcept {  // NOLINT: implicit, like a Python tuple
       for (int d : l) {
-        if (size < 2) dims[size] = d;
+        if (size < kMaxDims) dims[size] = d;
         ++size;
       }
     }
@@ -101,6 +113,9 @@ struct DotCall {
   DType result;  // the result dtype (preferred element type)
   const char* op;
   std::source_location where;
+  /// The result's axes in the order the caller wants them (jnp::einsum's output subscripts): out
+  /// axis i is axis out_perm[i] of the natural order (batch, lhs free, rhs free); empty: natural.
+  SmallVec out_perm;
 };
 
 /// Evaluates `call` into `dst` (written when `accumulate` is false, added to when true). Throws
@@ -109,6 +124,17 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate);
 
 /// The result shape of `call` (validating it first; throws as dot_evaluate does).
 Shape dot_result_shape(const DotCall& call);
+
+/// Computes `call` into a new block of the calling core's VMEM (a value's storage, in the
+/// result's axis order) and appends its load to `p`; `cache`, when given, keeps the block for the
+/// next use of the same (pure) product.
+int emit_dot(ExprProgram& p, const DotCall& call, ValueStorage* cache);
+
+/// jnp::einsum's subscripts as dimension numbers and an output order (`out_perm`, empty on entry,
+/// stays empty for the natural order); throws kInvalidArgument at `where` for subscripts it
+/// cannot map onto one batched product.
+void parse_einsum(std::string_view subscripts, int lhs_rank, int rhs_rank,
+                  lax::DotDimensionNumbers& dims, SmallVec& out_perm, std::source_location where);
 
 template <class L, class R, class P>
 constexpr bool check_dot_types() {
@@ -131,27 +157,40 @@ constexpr bool check_dot_types() {
   return true;
 }
 
-/// `jnp::dot(x, y)` / `lax::dot_general(...)` before it is assigned: the operands (views, by
-/// value), the dimension numbers, the result dtype `Result`, and the user's line.
-template <class Result>
-struct DotExpr {
+/// The result of a pure product once computed, shared by the copies of its expression.
+struct DotCache {
+  ValueStorage storage;
+};
+
+/// `jnp::dot(x, y)` / `lax::dot_general(...)` / `jnp::einsum(...)`: the operands' views (and the
+/// storage of value or computed operands), the dimension numbers, the result dtype `Result`,
+/// and the user's line. `Pure` when no operand is a ref (see the file comment).
+template <class Result, bool Pure>
+struct DotExpr : ExprOps<DotExpr<Result, Pure>, Result> {
   using value_type = Result;
+  static constexpr bool kPure = Pure;
   DotCall call;
+  ValueStorage keep_lhs;
+  ValueStorage keep_rhs;
+  std::shared_ptr<DotCache> cache;  // pure products only
   /// The result's shape; throws (at the call's line) for a bad product.
   Shape shape() const { return dot_result_shape(call); }
+  int emit(ExprProgram& p) const {
+    if (p.where.line() == 0) p.where = call.where;
+    return emit_dot(p, call, cache ? &cache->storage : nullptr);
+  }
 };
 
 template <class E>
 inline constexpr bool is_dot_expr_v = false;
-template <class Result>
-inline constexpr bool is_dot_expr_v<DotExpr<Result>> = true;
+template <class Result, bool Pure>
+inline constexpr bool is_dot_expr_v<DotExpr<Result, Pure>> = true;
 
-template <class Result>
-struct SpecialAssign<DotExpr<Result>> {
+template <class Result, bool Pure>
+struct SpecialAssign<DotExpr<Result, Pure>> {
   static constexpr bool value = true;
-  /// `dst = jnp::dot(...)`, called by Ref::operator= (vector_ops.h).
   template <class T, MemorySpace S>
-  static void assign(const pl::Ref<T, S>& dst, const DotExpr<Result>& e) {
+  static void check_destination() {
     static_assert(!std::is_const_v<T>, "tessera: cannot assign to a Ref of const elements");
     static_assert(is_compute_space(S),
                   "tessera: this Ref is in HBM/ANY memory, which kernels cannot read, write or "
@@ -161,20 +200,71 @@ struct SpecialAssign<DotExpr<Result>> {
                   "tessera: the dot's result dtype differs from the destination ref's dtype; "
                   "Tessera does not convert silently: ask for the destination's dtype as the "
                   "preferred element type, e.g. acc = jnp::dot<float>(x, y) for a float32 acc");
+  }
+  /// `dst = jnp::dot(...)`, called by Ref::operator= (vector_ops.h).
+  template <class T, MemorySpace S>
+  static void assign(const pl::Ref<T, S>& dst, const DotExpr<Result, Pure>& e) {
+    check_destination<T, S>();
     dot_evaluate(e.call, dst.raw(), false);
+  }
+  /// `acc += jnp::dot(...)`: accumulates with the GEMM, no temporary.
+  template <class T, MemorySpace S>
+  static void accumulate(const pl::Ref<T, S>& acc, const DotExpr<Result, Pure>& e) {
+    static_assert(!std::is_const_v<T>, "tessera: cannot accumulate into a Ref of const elements");
+    static_assert(std::is_same_v<std::remove_cv_t<T>, Result>,
+                  "tessera: the dot's result dtype differs from the accumulator's dtype; Tessera "
+                  "does not convert silently: ask for the accumulator's dtype as the preferred "
+                  "element type, e.g. acc += jnp::dot<float>(x, y) for a float32 acc");
+    dot_evaluate(e.call, acc.raw(), true);
   }
 };
 
-template <class P, class L, MemorySpace SL, class R, MemorySpace SR>
-DotExpr<P> make_dot(const pl::Ref<L, SL>& x, const pl::Ref<R, SR>& y,
-                    const lax::DotDimensionNumbers& dims, const char* op,
-                    std::source_location where) {
-  static_assert(is_compute_space(SL) && is_compute_space(SR),
-                "tessera: jnp::dot / lax::dot_general operands must be refs in VMEM (or SMEM); "
-                "a Ref in HBM/ANY has to be copied into a VMEM buffer first (pltpu::sync_copy or "
-                "a BlockSpec)");
-  static_assert(check_dot_types<L, R, P>());
-  return DotExpr<P>{DotCall{x.raw(), y.raw(), dims, dtype_of<P>, op, where}};
+/// True for the operands a product reads in place, where they lie when it runs: refs and
+/// `x_ref[...]`.
+template <class X>
+inline constexpr bool is_ref_operand_v = is_ref_v<X>;
+template <class T, MemorySpace S>
+inline constexpr bool is_ref_operand_v<RefItem<T, S>> = true;
+
+/// One operand of a product: its view, and the storage that keeps it alive (values and
+/// expressions computed into a temporary).
+struct DotOperand {
+  RawRef view;
+  ValueStorage keep;
+};
+template <class X>
+DotOperand dot_operand(const X& x, std::source_location where) {
+  if constexpr (is_ref_v<X>) {
+    static_assert(is_compute_space(X::space),
+                  "tessera: jnp::dot / lax::dot_general operands must be in VMEM (or SMEM); a "
+                  "Ref in HBM/ANY has to be copied into a VMEM buffer first (pltpu::sync_copy or "
+                  "a BlockSpec)");
+    return {x.raw(), {}};
+  } else if constexpr (is_ref_operand_v<X>) {
+    return {x.ref.raw(), {}};
+  } else if constexpr (is_value_v<X>) {
+    return {x.raw(), x.storage()};
+  } else {
+    jnp::Value<ValueOf<X>> v(checked(x), where);
+    return {v.raw(), v.storage()};
+  }
+}
+
+template <class P, class X, class Y>
+auto make_dot(const X& x, const Y& y, const lax::DotDimensionNumbers& dims, const char* op,
+              std::source_location where, SmallVec out_perm = {}) {
+  static_assert(check_dot_types<ValueOf<X>, ValueOf<Y>, P>());
+  constexpr bool kPure = !is_ref_operand_v<X> && !is_ref_operand_v<Y>;
+  DotOperand l = dot_operand(x, where);
+  DotOperand r = dot_operand(y, where);
+  DotExpr<P, kPure> e{{},
+                      DotCall{std::move(l.view), std::move(r.view), dims, dtype_of<P>, op, where,
+                              std::move(out_perm)},
+                      std::move(l.keep),
+                      std::move(r.keep),
+                      nullptr};
+  if constexpr (kPure) e.cache = std::make_shared<DotCache>();
+  return e;
 }
 
 /// The result type of a dot of `L` operands when no preferred element type is given: the
@@ -182,92 +272,76 @@ DotExpr<P> make_dot(const pl::Ref<L, SL>& x, const pl::Ref<R, SR>& y,
 template <class P, class L>
 using DotResult = std::conditional_t<std::is_void_v<P>, std::remove_cv_t<L>, P>;
 
+template <class X, class Y>
+concept DotArgs = Operand<X> && Operand<Y>;
+
 }  // namespace detail
 
 namespace jnp {
 
-/// `jnp.dot(x, y, preferred_element_type=P)` on 2-D VMEM refs: x (M, K) times y (K, N) gives
-/// (M, N). `P` (optional) is the preferred element type; without it the result has the
-/// operands' dtype. Nothing is computed until the result is assigned to a ref (`=`, `+=`).
-/// Throws kInvalidArgument (rank) or kShapeMismatch (K differs) when assigned, naming both
-/// shapes; see the file comment for dtypes and cost.
-template <class P = void, class L, MemorySpace SL, class R, MemorySpace SR>
-detail::DotExpr<detail::DotResult<P, L>> dot(
-    const pl::Ref<L, SL>& x, const pl::Ref<R, SR>& y,
-    std::source_location where = std::source_location::current()) {
-  return detail::make_dot<detail::DotResult<P, L>>(x, y, {{{1}, {0}}, {{}, {}}}, "jnp.dot", where);
+/// `jnp.dot(x, y, preferred_element_type=P)`: x (M, K) times y (K, N) gives (M, N); a 1-D x or
+/// y is a vector. `P` (optional) is the preferred element type; without it the result has the
+/// operands' dtype. See the file comment for operands, dtypes, errors and cost.
+template <class P = void, class X, class Y>
+requires detail::DotArgs<X, Y>
+auto dot(X&& x, Y&& y, std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  TESSERA_CHECK_NAMED(Y);
+  using XT = std::remove_cvref_t<X>;
+  using YT = std::remove_cvref_t<Y>;
+  return detail::make_dot<detail::DotResult<P, detail::ValueOf<XT>>>(
+      static_cast<const XT&>(x), static_cast<const YT&>(y), {{{-1}, {0}}, {{}, {}}}, "jnp.dot",
+      where);
 }
 
-/// Operands that are not refs (an expression such as `x * 2`, an Array): a compile error that
-/// says what to do.
-template <class P = void, class L, class R>
-requires(!(is_ref_v<L> &&
-           is_ref_v<R>)) void dot(const L&, const R&,
-                                  std::source_location = std::source_location::current()) {
-  static_assert(sizeof(L) == 0,
-                "tessera: jnp::dot / lax::dot_general takes 2-D refs in VMEM (tiles); evaluate an "
-                "expression into a VMEM scratch ref first (scratch = x * 2.0f;) and pass that ref");
+/// `jnp.matmul(x, y)` / `x @ y` on 2-D operands (= jnp::dot).
+template <class P = void, class X, class Y>
+requires detail::DotArgs<X, Y>
+auto matmul(X&& x, Y&& y, std::source_location where = std::source_location::current()) {
+  return jnp::dot<P>(std::forward<X>(x), std::forward<Y>(y), where);
+}
+
+/// `jnp.einsum(subscripts, x, y, preferred_element_type=P)` for two operands whose subscripts
+/// map onto one (batched) product: "ij,jk->ik", "qd,kd->qk", "bqd,bkd->bqk", "bhqd,bhkd->bhqk",
+/// an output in any order ("ij,jk->ki"); without "->" the output is the letters that appear once,
+/// in alphabetical order, as in numpy.
+template <class P = void, class X, class Y>
+requires detail::DotArgs<X, Y>
+auto einsum(std::string_view subscripts, X&& x, Y&& y,
+            std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  TESSERA_CHECK_NAMED(Y);
+  using XT = std::remove_cvref_t<X>;
+  using YT = std::remove_cvref_t<Y>;
+  lax::DotDimensionNumbers dims;
+  detail::SmallVec perm;
+  detail::parse_einsum(subscripts, x.shape().rank(), y.shape().rank(), dims, perm, where);
+  return detail::make_dot<detail::DotResult<P, detail::ValueOf<XT>>>(
+      static_cast<const XT&>(x), static_cast<const YT&>(y), dims, "jnp.einsum", where,
+      std::move(perm));
 }
 
 }  // namespace jnp
 
 namespace lax {
 
-/// Operands that are not refs: a compile error (see jnp::dot).
-template <class P = void, class L, class R>
-requires(!(is_ref_v<L> &&
-           is_ref_v<R>)) void dot_general(const L&, const R&, const DotDimensionNumbers&,
-                                          std::source_location = std::source_location::current()) {
-  static_assert(sizeof(L) == 0,
-                "tessera: jnp::dot / lax::dot_general takes 2-D refs in VMEM (tiles); evaluate an "
-                "expression into a VMEM scratch ref first (scratch = x * 2.0f;) and pass that ref");
-}
-
-/// `lax.dot_general(x, y, dimension_numbers, preferred_element_type=P)` on 2-D VMEM refs: sums
-/// over x's contracting dimension and y's; the result is (x's other dimension, y's other
-/// dimension). A transposed operand is read in place (no copy by the caller). See the file
-/// comment for dtypes, errors and cost.
-template <class P = void, class L, MemorySpace SL, class R, MemorySpace SR>
-detail::DotExpr<detail::DotResult<P, L>> dot_general(
-    const pl::Ref<L, SL>& x, const pl::Ref<R, SR>& y, const DotDimensionNumbers& dimension_numbers,
-    std::source_location where = std::source_location::current()) {
-  return detail::make_dot<detail::DotResult<P, L>>(x, y, dimension_numbers, "lax.dot_general",
-                                                   where);
+/// `lax.dot_general(x, y, dimension_numbers, preferred_element_type=P)`: sums over x's
+/// contracting dimension and y's, batched over the batch dimensions; the result is (batch...,
+/// x's free dimension, y's free dimension). A transposed operand is read in place. See the
+/// file comment for dtypes, errors and cost.
+template <class P = void, class X, class Y>
+requires detail::DotArgs<X, Y>
+auto dot_general(X&& x, Y&& y, const DotDimensionNumbers& dimension_numbers,
+                 std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  TESSERA_CHECK_NAMED(Y);
+  using XT = std::remove_cvref_t<X>;
+  using YT = std::remove_cvref_t<Y>;
+  return detail::make_dot<detail::DotResult<P, detail::ValueOf<XT>>>(
+      static_cast<const XT&>(x), static_cast<const YT&>(y), dimension_numbers, "lax.dot_general",
+      where);
 }
 
 }  // namespace lax
-
-namespace detail {
-/// `acc += dot`'s body, not inlined so that its return address names the user's statement
-/// (assign_statement in vector_ops.h).
-template <class T, MemorySpace S, class Result>
-[[gnu::noinline]] void accumulate_statement(const pl::Ref<T, S>& acc, const DotExpr<Result>& e) {
-  const StatementScope statement(__builtin_return_address(0));
-  dot_evaluate(e.call, acc.raw(), true);
-}
-}  // namespace detail
-
-namespace pl {
-
-/// `acc += jnp::dot(x, y)`: adds the product to `acc`'s elements (`acc[...] += x @ y` in
-/// Pallas). `acc` must be a 2-D VMEM/SMEM ref of the product's shape and dtype.
-template <class T, MemorySpace S, class Result>
-[[gnu::always_inline]] inline const Ref<T, S>& operator+=(const Ref<T, S>& acc,
-                                                          const detail::DotExpr<Result>& e) {
-  static_assert(!std::is_const_v<T>, "tessera: cannot accumulate into a Ref of const elements");
-  static_assert(is_compute_space(S),
-                "tessera: this Ref is in HBM/ANY memory, which kernels cannot read, write or "
-                "compute on; copy it into a VMEM buffer first with pltpu::sync_copy (or a "
-                "BlockSpec), then use the VMEM ref");
-  static_assert(std::is_same_v<std::remove_cv_t<T>, Result>,
-                "tessera: the dot's result dtype differs from the accumulator's dtype; Tessera "
-                "does not convert silently: ask for the accumulator's dtype as the preferred "
-                "element type, e.g. acc += jnp::dot<float>(x, y) for a float32 acc");
-  detail::accumulate_statement(acc, e);
-  detail::keep_return_address();
-  return acc;
-}
-
-}  // namespace pl
 
 }  // namespace tessera

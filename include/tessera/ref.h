@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <source_location>
 #include <type_traits>
 
@@ -211,23 +212,32 @@ class Ref {
 
   /// Writes the elements of `other` into this ref (shapes must match). VMEM/SMEM only.
   Ref& operator=(const Ref& other);
-  /// Writes an expression, a ref or a scalar into this ref's elements. VMEM/SMEM only.
+  /// Writes an expression, a value, a ref or a scalar into this ref's elements. VMEM/SMEM only.
   /// Defined in vector_ops.h.
   template <class E>
-  Ref& operator=(const E& expr);
+  requires(!std::is_same_v<std::remove_cvref_t<E>, Ref>) Ref& operator=(E&& expr);
 
   /// `a += e` is `a = a + e` (Pallas: `a_ref[...] += e`), and likewise `-=`, `*=`, `/=`: `e`
-  /// is a ref, an elementwise expression or a scalar, and `a op e` must have a's dtype (an
-  /// int32 ref cannot take `/=`, which is true division). VMEM/SMEM only; one fused pass.
+  /// is a ref, an elementwise expression, a value or a scalar, and `a op e` must have a's dtype
+  /// (an int32 ref cannot take `/=`, which is true division). VMEM/SMEM only; one fused pass.
   /// Defined in vector_ops.h.
   template <class E>
-  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator+=(const E& e);
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator+=(E&& e);
   template <class E>
-  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator-=(const E& e);
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator-=(E&& e);
   template <class E>
-  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator*=(const E& e);
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator*=(E&& e);
   template <class E>
-  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator/=(const E& e);
+  requires(detail::Operand<E> || detail::Scalar<E>) Ref& operator/=(E&& e);
+
+  /// Pallas' subscript: `x_ref[pl::ellipsis]` is `x_ref[...]`, `x_ref[i]` / `x_ref[pl::ds(0,
+  /// 8)]` index the first axis, `x_ref[{pl::ds(0, 8), pl::all}]` is `x_ref[0:8, :]`. What it
+  /// gives reads the ref where it is used: assign to it (`o_ref[pl::ellipsis] = x;`, `+=`), use
+  /// it in an expression (`o = x_ref[pl::ellipsis] + 1;`), or keep its elements as a value
+  /// (`jnp::Value x = x_ref[pl::ellipsis];`, a copy). VMEM/SMEM only. Defined in vector_ops.h.
+  auto operator[](pl::Ellipsis) const;
+  auto operator[](detail::Indexer index) const;
+  auto operator[](std::initializer_list<detail::Indexer> indices) const;
 
   /// `x_ref[...].astype(U)`: an expression of this ref's elements converted to U (see
   /// jnp::astype in vector_math.h). Cheap (one VPU op). Defined in vector_math.h.

@@ -34,5 +34,9 @@ constexpr Slice ds(int64_t start, int64_t size, int64_t stride) noexcept {
 struct All {};
 inline constexpr All all{};
 
+/// Every axis (Python's `...`): `x_ref[pl::ellipsis]` is Pallas' `x_ref[...]`.
+struct Ellipsis {};
+inline constexpr Ellipsis ellipsis{};
+
 }  // namespace pl
 }  // namespace tessera

@@ -87,7 +87,8 @@ namespace jnp {
 /// float32 -> bfloat16 rounds to nearest even. Cheap. `x.astype<U>()` is the same.
 template <class U, class X>
 requires detail::Operand<X>
-auto astype(const X& x) {
+auto astype(X&& x) {
+  TESSERA_CHECK_NAMED(X);
   static_assert(is_element_type_v<U>,
                 "tessera: astype<U> needs U in {float, bfloat16, int32_t, int8_t, bool}");
   return detail::CastExpr<U, detail::ExprOf<X>>{{},
@@ -97,16 +98,27 @@ auto astype(const X& x) {
 /// `jnp.maximum(a, b)`, `jnp.minimum(a, b)`: elementwise, jnp promotion, NaN propagates. Cheap.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto maximum(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kMax>(a, b); }
+auto maximum(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return detail::make_binary<detail::OpCode::kMax>(a, b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto minimum(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kMin>(a, b); }
+auto minimum(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return detail::make_binary<detail::OpCode::kMin>(a, b);
+}
 
 /// `jnp.where(mask, a, b)`: a where mask is true, else b (a and b promoted together, weak
 /// scalars allowed; the mask is converted to bool). All three broadcast together. Cheap.
 template <class M, class A, class B>
 requires detail::Operand<M> && detail::OperandOrScalar<A> && detail::OperandOrScalar<B>
-auto where(const M& mask, const A& a, const B& b) {
+auto where(M&& mask, A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(M);
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
   using T = detail::PromotedT<A, B>;
   auto ea = detail::to_expr<T>(a);
   auto eb = detail::to_expr<T>(b);
@@ -117,93 +129,188 @@ auto where(const M& mask, const A& a, const B& b) {
 /// `jnp.clip(x, lo, hi)`: `minimum(maximum(x, lo), hi)` (NaN propagates). Cheap.
 template <class X, class L, class H>
 requires detail::Operand<X> && detail::OperandOrScalar<L> && detail::OperandOrScalar<H>
-auto clip(const X& x, const L& lo, const H& hi) { return minimum(maximum(x, lo), hi); }
+auto clip(X&& x, L&& lo, H&& hi) {
+  TESSERA_CHECK_NAMED(X);
+  TESSERA_CHECK_NAMED(L);
+  TESSERA_CHECK_NAMED(H);
+  return minimum(maximum(std::forward<X>(x), std::forward<L>(lo)), std::forward<H>(hi));
+}
 
 /// Comparisons as functions: `jnp.equal(a, b)` is `a == b`, ... (bool masks). Cheap.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto equal(const A& a, const B& b) { return a == b; }
+auto equal(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) == std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto not_equal(const A& a, const B& b) { return a != b; }
+auto not_equal(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) != std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto less(const A& a, const B& b) { return a < b; }
+auto less(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) < std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto less_equal(const A& a, const B& b) { return a <= b; }
+auto less_equal(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) <= std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto greater(const A& a, const B& b) { return a > b; }
+auto greater(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) > std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto greater_equal(const A& a, const B& b) { return a >= b; }
+auto greater_equal(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) >= std::forward<B>(b);
+}
 
 /// Bitwise ops as functions (integers and bools): jnp.bitwise_and/or/xor, jnp.invert,
 /// jnp.left_shift, jnp.right_shift (arithmetic). Cheap.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto bitwise_and(const A& a, const B& b) { return a & b; }
+auto bitwise_and(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) & std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto bitwise_or(const A& a, const B& b) { return a | b; }
+auto bitwise_or(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) | std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto bitwise_xor(const A& a, const B& b) { return a ^ b; }
+auto bitwise_xor(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) ^ std::forward<B>(b);
+}
 template <class A>
 requires detail::Operand<A>
-auto invert(const A& a) { return ~a; }
+auto invert(A&& a) {
+  TESSERA_CHECK_NAMED(A);
+  return ~std::forward<A>(a);
+}
 template <class A>
 requires detail::Operand<A>
-auto bitwise_not(const A& a) { return ~a; }
+auto bitwise_not(A&& a) {
+  TESSERA_CHECK_NAMED(A);
+  return ~std::forward<A>(a);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto left_shift(const A& a, const B& b) { return a << b; }
+auto left_shift(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) << std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto right_shift(const A& a, const B& b) { return a >> b; }
+auto right_shift(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) >> std::forward<B>(b);
+}
 
 /// Logical ops: the operands are converted to bool first (jnp.logical_and/or/xor/not). Cheap.
 template <class A, class B>
 requires detail::Operand<A> && detail::Operand<B>
-auto logical_and(const A& a, const B& b) { return astype<bool>(a) & astype<bool>(b); }
+auto logical_and(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return astype<bool>(std::forward<A>(a)) & astype<bool>(std::forward<B>(b));
+}
 template <class A, class B>
 requires detail::Operand<A> && detail::Operand<B>
-auto logical_or(const A& a, const B& b) { return astype<bool>(a) | astype<bool>(b); }
+auto logical_or(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return astype<bool>(std::forward<A>(a)) | astype<bool>(std::forward<B>(b));
+}
 template <class A, class B>
 requires detail::Operand<A> && detail::Operand<B>
-auto logical_xor(const A& a, const B& b) { return astype<bool>(a) ^ astype<bool>(b); }
+auto logical_xor(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return astype<bool>(std::forward<A>(a)) ^ astype<bool>(std::forward<B>(b));
+}
 template <class A>
 requires detail::Operand<A>
-auto logical_not(const A& a) { return ~astype<bool>(a); }
+auto logical_not(A&& a) {
+  TESSERA_CHECK_NAMED(A);
+  return ~astype<bool>(std::forward<A>(a));
+}
 
 /// `jnp.add`, `jnp.subtract`, `jnp.multiply`, `jnp.divide` (true division), `jnp.negative`.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto add(const A& a, const B& b) { return a + b; }
+auto add(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) + std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto subtract(const A& a, const B& b) { return a - b; }
+auto subtract(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) - std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto multiply(const A& a, const B& b) { return a * b; }
+auto multiply(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) * std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto divide(const A& a, const B& b) { return a / b; }
+auto divide(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) / std::forward<B>(b);
+}
 template <class A>
 requires detail::Operand<A>
-auto negative(const A& a) { return -a; }
+auto negative(A&& a) {
+  TESSERA_CHECK_NAMED(A);
+  return -std::forward<A>(a);
+}
 
 /// `jnp.remainder(a, b)` (= `a % b`): the sign of the divisor; integer `x % 0 == x`. Medium.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto remainder(const A& a, const B& b) { return a % b; }
+auto remainder(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) % std::forward<B>(b);
+}
 /// `jnp.floor_divide(a, b)` (Python's `a // b`): floor of the quotient; for integers
 /// `x // 0 == -1` (XLA) and `INT_MIN // -1 == INT_MIN`; for floats numpy's divmod rule.
 /// Medium (integers: one lane at a time).
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto floor_divide(const A& a, const B& b) {
+auto floor_divide(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
   return detail::make_remainder<detail::OpCode::kFloorDiv>(a, b);
 }
 
@@ -211,55 +318,100 @@ auto floor_divide(const A& a, const B& b) {
 /// stay), `jnp.square(x)`. Cheap.
 template <class X>
 requires detail::Operand<X>
-auto abs(const X& x) { return detail::make_same_unary<detail::OpCode::kAbs>(x); }
+auto abs(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_same_unary<detail::OpCode::kAbs>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto absolute(const X& x) { return detail::make_same_unary<detail::OpCode::kAbs>(x); }
+auto absolute(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_same_unary<detail::OpCode::kAbs>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto sign(const X& x) { return detail::make_same_unary<detail::OpCode::kSign>(x); }
+auto sign(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_same_unary<detail::OpCode::kSign>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto square(const X& x) { return detail::make_same_unary<detail::OpCode::kSquare>(x); }
+auto square(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_same_unary<detail::OpCode::kSquare>(x);
+}
 
 /// `jnp.sqrt(x)` (correctly rounded; NaN below 0). Medium.
 template <class X>
 requires detail::Operand<X>
-auto sqrt(const X& x) { return detail::make_float_unary<detail::OpCode::kSqrt>(x); }
+auto sqrt(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kSqrt>(x);
+}
 /// `jnp.exp`, `jnp.exp2`, `jnp.log`, `jnp.log1p`, `jnp.tanh` (accuracy: file comment). Medium.
 template <class X>
 requires detail::Operand<X>
-auto exp(const X& x) { return detail::make_float_unary<detail::OpCode::kExp>(x); }
+auto exp(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kExp>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto exp2(const X& x) { return detail::make_float_unary<detail::OpCode::kExp2>(x); }
+auto exp2(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kExp2>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto log(const X& x) { return detail::make_float_unary<detail::OpCode::kLog>(x); }
+auto log(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kLog>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto log1p(const X& x) { return detail::make_float_unary<detail::OpCode::kLog1p>(x); }
+auto log1p(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kLog1p>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto tanh(const X& x) { return detail::make_float_unary<detail::OpCode::kTanh>(x); }
+auto tanh(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kTanh>(x);
+}
 /// `jnp.sin`, `jnp.cos`: accurate for |x| <= 39000 (file comment). Expensive.
 template <class X>
 requires detail::Operand<X>
-auto sin(const X& x) { return detail::make_float_unary<detail::OpCode::kSin>(x); }
+auto sin(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kSin>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto cos(const X& x) { return detail::make_float_unary<detail::OpCode::kCos>(x); }
+auto cos(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kCos>(x);
+}
 /// `jnp.floor`, `jnp.ceil`, `jnp.round` (half to even, as numpy; no `decimals`): identity on
 /// integers. Cheap.
 template <class X>
 requires detail::Operand<X>
-auto floor(const X& x) { return detail::make_rounding<detail::OpCode::kFloor>(x); }
+auto floor(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_rounding<detail::OpCode::kFloor>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto ceil(const X& x) { return detail::make_rounding<detail::OpCode::kCeil>(x); }
+auto ceil(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_rounding<detail::OpCode::kCeil>(x);
+}
 template <class X>
 requires detail::Operand<X>
-auto round(const X& x) { return detail::make_rounding<detail::OpCode::kRound>(x); }
+auto round(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_rounding<detail::OpCode::kRound>(x);
+}
 
 /// `jnp.power(a, b)`. With an integer scalar exponent it is lax.integer_pow (as jnp does for
 /// Python ints); otherwise float pow (C's powf per lane) or, for integer operands, integer
@@ -267,7 +419,7 @@ auto round(const X& x) { return detail::make_rounding<detail::OpCode::kRound>(x)
 /// Medium.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto power(const A& a, const B& b, std::source_location where = std::source_location::current()) {
+auto power(A&& a, B&& b, std::source_location where = std::source_location::current()) {
   if constexpr (detail::Operand<A> && detail::Scalar<B> &&
                 std::is_integral_v<std::remove_cvref_t<B>> &&
                 !std::is_same_v<std::remove_cvref_t<B>, bool>) {
@@ -287,19 +439,32 @@ namespace lax {
 /// `lax.max`, `lax.min` (= jnp.maximum / jnp.minimum). Cheap.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto max(const A& a, const B& b) { return jnp::maximum(a, b); }
+auto max(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return jnp::maximum(std::forward<A>(a), std::forward<B>(b));
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto min(const A& a, const B& b) { return jnp::minimum(a, b); }
+auto min(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return jnp::minimum(std::forward<A>(a), std::forward<B>(b));
+}
 /// `lax.clamp(lo, x, hi)`: `minimum(maximum(x, lo), hi)` in x's dtype. Cheap.
 template <class L, class X, class H>
 requires detail::Operand<X> && detail::OperandOrScalar<L> && detail::OperandOrScalar<H>
-auto clamp(const L& lo, const X& x, const H& hi) { return jnp::clip(x, lo, hi); }
+auto clamp(L&& lo, X&& x, H&& hi) {
+  TESSERA_CHECK_NAMED(L);
+  TESSERA_CHECK_NAMED(X);
+  TESSERA_CHECK_NAMED(H);
+  return jnp::clip(std::forward<X>(x), std::forward<L>(lo), std::forward<H>(hi));
+}
 /// `lax.integer_pow(x, n)`: x multiplied by itself (by squaring); negative n is 1 / x**-n
 /// for floats and a kInvalidArgument error for integers (at this call). Cheap per multiply.
 template <class X>
 requires detail::Operand<X>
-auto integer_pow(const X& x, int n, std::source_location where = std::source_location::current()) {
+auto integer_pow(X&& x, int n, std::source_location where = std::source_location::current()) {
   using T = detail::ValueOf<X>;
   detail::check_integer_pow(!is_floating(dtype_of<T>), n, where);
   return detail::UnaryExpr<detail::OpCode::kIntegerPow, T, detail::ExprOf<X>>{
@@ -308,7 +473,11 @@ auto integer_pow(const X& x, int n, std::source_location where = std::source_loc
 /// `lax.pow(a, b)` (= jnp.power with a non-integer exponent). Medium.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto pow(const A& a, const B& b) { return detail::make_binary<detail::OpCode::kPow>(a, b); }
+auto pow(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return detail::make_binary<detail::OpCode::kPow>(a, b);
+}
 /// `lax.square`, `lax.sqrt`, `lax.exp`, `lax.exp2`, `lax.log`, `lax.log1p`, `lax.tanh` and the
 /// rounding functions, as in jnp.
 using jnp::ceil;
@@ -326,37 +495,64 @@ using jnp::tanh;
 /// Medium.
 template <class X>
 requires detail::Operand<X>
-auto rsqrt(const X& x) { return detail::make_float_unary<detail::OpCode::kRsqrt>(x); }
+auto rsqrt(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kRsqrt>(x);
+}
 /// `lax.logistic(x)` (= jax.nn.sigmoid): 1 / (1 + exp(-x)). Medium.
 template <class X>
 requires detail::Operand<X>
-auto logistic(const X& x) { return detail::make_float_unary<detail::OpCode::kLogistic>(x); }
+auto logistic(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kLogistic>(x);
+}
 /// `lax.erf(x)` (also jax.scipy.special.erf): within 3e-7 absolute of erf. Medium.
 template <class X>
 requires detail::Operand<X>
-auto erf(const X& x) { return detail::make_float_unary<detail::OpCode::kErf>(x); }
+auto erf(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return detail::make_float_unary<detail::OpCode::kErf>(x);
+}
 /// `lax.shift_left`, `lax.shift_right_arithmetic` (= `<<`, `>>`) and
 /// `lax.shift_right_logical(x, n)`: the bits of x shifted down with zeros in (int8 as uint8).
 /// Shift amounts outside 0..bits-1 give 0 (sign fill for the arithmetic shift). Cheap.
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto shift_left(const A& a, const B& b) { return a << b; }
+auto shift_left(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) << std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto shift_right_arithmetic(const A& a, const B& b) { return a >> b; }
+auto shift_right_arithmetic(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return std::forward<A>(a) >> std::forward<B>(b);
+}
 template <class A, class B>
 requires detail::BinaryOperands<A, B>
-auto shift_right_logical(const A& a, const B& b) {
+auto shift_right_logical(A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
   return detail::make_shift<detail::OpCode::kShrL>(a, b);
 }
 /// `lax.select(mask, on_true, on_false)` (= jnp.where with operands). Cheap.
 template <class M, class A, class B>
 requires detail::Operand<M> && detail::OperandOrScalar<A> && detail::OperandOrScalar<B>
-auto select(const M& mask, const A& a, const B& b) { return jnp::where(mask, a, b); }
+auto select(M&& mask, A&& a, B&& b) {
+  TESSERA_CHECK_NAMED(M);
+  TESSERA_CHECK_NAMED(A);
+  TESSERA_CHECK_NAMED(B);
+  return jnp::where(std::forward<M>(mask), std::forward<A>(a), std::forward<B>(b));
+}
 /// `lax.convert_element_type(x, U)` (= astype).
 template <class U, class X>
 requires detail::Operand<X>
-auto convert_element_type(const X& x) { return jnp::astype<U>(x); }
+auto convert_element_type(X&& x) {
+  TESSERA_CHECK_NAMED(X);
+  return jnp::astype<U>(std::forward<X>(x));
+}
 
 }  // namespace lax
 
@@ -371,10 +567,16 @@ template <class U>
 auto pl::Ref<T, Space>::astype() const {
   return jnp::astype<U>(*this);
 }
-template <class Derived>
+template <class Derived, class V>
 template <class U>
-auto detail::ExprOps<Derived>::astype() const {
-  return jnp::astype<U>(static_cast<const Derived&>(*this));
+auto detail::ExprOps<Derived, V>::astype() const& {
+  TESSERA_CHECK_NAMED(const Derived&);
+  return jnp::astype<U>(static_cast<const Derived&&>(static_cast<const Derived&>(*this)));
+}
+template <class Derived, class V>
+template <class U>
+auto detail::ExprOps<Derived, V>::astype() && {
+  return jnp::astype<U>(static_cast<Derived&&>(*this));
 }
 
 }  // namespace tessera

@@ -1,10 +1,12 @@
 // File: tessera/vector_ops.h
 //
-// In-kernel vector compute on VMEM/SMEM refs — the TPU's VPU, `jax.numpy`
+// In-kernel vector compute on VMEM/SMEM refs and values — the TPU's VPU, `jax.numpy`
 // inside a Pallas kernel. Operations build expression templates (no work is
-// done until the expression is assigned to a ref); the assignment evaluates the
-// whole expression tile by tile with SIMD (Highway, dispatched at run time), so
-// a chain of elementwise ops makes no full-size temporaries.
+// done until the expression is assigned to a ref or made a value, value.h); the
+// assignment evaluates the whole expression tile by tile with SIMD (Highway,
+// dispatched at run time), so a chain of elementwise ops makes no full-size
+// temporaries. A named expression that reads refs cannot be used (it would read
+// them late; TESSERA_CHECK_NAMED): make it a jnp::Value.
 //
 //   Pallas                                           Tessera
 //   o_vmem[...] = jnp.full_like(o_vmem, 42.0)        o_vmem = jnp::full_like(o_vmem, 42.0f);
@@ -93,12 +95,80 @@ template <class T>
 using FloatOf = std::conditional_t<is_floating(dtype_of<T>), T, float>;
 
 // ---- expression nodes ---------------------------------------------------------------------
-/// Members every expression node has (the CRTP base): `e.astype<U>()`, Pallas'
-/// `x.astype(jnp.bfloat16)`. Defined in vector_math.h.
-template <class Derived>
+/// The `axis` argument of a reduction: one axis, a list, or all (jnp's None).
+struct AxisSpec {
+  bool all = true;
+  SmallVec axes;
+  AxisSpec() = default;
+  AxisSpec(int axis) : all(false), axes(1, axis) {}         // NOLINT: implicit, like axis=1
+  AxisSpec(std::initializer_list<int> list) : all(false) {  // NOLINT: implicit, like axis=(0, 1)
+    for (int a : list) axes.push_back(a);
+  }
+};
+
+/// The element of a one-element expression, as a C++ scalar: evaluates `program` (of `shape`,
+/// which must hold exactly one element, else kInvalidArgument at `where`) into `out` (a `dtype`
+/// scalar). A scalar read, as the checked engine sees it.
+void evaluate_scalar(const ExprProgram& program, const Shape& shape, DType dtype, void* out,
+                     std::source_location where);
+
+/// Members every expression node has (the CRTP base), Pallas' methods on values: `x.astype(U)`,
+/// `x.T`, `x.reshape(...)`, `x.sum(axis)`, `x.max(...)`, `x.mean(...)`, `x.item()`, and the
+/// conversion of a one-element expression to its C++ scalar (`float m = jnp::max(x);`,
+/// `if (x > 0)`, `pl::ds(idx, 8)`). Each has an lvalue form, which refuses a named expression
+/// that reads refs (TESSERA_CHECK_NAMED), and an rvalue form. Defined in vector_math.h and
+/// vector_reduce.h.
+template <class Derived, class V>
 struct ExprOps : ExprBase {
   template <class U>
-  auto astype() const;
+  auto astype() const&;
+  template <class U>
+  auto astype() &&;
+  /// `x.T`: all axes reversed (jnp.transpose).
+  auto T(std::source_location where = std::source_location::current()) const&;
+  auto T(std::source_location where = std::source_location::current()) &&;
+  auto reshape(Shape shape, std::source_location where = std::source_location::current()) const&;
+  auto reshape(Shape shape, std::source_location where = std::source_location::current()) &&;
+#define TESSERA_EXPR_REDUCTION_MEMBER(name)                                       \
+  auto name(AxisSpec axis = {}, bool keepdims = false,                            \
+            std::source_location where = std::source_location::current()) const&; \
+  auto name(AxisSpec axis = {}, bool keepdims = false,                            \
+            std::source_location where = std::source_location::current())&&;
+  TESSERA_EXPR_REDUCTION_MEMBER(sum)
+  TESSERA_EXPR_REDUCTION_MEMBER(max)
+  TESSERA_EXPR_REDUCTION_MEMBER(min)
+  TESSERA_EXPR_REDUCTION_MEMBER(mean)
+  TESSERA_EXPR_REDUCTION_MEMBER(argmax)
+  TESSERA_EXPR_REDUCTION_MEMBER(argmin)
+#undef TESSERA_EXPR_REDUCTION_MEMBER
+
+  /// Number of axes and of elements.
+  int ndim() const { return derived().shape().rank(); }
+  int64_t size() const { return derived().shape().size(); }
+
+  /// The one element of the expression (kInvalidArgument unless it has exactly one).
+  V item(std::source_location where = std::source_location::current()) const& {
+    TESSERA_CHECK_NAMED(const Derived&);
+    return item_of(where);
+  }
+  V item(std::source_location where = std::source_location::current()) && { return item_of(where); }
+  /// `float m = jnp::max(x);`: the one element, as item().
+  operator V() const& {  // NOLINT: implicit, as a traced scalar reads in Pallas
+    TESSERA_CHECK_NAMED(const Derived&);
+    return item_of({});
+  }
+  operator V() && { return item_of({}); }  // NOLINT
+
+ private:
+  const Derived& derived() const { return static_cast<const Derived&>(*this); }
+  V item_of(std::source_location where) const {
+    ExprProgram p;
+    p.where = where;
+    derived().emit(p);
+    V out{};
+    evaluate_scalar(p, derived().shape(), dtype_of<V>, &out, where);
+    return out;
+  }
 };
 
 template <class T>
@@ -115,11 +185,12 @@ void set_const(ExprNode& n, T v) {
 
 /// A ref used as a leaf. Only refs in VMEM or SMEM can be leaves.
 template <class T, MemorySpace S>
-struct RefLeaf : ExprOps<RefLeaf<T, S>> {
+struct RefLeaf : ExprOps<RefLeaf<T, S>, std::remove_cv_t<T>> {
   static_assert(is_compute_space(S),
                 "tessera: a Ref in HBM/ANY memory cannot appear in a compute expression; copy it "
                 "into a VMEM buffer with pltpu::sync_copy (or a BlockSpec) and compute on that");
   using value_type = std::remove_cv_t<T>;
+  static constexpr bool kPure = false;  // reads the ref when evaluated
   pl::Ref<T, S> ref;  // by value: an expression may outlive a temporary view such as x.at(...)
   const Shape& shape() const { return ref.shape(); }
   int emit(ExprProgram& p) const {
@@ -136,8 +207,9 @@ struct RefLeaf : ExprOps<RefLeaf<T, S>> {
 
 /// A constant of shape `shape` (jnp.full).
 template <class T>
-struct FullExpr : ExprOps<FullExpr<T>> {
+struct FullExpr : ExprOps<FullExpr<T>, T> {
   using value_type = T;
+  static constexpr bool kPure = true;
   Shape shape_;
   T value;
   std::source_location where;
@@ -157,8 +229,9 @@ struct FullExpr : ExprOps<FullExpr<T>> {
 
 /// The index along `axis` of `shape` (jnp.arange, lax.broadcasted_iota).
 template <class T>
-struct IotaExpr : ExprOps<IotaExpr<T>> {
+struct IotaExpr : ExprOps<IotaExpr<T>, T> {
   using value_type = T;
+  static constexpr bool kPure = true;
   Shape shape_;
   int axis;
   std::source_location where;
@@ -176,8 +249,9 @@ struct IotaExpr : ExprOps<IotaExpr<T>> {
 
 /// A weakly typed scalar operand, already converted to the other operand's dtype.
 template <class T>
-struct ScalarExpr : ExprOps<ScalarExpr<T>> {
+struct ScalarExpr : ExprOps<ScalarExpr<T>, T> {
   using value_type = T;
+  static constexpr bool kPure = true;
   T value;
   const Shape& shape() const {
     static const Shape kScalar{};
@@ -208,8 +282,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::sour
 /// A two-operand elementwise node: operands are converted to the compute dtype C, the
 /// result has dtype T (T == C except for comparisons, which give bool).
 template <OpCode Op, class T, class L, class R, class C = T>
-struct BinaryExpr : ExprOps<BinaryExpr<Op, T, L, R, C>> {
+struct BinaryExpr : ExprOps<BinaryExpr<Op, T, L, R, C>, T> {
   using value_type = T;
+  static constexpr bool kPure = L::kPure && R::kPure;
   L l;
   R r;
   Shape shape_;
@@ -232,8 +307,9 @@ struct BinaryExpr : ExprOps<BinaryExpr<Op, T, L, R, C>> {
 /// A one-operand elementwise node: the operand is converted to C, the result has dtype T.
 /// `iconst` is the exponent of kIntegerPow.
 template <OpCode Op, class T, class A, class C = T>
-struct UnaryExpr : ExprOps<UnaryExpr<Op, T, A, C>> {
+struct UnaryExpr : ExprOps<UnaryExpr<Op, T, A, C>, T> {
   using value_type = T;
+  static constexpr bool kPure = A::kPure;
   A a;
   int64_t iconst = 0;
   const Shape& shape() const { return a.shape(); }
@@ -250,8 +326,9 @@ struct UnaryExpr : ExprOps<UnaryExpr<Op, T, A, C>> {
 
 /// `astype`: the operand converted to T (no node when the dtypes already agree).
 template <class T, class A>
-struct CastExpr : ExprOps<CastExpr<T, A>> {
+struct CastExpr : ExprOps<CastExpr<T, A>, T> {
   using value_type = T;
+  static constexpr bool kPure = A::kPure;
   A a;
   const Shape& shape() const { return a.shape(); }
   int emit(ExprProgram& p) const { return emit_as<T>(a, p); }
@@ -259,8 +336,9 @@ struct CastExpr : ExprOps<CastExpr<T, A>> {
 
 /// `jnp.where(mask, a, b)`: the mask converted to bool, a and b to T.
 template <class T, class M, class A, class B>
-struct SelectExpr : ExprOps<SelectExpr<T, M, A, B>> {
+struct SelectExpr : ExprOps<SelectExpr<T, M, A, B>, T> {
   using value_type = T;
+  static constexpr bool kPure = M::kPure && A::kPure && B::kPure;
   M m;
   A a;
   B b;
@@ -285,6 +363,14 @@ struct SelectExpr : ExprOps<SelectExpr<T, M, A, B>> {
 };
 
 // ---- turning operands into nodes ----------------------------------------------------------
+/// Passes an operand that a public call has already checked (TESSERA_CHECK_NAMED) on to other
+/// public calls as an rvalue, so that they do not check it again. Nothing is moved from: every
+/// call copies its operands.
+template <class X>
+const std::remove_cvref_t<X>&& checked(const X& x) noexcept {
+  return static_cast<const std::remove_cvref_t<X>&&>(x);
+}
+
 template <class X>
 struct AsExpr;  // refs -> RefLeaf, expressions -> themselves
 template <class T, MemorySpace S>
@@ -394,8 +480,9 @@ template <class A, class B>
 concept BinaryOperands = (Operand<A> && Operand<B>) || (Operand<A> && Scalar<B>) ||
                          (Scalar<A> && Operand<B>);
 
-/// Right-hand sides that are not elementwise expressions (`jnp::dot`, dot.h) specialise this
-/// with `value = true` and a static `assign(dst, rhs)`; Ref::operator= then calls that instead.
+/// Right-hand sides that are not elementwise passes (`jnp::dot`, dot.h) specialise this with
+/// `value = true` and static `assign(dst, rhs)` and `accumulate(dst, rhs)`; Ref::operator= and
+/// Ref::operator+= then call those instead of the elementwise evaluator.
 template <class E>
 struct SpecialAssign {
   static constexpr bool value = false;
@@ -430,7 +517,11 @@ namespace pl {
 #define TESSERA_BINARY_OPERATOR(op_, make_) \
   template <class A, class B>               \
   requires detail::BinaryOperands<A, B>     \
-  auto operator op_(const A& a, const B& b) { return make_(a, b); }
+  auto operator op_(A&& a, B&& b) {         \
+    TESSERA_CHECK_NAMED(A);                 \
+    TESSERA_CHECK_NAMED(B);                 \
+    return make_(a, b);                     \
+  }
 
 /// `a + b`, `a - b`, `a * b`: elementwise, jnp promotion. Cheap.
 TESSERA_BINARY_OPERATOR(+, (detail::make_binary<detail::OpCode::kAdd>))
@@ -460,21 +551,45 @@ TESSERA_BINARY_OPERATOR(>=, (detail::make_binary<detail::OpCode::kGe, detail::Re
 /// `-a`: jnp.negative. Cheap.
 template <class A>
 requires detail::Operand<A>
-auto operator-(const A& a) {
+auto operator-(A&& a) {
+  TESSERA_CHECK_NAMED(A);
   using T = detail::ValueOf<A>;
-  return detail::UnaryExpr<detail::OpCode::kNeg, T, detail::ExprOf<A>>{{},
-                                                                       detail::AsExpr<A>::make(a)};
+  return detail::UnaryExpr<detail::OpCode::kNeg, T, detail::ExprOf<A>>{
+      {}, detail::AsExpr<std::remove_cvref_t<A>>::make(a)};
 }
 /// `~a`: bitwise not (logical not for bools); integers and bools only. Cheap.
 template <class A>
 requires detail::Operand<A>
-auto operator~(const A& a) {
+auto operator~(A&& a) {
+  TESSERA_CHECK_NAMED(A);
   using T = detail::ValueOf<A>;
   static_assert(!is_floating(dtype_of<T>),
                 "tessera: bitwise ops (&, |, ^, ~) need integer or bool operands, not float32 "
                 "or bfloat16 (as in jax.numpy); compare first (x > 0) or convert with astype");
-  return detail::UnaryExpr<detail::OpCode::kNot, T, detail::ExprOf<A>>{{},
-                                                                       detail::AsExpr<A>::make(a)};
+  return detail::UnaryExpr<detail::OpCode::kNot, T, detail::ExprOf<A>>{
+      {}, detail::AsExpr<std::remove_cvref_t<A>>::make(a)};
+}
+
+/// `a && b`, `a || b`, `!a` on arrays: refused, as Python's `and`/`or`/`not` refuse an array of
+/// more than one element; the elementwise ops are `&`, `|`, `~` (jnp.logical_and/or/not).
+template <class A, class B>
+requires(detail::Operand<A> || detail::Operand<B>) void operator&&(const A&, const B&) {
+  static_assert(sizeof(A) == 0,
+                "tessera: && on arrays is not elementwise; use & (or jnp::logical_and) for an "
+                "elementwise and, or reduce first (jnp::all)");
+}
+template <class A, class B>
+requires(detail::Operand<A> || detail::Operand<B>) void operator||(const A&, const B&) {
+  static_assert(sizeof(A) == 0,
+                "tessera: || on arrays is not elementwise; use | (or jnp::logical_or) for an "
+                "elementwise or, or reduce first (jnp::any)");
+}
+template <class A>
+requires detail::Operand<A>
+void operator!(const A&) {
+  static_assert(sizeof(A) == 0,
+                "tessera: ! on an array is not elementwise; use ~ (or jnp::logical_not) on a bool "
+                "array");
 }
 
 }  // namespace pl
@@ -494,6 +609,16 @@ template <class T, MemorySpace S, class E>
 }
 }  // namespace detail
 
+namespace detail {
+/// `dst += rhs` for a right-hand side with its own accumulation (SpecialAssign): not inlined, as
+/// assign_statement.
+template <class T, MemorySpace S, class E>
+[[gnu::noinline]] void accumulate_statement(const pl::Ref<T, S>& dst, const E& expr) {
+  const StatementScope statement(__builtin_return_address(0));
+  SpecialAssign<E>::accumulate(dst, expr);
+}
+}  // namespace detail
+
 namespace pl {
 // Ref's assignments are always inlined, at every optimisation level, so that the call to
 // assign_statement lies in the user's statement and its return address names that statement.
@@ -505,27 +630,100 @@ template <class T, MemorySpace Space>
 }
 template <class T, MemorySpace Space>
 template <class E>
-[[gnu::always_inline]] inline Ref<T, Space>& Ref<T, Space>::operator=(const E& expr) {
-  static_assert(detail::Operand<E> || detail::Scalar<E> || detail::SpecialAssign<E>::value,
-                "tessera: only a ref, an expression or a scalar can be assigned to a Ref");
-  detail::assign_statement(*this, expr);
+requires(!std::is_same_v<std::remove_cvref_t<E>, Ref<T, Space>>)
+    [[gnu::always_inline]] inline Ref<T, Space>& Ref<T, Space>::operator=(E&& expr) {
+  using X = std::remove_cvref_t<E>;
+  static_assert(detail::Operand<X> || detail::Scalar<X> || detail::SpecialAssign<X>::value,
+                "tessera: only a ref, an expression, a value or a scalar can be assigned to a Ref");
+  TESSERA_CHECK_NAMED(E);
+  detail::assign_statement(*this, static_cast<const X&>(expr));
   detail::keep_return_address();
   return *this;
 }
-#define TESSERA_COMPOUND_ASSIGN(op_, binop_)                                                 \
-  template <class T, MemorySpace Space>                                                      \
-  template <class E>                                                                         \
-  requires(detail::Operand<E> || detail::Scalar<E>)                                          \
-      [[gnu::always_inline]] inline Ref<T, Space>& Ref<T, Space>::operator op_(const E& e) { \
-    detail::assign_statement(*this, *this binop_ e);                                         \
-    detail::keep_return_address();                                                           \
-    return *this;                                                                            \
+#define TESSERA_COMPOUND_ASSIGN(op_, binop_, accumulates_)                              \
+  template <class T, MemorySpace Space>                                                 \
+  template <class E>                                                                    \
+  requires(detail::Operand<E> || detail::Scalar<E>)                                     \
+      [[gnu::always_inline]] inline Ref<T, Space>& Ref<T, Space>::operator op_(E&& e) { \
+    TESSERA_CHECK_NAMED(E);                                                             \
+    using X = std::remove_cvref_t<E>;                                                   \
+    if constexpr (accumulates_ && detail::SpecialAssign<X>::value) {                    \
+      detail::accumulate_statement(*this, static_cast<const X&>(e));                    \
+    } else {                                                                            \
+      detail::assign_statement(*this, *this binop_ std::forward<E>(e));                 \
+    }                                                                                   \
+    detail::keep_return_address();                                                      \
+    return *this;                                                                       \
   }
-TESSERA_COMPOUND_ASSIGN(+=, +)
-TESSERA_COMPOUND_ASSIGN(-=, -)
-TESSERA_COMPOUND_ASSIGN(*=, *)
-TESSERA_COMPOUND_ASSIGN(/=, /)
+TESSERA_COMPOUND_ASSIGN(+=, +, true)
+TESSERA_COMPOUND_ASSIGN(-=, -, false)
+TESSERA_COMPOUND_ASSIGN(*=, *, false)
+TESSERA_COMPOUND_ASSIGN(/=, /, false)
 #undef TESSERA_COMPOUND_ASSIGN
+}  // namespace pl
+
+namespace detail {
+/// What `x_ref[...]` gives (ref.h): a leaf that reads the indexed view where it is used, and
+/// that Pallas' `o_ref[...] = e` / `o_ref[...] += e` write through. It reads a ref, so a named
+/// one cannot be used (TESSERA_CHECK_NAMED): `jnp::Value x = x_ref[pl::ellipsis];` keeps a copy.
+template <class T, MemorySpace S>
+struct RefItem : RefLeaf<T, S> {
+  RefItem(const RefItem&) = default;
+  explicit RefItem(pl::Ref<T, S> r) : RefLeaf<T, S>{{}, std::move(r)} {}
+
+  // `o[...] = x[...]`: writes the elements (a named item on the right reads late: refused).
+  [[gnu::always_inline]] RefItem& operator=(RefItem&& other) {
+    this->ref = std::move(other);
+    return *this;
+  }
+  RefItem& operator=(const RefItem& other) {
+    static_assert(sizeof(T) == 0,
+                  "tessera: this named x_ref[...] reads the ref where it is used, not where it "
+                  "was written; keep a copy with jnp::Value x = x_ref[pl::ellipsis];");
+    return *this = RefItem(other);
+  }
+  template <class E>
+  requires(!std::is_same_v<std::remove_cvref_t<E>, RefItem>) [[gnu::always_inline]] RefItem&
+  operator=(E&& e) {
+    this->ref = std::forward<E>(e);
+    return *this;
+  }
+#define TESSERA_ITEM_COMPOUND(op_)                      \
+  template <class E>                                    \
+  [[gnu::always_inline]] RefItem& operator op_(E&& e) { \
+    this->ref op_ std::forward<E>(e);                   \
+    return *this;                                       \
+  }
+  TESSERA_ITEM_COMPOUND(+=)
+  TESSERA_ITEM_COMPOUND(-=)
+  TESSERA_ITEM_COMPOUND(*=)
+  TESSERA_ITEM_COMPOUND(/=)
+#undef TESSERA_ITEM_COMPOUND
+};
+}  // namespace detail
+
+namespace pl {
+template <class T, MemorySpace Space>
+inline auto Ref<T, Space>::operator[](pl::Ellipsis) const {
+  static_assert(is_compute_space(Space),
+                "tessera: x_ref[...] loads from VMEM or SMEM; a Ref in HBM/ANY has to be copied "
+                "into a VMEM buffer first (pltpu::sync_copy or a BlockSpec)");
+  return detail::RefItem<T, Space>(Ref(*this, 0));
+}
+template <class T, MemorySpace Space>
+inline auto Ref<T, Space>::operator[](detail::Indexer index) const {
+  static_assert(is_compute_space(Space),
+                "tessera: x_ref[...] loads from VMEM or SMEM; a Ref in HBM/ANY has to be copied "
+                "into a VMEM buffer first (pltpu::sync_copy or a BlockSpec)");
+  return detail::RefItem<T, Space>(at_n({index}, {}));
+}
+template <class T, MemorySpace Space>
+inline auto Ref<T, Space>::operator[](std::initializer_list<detail::Indexer> indices) const {
+  static_assert(is_compute_space(Space),
+                "tessera: x_ref[...] loads from VMEM or SMEM; a Ref in HBM/ANY has to be copied "
+                "into a VMEM buffer first (pltpu::sync_copy or a BlockSpec)");
+  return detail::RefItem<T, Space>(at_n(indices, {}));
+}
 }  // namespace pl
 
 namespace detail {
@@ -547,6 +745,9 @@ using pl::operator<=;
 using pl::operator>;
 using pl::operator>=;
 using pl::operator~;
+using pl::operator&&;
+using pl::operator||;
+using pl::operator!;
 }  // namespace detail
 
 // ---- creation functions (jnp.full, jnp.arange, ...) ------------------------------------------

@@ -41,24 +41,15 @@
 #include <cstdint>
 #include <initializer_list>
 #include <source_location>
+#include <string_view>
 #include <type_traits>
 
 #include "tessera/detail/small_vec.h"
+#include "tessera/vector_math.h"
 #include "tessera/vector_ops.h"
 
 namespace tessera {
 namespace detail {
-
-/// The `axis` argument of a reduction: one axis, a list, or all (jnp's None).
-struct AxisSpec {
-  bool all = true;
-  SmallVec axes;
-  AxisSpec() = default;
-  AxisSpec(int axis) : all(false), axes(1, axis) {}         // NOLINT: implicit, like axis=1
-  AxisSpec(std::initializer_list<int> list) : all(false) {  // NOLINT: implicit, like axis=(0, 1)
-    for (int a : list) axes.push_back(a);
-  }
-};
 
 /// Validates `axes` against `in` and returns the result shape; `mask` gets one bit per reduced
 /// axis. `single` requires one axis (argmax); `nonempty` rejects reducing an empty axis.
@@ -68,6 +59,10 @@ Shape reduce_shape(const Shape& in, const AxisSpec& axes, bool keepdims, bool si
 SmallVec transpose_perm(const Shape& in, const SmallVec& perm, std::source_location where);
 /// Validates a reshape of `in` to `to` (one -1 allowed) and returns the new shape.
 Shape reshape_shape(const Shape& in, const Shape& to, std::source_location where);
+/// A TPU's reshape rule (checked mode with a chip): the last dim stays, unless only unit dims
+/// are added or removed; throws kBlockShape naming `chip`.
+void check_tpu_reshape(const Shape& in, const Shape& out, std::string_view chip,
+                       std::source_location where);
 /// Validates a roll's axis (negative counts from the end) and returns it; `shift` is normalised
 /// to 0..extent-1.
 int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location where);
@@ -75,8 +70,9 @@ int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location wh
 /// A non-elementwise node: the operand is emitted in its own dtype, and the evaluator computes
 /// this node into a temporary before the elementwise pass (see the file comment).
 template <OpCode Op, class T, class A>
-struct ShapeOpExpr : ExprOps<ShapeOpExpr<Op, T, A>> {
+struct ShapeOpExpr : ExprOps<ShapeOpExpr<Op, T, A>, T> {
   using value_type = T;
+  static constexpr bool kPure = A::kPure;
   A a;
   Shape out_shape;
   int64_t iconst = 0;  // reductions: the axis mask; roll: the shift
@@ -120,8 +116,9 @@ namespace jnp {
 /// the result), integers and bools in int32 (wrapping). See the file comment for the cost.
 template <class X>
 requires detail::Operand<X>
-auto sum(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+auto sum(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
          std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   int64_t mask = 0;
   Shape out = detail::reduce_shape(x.shape(), axis, keepdims, false, false, "jnp.sum", where, mask);
   using T = detail::SumOf<detail::ValueOf<X>>;
@@ -132,8 +129,9 @@ auto sum(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
 /// `jnp.max(x, axis=None, keepdims=False)`: NaN propagates; an empty axis throws.
 template <class X>
 requires detail::Operand<X>
-auto max(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+auto max(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
          std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   int64_t mask = 0;
   Shape out = detail::reduce_shape(x.shape(), axis, keepdims, false, true, "jnp.max", where, mask);
   auto e = detail::make_shape_op<detail::OpCode::kReduceMax, detail::ValueOf<X>>(x, std::move(out),
@@ -144,8 +142,9 @@ auto max(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
 /// `jnp.min(x, axis=None, keepdims=False)`: NaN propagates; an empty axis throws.
 template <class X>
 requires detail::Operand<X>
-auto min(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+auto min(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
          std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   int64_t mask = 0;
   Shape out = detail::reduce_shape(x.shape(), axis, keepdims, false, true, "jnp.min", where, mask);
   auto e = detail::make_shape_op<detail::OpCode::kReduceMin, detail::ValueOf<X>>(x, std::move(out),
@@ -157,8 +156,9 @@ auto min(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
 /// (axis=None: the index into the flattened x). A NaN is the maximum. An empty axis throws.
 template <class X>
 requires detail::Operand<X>
-auto argmax(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+auto argmax(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
             std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   int64_t mask = 0;
   Shape out =
       detail::reduce_shape(x.shape(), axis, keepdims, true, true, "jnp.argmax", where, mask);
@@ -169,8 +169,9 @@ auto argmax(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
 /// `jnp.argmin(x, axis=None, keepdims=False)`: as argmax, for the first minimum.
 template <class X>
 requires detail::Operand<X>
-auto argmin(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
+auto argmin(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
             std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   int64_t mask = 0;
   Shape out =
       detail::reduce_shape(x.shape(), axis, keepdims, true, true, "jnp.argmin", where, mask);
@@ -185,8 +186,9 @@ auto argmin(const X& x, detail::AxisSpec axis = {}, bool keepdims = false,
 /// temporary. Cost: a copy.
 template <class X>
 requires detail::Operand<X>
-auto transpose(const X& x, std::initializer_list<int> axes = {},
+auto transpose(X&& x, std::initializer_list<int> axes = {},
                std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   detail::SmallVec perm;
   for (int a : axes) perm.push_back(a);
   perm = detail::transpose_perm(x.shape(), perm, where);
@@ -199,13 +201,15 @@ auto transpose(const X& x, std::initializer_list<int> axes = {},
 }
 
 /// `jnp.reshape(x, shape)` (Pallas' `x.reshape(shape)`): the same elements in row-major order with
-/// a new shape (one extent may be -1). As on a TPU, the last dim must stay (reshaping leading dims,
-/// or flattening them into the second-to-last) unless only unit dims are added or removed;
-/// otherwise kInvalidArgument. Free for a contiguous ref; a copy otherwise.
+/// a new shape (one extent may be -1), any reshape that keeps the element count, as Pallas'
+/// interpret mode allows. A TPU kernel can only keep the last dim (reshaping leading dims, or
+/// flattening them into the second-to-last) or add and drop unit dims: checked mode with a chip
+/// (pltpu::InterpretParams{.chip = ...}) raises kBlockShape for the others. Free for a
+/// contiguous ref; a copy otherwise.
 template <class X>
 requires detail::Operand<X>
-auto reshape(const X& x, Shape shape,
-             std::source_location where = std::source_location::current()) {
+auto reshape(X&& x, Shape shape, std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   Shape out = detail::reshape_shape(x.shape(), shape, where);
   return detail::make_shape_op<detail::OpCode::kReshape, detail::ValueOf<X>>(x, std::move(out),
                                                                              where);
@@ -215,8 +219,9 @@ auto reshape(const X& x, Shape shape,
 /// (negative too). Cost: a copy.
 template <class X>
 requires detail::Operand<X>
-auto roll(const X& x, int64_t shift, int axis,
+auto roll(X&& x, int64_t shift, int axis,
           std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
   const int ax = detail::roll_axis(x.shape(), axis, shift, where);
   auto e = detail::make_shape_op<detail::OpCode::kRoll, detail::ValueOf<X>>(x, x.shape(), where);
   e.iconst = shift;
@@ -231,9 +236,10 @@ namespace pltpu {
 /// shift). No `stride`/`stride_axis`. Cost: a copy.
 template <class X>
 requires detail::Operand<X>
-auto roll(const X& x, int64_t shift, int axis,
+auto roll(X&& x, int64_t shift, int axis,
           std::source_location where = std::source_location::current()) {
-  return jnp::roll(x, shift, axis, where);
+  TESSERA_CHECK_NAMED(X);
+  return jnp::roll(std::forward<X>(x), shift, axis, where);
 }
 }  // namespace pltpu
 
@@ -241,22 +247,102 @@ namespace lax {
 /// `lax.broadcasted_iota` is in vector_ops.h; `lax.reduce_sum/max/min(x, axes)` here.
 template <class X>
 requires detail::Operand<X>
-auto reduce_sum(const X& x, detail::AxisSpec axes,
+auto reduce_sum(X&& x, detail::AxisSpec axes,
                 std::source_location where = std::source_location::current()) {
-  return jnp::sum(x, std::move(axes), false, where);
+  TESSERA_CHECK_NAMED(X);
+  return jnp::sum(std::forward<X>(x), std::move(axes), false, where);
 }
 template <class X>
 requires detail::Operand<X>
-auto reduce_max(const X& x, detail::AxisSpec axes,
+auto reduce_max(X&& x, detail::AxisSpec axes,
                 std::source_location where = std::source_location::current()) {
-  return jnp::max(x, std::move(axes), false, where);
+  TESSERA_CHECK_NAMED(X);
+  return jnp::max(std::forward<X>(x), std::move(axes), false, where);
 }
 template <class X>
 requires detail::Operand<X>
-auto reduce_min(const X& x, detail::AxisSpec axes,
+auto reduce_min(X&& x, detail::AxisSpec axes,
                 std::source_location where = std::source_location::current()) {
-  return jnp::min(x, std::move(axes), false, where);
+  TESSERA_CHECK_NAMED(X);
+  return jnp::min(std::forward<X>(x), std::move(axes), false, where);
 }
 }  // namespace lax
+
+namespace jnp {
+
+/// `jnp.mean(x, axis=None, keepdims=False)`: the sum in float32 over the count of reduced
+/// elements; float32 for integer and bool operands, bfloat16 stays bfloat16 (rounded once). An
+/// empty reduction gives NaN, as numpy.
+template <class X>
+requires detail::Operand<X>
+auto mean(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
+          std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  using T = detail::FloatOf<detail::ValueOf<X>>;
+  const Shape in = x.shape();
+  auto s = jnp::sum(jnp::astype<float>(detail::checked(x)), std::move(axis), keepdims, where);
+  const int64_t out = s.shape().size();
+  const float count = out == 0 ? 0.0f : static_cast<float>(in.size() / out);
+  return jnp::astype<T>(std::move(s) / count);
+}
+
+/// `jnp.var(x, axis=None, keepdims=False, ddof=0)`: the mean of the squared deviations from the
+/// mean (two passes over x, as numpy); dtypes as jnp.mean. `ddof` divides by count - ddof.
+template <class X>
+requires detail::Operand<X>
+auto var(X&& x, detail::AxisSpec axis = {}, bool keepdims = false, int ddof = 0,
+         std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  using T = detail::FloatOf<detail::ValueOf<X>>;
+  const Shape in = x.shape();
+  auto xf = jnp::astype<float>(detail::checked(x));
+  auto m = jnp::sum(detail::checked(xf), axis, true, where);
+  const int64_t kept = m.shape().size();
+  const int64_t n = kept == 0 ? 0 : in.size() / kept;
+  auto d = detail::checked(xf) - std::move(m) / static_cast<float>(n);
+  auto ss = jnp::sum(jnp::square(std::move(d)), std::move(axis), keepdims, where);
+  return jnp::astype<T>(std::move(ss) / static_cast<float>(n - ddof));
+}
+
+}  // namespace jnp
+
+// ---- member spellings: x.T(), x.reshape(...), x.sum(...), ... ---------------------------------
+template <class Derived, class V>
+auto detail::ExprOps<Derived, V>::T(std::source_location where) const& {
+  TESSERA_CHECK_NAMED(const Derived&);
+  return jnp::transpose(detail::checked(derived()), {}, where);
+}
+template <class Derived, class V>
+auto detail::ExprOps<Derived, V>::T(std::source_location where) && {
+  return jnp::transpose(static_cast<Derived&&>(*this), {}, where);
+}
+template <class Derived, class V>
+auto detail::ExprOps<Derived, V>::reshape(Shape shape, std::source_location where) const& {
+  TESSERA_CHECK_NAMED(const Derived&);
+  return jnp::reshape(detail::checked(derived()), std::move(shape), where);
+}
+template <class Derived, class V>
+auto detail::ExprOps<Derived, V>::reshape(Shape shape, std::source_location where) && {
+  return jnp::reshape(static_cast<Derived&&>(*this), std::move(shape), where);
+}
+#define TESSERA_EXPR_REDUCTION_MEMBER(name)                                                        \
+  template <class Derived, class V>                                                                \
+  auto detail::ExprOps<Derived, V>::name(AxisSpec axis, bool keepdims, std::source_location where) \
+      const& {                                                                                     \
+    TESSERA_CHECK_NAMED(const Derived&);                                                           \
+    return jnp::name(detail::checked(derived()), std::move(axis), keepdims, where);                \
+  }                                                                                                \
+  template <class Derived, class V>                                                                \
+  auto detail::ExprOps<Derived, V>::name(AxisSpec axis, bool keepdims,                             \
+                                         std::source_location where)&& {                           \
+    return jnp::name(static_cast<Derived&&>(*this), std::move(axis), keepdims, where);             \
+  }
+TESSERA_EXPR_REDUCTION_MEMBER(sum)
+TESSERA_EXPR_REDUCTION_MEMBER(max)
+TESSERA_EXPR_REDUCTION_MEMBER(min)
+TESSERA_EXPR_REDUCTION_MEMBER(mean)
+TESSERA_EXPR_REDUCTION_MEMBER(argmax)
+TESSERA_EXPR_REDUCTION_MEMBER(argmin)
+#undef TESSERA_EXPR_REDUCTION_MEMBER
 
 }  // namespace tessera

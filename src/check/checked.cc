@@ -19,6 +19,7 @@
 #include "native/native_engine.h"
 #include "runtime/waits.h"
 #include "tessera/error.h"
+#include "tessera/vector_reduce.h"
 
 namespace tessera::detail {
 
@@ -105,6 +106,10 @@ class CheckedEngine final : public Engine {
                          DType dtype, int operand, bool is_output, const char* op,
                          std::source_location where) const override {
     if (L_->chip) checked_block_shape(array, block, dtype, operand, is_output, op, where);
+  }
+  void check_reshape(CoreContext& /*ctx*/, const Shape& in, const Shape& out,
+                     std::source_location where) const override {
+    if (L_->chip) check_tpu_reshape(in, out, L_->params.chip, where);
   }
   void pipeline_begins(CoreContext& ctx) override { checked_pipeline_begins(ctx); }
   void pipeline_step_begins(CoreContext& ctx) override { checked_pipeline_step_begins(ctx); }

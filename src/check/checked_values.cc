@@ -50,7 +50,7 @@ void for_each_element(const Shape& shape, const SmallVec& strides, F&& f) {
 }
 
 bool is_unary(OpCode op) { return op >= OpCode::kConvert && op <= OpCode::kIntegerPow; }
-bool is_reduction(OpCode op) { return op >= OpCode::kReduceSum && op <= OpCode::kArgMin; }
+bool is_reduction(OpCode op) { return op >= OpCode::kReduceSum && op <= OpCode::kCumSum; }
 
 class Definedness {
  public:

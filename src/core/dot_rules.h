@@ -1,4 +1,5 @@
-// Internal: a jnp::dot / lax::dot_general call checked and normalised (core/dot_rules.cc).
+// Internal: a jnp::dot / lax::dot_general / jnp::einsum call checked and normalised
+// (core/dot_rules.cc).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,20 @@
 
 namespace tessera::detail {
 
-/// A dot of 2-D tiles as (m, k) x (k, n), with each operand's contracting dimension.
+/// A product as a batch of (m, k) x (k, n) tiles: each operand's normalised contracting
+/// dimension, free dimension (-1 for a vector operand, whose tile has one row or column) and
+/// batch dimensions.
 struct DotOperands {
   int64_t m, n, k;
-  int lc, rc;  // normalised contracting dimensions (0 or 1)
+  int lc, rc;  // contracting dimensions
+  int lf, rf;  // free dimensions, or -1
+  int nb = 0;  // batch dimensions
+  int lb[lax::DotDimensionNumbers::kMaxDims] = {};
+  int rb[lax::DotDimensionNumbers::kMaxDims] = {};
+  int64_t batch[lax::DotDimensionNumbers::kMaxDims] = {};
+  /// The result's shape in natural order: the batch extents, then m (when lf >= 0), then n (when
+  /// rf >= 0).
+  Shape natural;
 };
 
 /// Validates the call's operands and dimension numbers (raising kInvalidArgument or

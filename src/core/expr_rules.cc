@@ -4,7 +4,9 @@
 // vector_math.h) call these while building an expression; the native evaluator runs it.
 #include <fmt/format.h>
 
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/detail/expr_program.h"
@@ -40,9 +42,25 @@ const char* op_call(OpCode op) noexcept {
   return "?";
 }
 
-std::vector<ExprNode>& ExprProgram::scratch_nodes() {
-  thread_local std::vector<ExprNode> nodes;
-  return nodes;
+namespace {
+// The calling thread's program levels: level k is used by the k-th nested ExprProgram alive.
+thread_local std::vector<std::unique_ptr<ExprProgram::Level>> t_levels;
+thread_local size_t t_depth = 0;
+
+ExprProgram::Level& enter_level() {
+  if (t_levels.size() <= t_depth) t_levels.push_back(std::make_unique<ExprProgram::Level>());
+  ExprProgram::Level& l = *t_levels[t_depth++];
+  l.nodes.clear();
+  l.keep.clear();
+  return l;
+}
+}  // namespace
+
+ExprProgram::ExprProgram() : level_(enter_level()), nodes(level_.nodes), keep(level_.keep) {}
+
+ExprProgram::~ExprProgram() {
+  level_.keep.clear();  // the temporaries its loads read
+  --t_depth;
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where) {
@@ -157,6 +175,11 @@ Shape reshape_shape(const Shape& in, const Shape& to, std::source_location where
           fmt::format("cannot reshape {} ({} elements) into {} ({} elements)", shape_str(in),
                       in.size(), shape_str(to), out.size()));
   }
+  return out;
+}
+
+void check_tpu_reshape(const Shape& in, const Shape& out, std::string_view chip,
+                       std::source_location where) {
   auto squeeze = [](const Shape& s) {
     SmallVec d;
     for (int64_t e : s) {
@@ -167,13 +190,14 @@ Shape reshape_shape(const Shape& in, const Shape& to, std::source_location where
   const int64_t in_last = in.rank() > 0 ? in[in.rank() - 1] : 1;
   const int64_t out_last = out.rank() > 0 ? out[out.rank() - 1] : 1;
   if (in_last != out_last && squeeze(in) != squeeze(out)) {
-    raise(ErrorKind::kInvalidArgument, "jnp.reshape", where,
-          fmt::format("reshaping {} into {} changes the last dim ({} -> {}); a Pallas TPU "
-                      "kernel can reshape leading dims (or flatten them into the second-to-last) "
-                      "and add or drop unit dims, not re-tile the last dim",
-                      shape_str(in), shape_str(out), in_last, out_last));
+    raise(ErrorKind::kBlockShape, "jnp.reshape", where,
+          fmt::format("reshaping {} into {} changes the last dim ({} -> {}), which a {} TPU "
+                      "kernel cannot lower: Mosaic reshapes leading dims (or flattens them into "
+                      "the second-to-last) and adds or drops unit dims, but does not re-tile the "
+                      "last dim; keep the last dim (or reshape in the wrapper, outside the "
+                      "kernel)",
+                      shape_str(in), shape_str(out), in_last, out_last, chip));
   }
-  return out;
 }
 
 int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location where) {
@@ -201,6 +225,84 @@ void check_integer_pow(bool integral, int64_t n, std::source_location where) {
                       "raises the same); convert with astype<float>() first",
                       n));
   }
+}
+
+int normalise_axis(int axis, int rank, const char* op, std::source_location where) {
+  if (axis < -rank || axis >= rank) {
+    raise(ErrorKind::kInvalidArgument, op, where,
+          fmt::format("axis {} is out of range for {} axes (use 0..{}, or -{}..-1)", axis, rank,
+                      rank - 1, rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+SmallVec broadcast_dims(const Shape& in, const Shape& out, const SmallVec& dims, const char* op,
+                        std::source_location where) {
+  if (dims.size() != in.rank()) {
+    raise(ErrorKind::kInvalidArgument, op, where,
+          fmt::format("broadcast_dimensions has {} entries for an operand of shape {} (one per "
+                      "operand axis)",
+                      dims.size(), shape_str(in)));
+  }
+  for (int i = 0; i < dims.size(); ++i) {
+    const int64_t d = dims[i];
+    if (d < 0 || d >= out.rank() || (i > 0 && d <= dims[i - 1])) {
+      raise(ErrorKind::kInvalidArgument, op, where,
+            fmt::format("broadcast_dimensions must be increasing result axes of {} (entry {} is "
+                        "{})",
+                        shape_str(out), i, d));
+    }
+    const int64_t e = in[i];
+    if (e != 1 && e != out[static_cast<int>(d)]) {
+      raise(ErrorKind::kShapeMismatch, op, where,
+            fmt::format("operand axis {} (extent {}) cannot broadcast to result axis {} (extent "
+                        "{}): extents must match or be 1 (operand {}, result {})",
+                        i, e, d, out[static_cast<int>(d)], shape_str(in), shape_str(out)));
+    }
+  }
+  return dims;
+}
+
+SmallVec broadcast_to_dims(const Shape& in, const Shape& out, std::source_location where) {
+  if (in.rank() > out.rank()) {
+    raise(ErrorKind::kShapeMismatch, "jnp.broadcast_to", where,
+          fmt::format("cannot broadcast shape {} to the lower-rank shape {}", shape_str(in),
+                      shape_str(out)));
+  }
+  SmallVec dims;
+  for (int i = 0; i < in.rank(); ++i) dims.push_back(out.rank() - in.rank() + i);
+  return broadcast_dims(in, out, dims, "jnp.broadcast_to", where);
+}
+
+Shape concat_shape(const Shape* parts, int n, int& axis, bool stack, std::source_location where) {
+  const char* op = stack ? "jnp.stack" : "jnp.concatenate";
+  if (n == 0) {
+    raise(ErrorKind::kInvalidArgument, op, where, "needs at least one array");
+  }
+  const Shape& first = parts[0];
+  axis = normalise_axis(axis, first.rank() + (stack ? 1 : 0), op, where);
+  int64_t along = 0;
+  for (int i = 0; i < n; ++i) {
+    const Shape& s = parts[i];
+    bool ok = s.rank() == first.rank();
+    for (int d = 0; ok && d < s.rank(); ++d) ok = s[d] == first[d] || (!stack && d == axis);
+    if (!ok) {
+      raise(ErrorKind::kShapeMismatch, op, where,
+            fmt::format("part {} has shape {} and part 0 {}; {}", i, shape_str(s), shape_str(first),
+                        stack ? "stacked arrays must have one shape"
+                              : fmt::format("the parts must agree on every axis but {}", axis)));
+    }
+    along += stack ? 1 : s[axis];
+  }
+  SmallVec dims = first.dims();
+  if (stack) {
+    dims.insert_front(0);
+    for (int d = 0; d < axis; ++d) dims[d] = dims[d + 1];
+    dims[axis] = along;
+  } else {
+    dims[axis] = along;
+  }
+  return Shape(std::move(dims));
 }
 
 }  // namespace tessera::detail

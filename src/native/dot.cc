@@ -128,22 +128,9 @@ void store(const RawRef& dst, const Acc* tmp, int64_t m, int64_t n, bool accumul
   }
 }
 
-}  // namespace
-
-void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
-  const DotOperands o = dot_operands(call);
-  if (CoreContext* ctx = current_context()) ctx->engine->before_dot(*ctx, call, dst, accumulate);
-  const Shape want{o.m, o.n};
-  if (dst.shape != want) {
-    raise(ErrorKind::kShapeMismatch, call.op, call.where,
-          fmt::format("the product of {} has shape {}, but the destination ref has shape {}; "
-                      "the {} needs a destination of the product's shape (slice it with "
-                      ".at(...))",
-                      dot_call_text(call), want.to_string(), dst.shape.to_string(),
-                      accumulate ? "accumulation (+=)" : "assignment"));
-  }
-  TESSERA_CHECK(dst.dtype == call.result,
-                "a dot's destination has another dtype than the one its template checked");
+// One (m, k) x (k, n) tile product: `call`'s operands are 2-D views with lc = 1, rc = 0 and
+// `dst` an (m, n) view of the result's dtype.
+void evaluate_tile(const DotCall& call, const DotOperands& o, const RawRef& dst, bool accumulate) {
   if (o.m == 0 || o.n == 0) return;
   const MxuEvent mxu_event(call.op, o.m, o.n, o.k,
                            (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
@@ -175,6 +162,109 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
     default:
       TESSERA_CHECK(false, "a dot's result has a dtype with no store");
   }
+}
+
+// `dst` seen in the product's natural axis order (batch..., m, n) with a unit axis where an
+// operand is a vector: the caller's view permuted back by out_perm.
+SmallVec natural_strides(const DotCall& call, const DotOperands& o, const RawRef& dst) {
+  SmallVec st(o.natural.rank(), 0);
+  for (int i = 0; i < dst.shape.rank(); ++i) {
+    const int axis = call.out_perm.empty() ? i : static_cast<int>(call.out_perm[i]);
+    st[axis] = dst.strides[i];
+  }
+  return st;
+}
+
+// A 2-D view of operand `r` at batch offset `offset` (elements): rows along `row` (or one row
+// when it is -1), columns along `col` (or one column).
+RawRef tile_view(const RawRef& r, int64_t offset, int row, int64_t rows, int col, int64_t cols) {
+  return RawRef{static_cast<std::byte*>(r.data) + offset * itemsize(r.dtype), r.dtype, r.space,
+                Shape{rows, cols},
+                SmallVec{row >= 0 ? r.strides[row] : 0, col >= 0 ? r.strides[col] : 0}};
+}
+
+}  // namespace
+
+void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
+  const DotOperands o = dot_operands(call);
+  const Shape want = dot_result_shape(call);
+  if (dst.shape != want) {
+    raise(ErrorKind::kShapeMismatch, call.op, call.where,
+          fmt::format("the product of {} has shape {}, but the destination ref has shape {}; "
+                      "the {} needs a destination of the product's shape (slice it with "
+                      ".at(...))",
+                      dot_call_text(call), want.to_string(), dst.shape.to_string(),
+                      accumulate ? "accumulation (+=)" : "assignment"));
+  }
+  TESSERA_CHECK(dst.dtype == call.result,
+                "a dot's destination has another dtype than the one its template checked");
+  if (CoreContext* ctx = current_context()) ctx->engine->before_dot(*ctx, call, dst, accumulate);
+  const SmallVec dst_nat = natural_strides(call, o, dst);
+  const int dm = o.nb;                        // dst's m axis in natural order
+  const int dn = o.nb + (o.lf >= 0 ? 1 : 0);  // and its n axis
+  DotCall tile{call.lhs, call.rhs, {{{1}, {0}}, {{}, {}}}, call.result, call.op, call.where, {}};
+  DotOperands to = o;
+  to.lc = 1;
+  to.rc = 0;
+  // Every batch element, in row-major order of the batch extents.
+  int64_t count = 1;
+  for (int i = 0; i < o.nb; ++i) count *= o.batch[i];
+  SmallVec idx(o.nb, 0);
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t lo = 0, ro = 0, dofs = 0;
+    for (int i = 0; i < o.nb; ++i) {
+      lo += idx[i] * call.lhs.strides[o.lb[i]];
+      ro += idx[i] * call.rhs.strides[o.rb[i]];
+      dofs += idx[i] * dst_nat[i];
+    }
+    tile.lhs = tile_view(call.lhs, lo, o.lf, o.m, o.lc, o.k);
+    tile.rhs = tile_view(call.rhs, ro, o.rc, o.k, o.rf, o.n);
+    const RawRef d{static_cast<std::byte*>(dst.data) + dofs * itemsize(dst.dtype), dst.dtype,
+                   dst.space, Shape{o.m, o.n},
+                   SmallVec{o.lf >= 0 ? dst_nat[dm] : 0, o.rf >= 0 ? dst_nat[dn] : 0}};
+    evaluate_tile(tile, to, d, accumulate);
+    for (int i = o.nb - 1; i >= 0; --i) {
+      if (++idx[i] < o.batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
+
+int emit_dot(ExprProgram& p, const DotCall& call, ValueStorage* cache) {
+  const DotOperands o = dot_operands(call);
+  ValueStorage s;
+  if (cache != nullptr && *cache) {
+    s = *cache;
+  } else {
+    s = ValueStorage::allocate(call.result, o.natural, call.where);
+    const DotCall natural{call.lhs, call.rhs, call.dims, call.result, call.op, call.where, {}};
+    dot_evaluate(
+        natural,
+        RawRef{s.data(), call.result, MemorySpace::VMEM, o.natural, row_major_strides(o.natural)},
+        false);
+    if (cache != nullptr) *cache = s;
+  }
+  const SmallVec nat = row_major_strides(o.natural);
+  ExprNode& n = p.emplace();
+  n.op = OpCode::kLoad;
+  n.dtype = call.result;
+  n.data = s.data();
+  n.space = MemorySpace::VMEM;
+  if (call.out_perm.empty()) {
+    n.shape = o.natural;
+    n.strides = nat;
+  } else {
+    SmallVec dims, st;
+    for (int i = 0; i < call.out_perm.size(); ++i) {
+      const int a = static_cast<int>(call.out_perm[i]);
+      dims.push_back(o.natural[a]);
+      st.push_back(nat[a]);
+    }
+    n.shape = Shape(std::move(dims));
+    n.strides = std::move(st);
+  }
+  p.keep.push_back(std::move(s));
+  return p.last();
 }
 
 }  // namespace tessera::detail

@@ -144,11 +144,22 @@ bool is_row_major(const Shape& s, const SmallVec& strides) {
 
 /// A transpose or a contiguous reshape of a plain load is a view, with no temporary: appends
 /// the viewed load to `out` and returns true; false when `node` has to be computed.
+/// The strides of a broadcast of an operand with `in_strides` (lax.broadcast_in_dim): operand axis
+/// i becomes result axis node.strides[i]; axes it stretches (extent 1) and new axes step 0.
+SmallVec broadcast_view_strides(const ExprNode& node, const SmallVec& in_strides) {
+  SmallVec st(node.out_shape.rank(), 0);
+  for (int i = 0; i < node.shape.rank(); ++i) {
+    const int o = static_cast<int>(node.strides[i]);
+    if (node.shape[i] == node.out_shape[o]) st[o] = in_strides[i];
+  }
+  return st;
+}
+
 bool lower_as_view(const ExprNode& node, const std::vector<ExprNode>& sub,
                    std::vector<ExprNode>& out) {
   const Shape& out_shape = node.out_shape;
   const bool view = sub.size() == 1 && sub[0].op == OpCode::kLoad &&
-                    (node.op == OpCode::kTranspose ||
+                    (node.op == OpCode::kTranspose || node.op == OpCode::kBroadcast ||
                      (node.op == OpCode::kReshape && is_row_major(sub[0].shape, sub[0].strides)));
   if (!view) return false;
   ExprNode v = sub[0];
@@ -156,6 +167,8 @@ bool lower_as_view(const ExprNode& node, const std::vector<ExprNode>& sub,
     SmallVec st(out_shape.rank(), 0);
     for (int i = 0; i < out_shape.rank(); ++i) st[i] = v.strides[static_cast<int>(node.strides[i])];
     v.strides = std::move(st);
+  } else if (node.op == OpCode::kBroadcast) {
+    v.strides = broadcast_view_strides(node, v.strides);
   } else {
     v.strides = row_major_strides(out_shape);
   }
@@ -201,6 +214,39 @@ void roll_lanes(const ExprNode& node, const void* operand, void* result) {
   }
 }
 
+/// A running sum of contiguous 32-bit lanes along `node.axis` (float, or int32 wrapping).
+void cumsum_lanes(const ExprNode& node, bool flt, const void* operand, void* result) {
+  const Shape& in_shape = node.shape;
+  const int ax = node.axis;
+  int64_t outer = 1;
+  int64_t inner = 1;
+  for (int i = 0; i < ax; ++i) outer *= in_shape[i];
+  for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
+  const int64_t n = in_shape[ax];
+  auto scan = [&](const auto* src, auto* dst) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const int64_t base = o * n * inner;
+      for (int64_t j = 0; j < inner; ++j) dst[base + j] = src[base + j];
+      for (int64_t k = 1; k < n; ++k) {
+        const int64_t row = base + k * inner;
+        for (int64_t j = 0; j < inner; ++j) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*src)>, float>) {
+            dst[row + j] = dst[row - inner + j] + src[row + j];
+          } else {
+            dst[row + j] = static_cast<int32_t>(static_cast<uint32_t>(dst[row - inner + j]) +
+                                                static_cast<uint32_t>(src[row + j]));
+          }
+        }
+      }
+    }
+  };
+  if (flt) {
+    scan(static_cast<const float*>(operand), static_cast<float*>(result));
+  } else {
+    scan(static_cast<const int32_t*>(operand), static_cast<int32_t*>(result));
+  }
+}
+
 /// Computes a transpose, roll or reduction `node` from its operand's lanes (dtype `lane`) into
 /// `result`, laid out with `result_strides`.
 void compute_node(const ExprNode& node, DType lane, void* operand, void* result,
@@ -220,6 +266,9 @@ void compute_node(const ExprNode& node, DType lane, void* operand, void* result,
     }
     case OpCode::kRoll:
       roll_lanes(node, operand, result);
+      break;
+    case OpCode::kCumSum:
+      cumsum_lanes(node, lane == DType::kFloat32, operand, result);
       break;
     default: {
       SmallVec ext;
@@ -259,6 +308,11 @@ void append_computed_load(const ExprNode& node, DType lane, void* data, SmallVec
 /// returns the load node (and maybe a conversion) that replaces it.
 void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& temps,
                 std::vector<ExprNode>& out) {
+  if (node.op == OpCode::kReshape) {
+    if (CoreContext* ctx = current_context()) {
+      ctx->engine->check_reshape(*ctx, node.shape, node.out_shape, node.where);
+    }
+  }
   if (lower_as_view(node, sub, out)) return;
   const Shape& in_shape = node.shape;
   const Shape& out_shape = node.out_shape;
@@ -268,7 +322,8 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
   const DType lane = lanes_dtype(sub.back().dtype);
   const bool arg = node.op == OpCode::kArgMax || node.op == OpCode::kArgMin;
   const DType res_lane = arg ? DType::kInt32 : lanes_dtype(node.dtype);
-  const bool in_place = node.op == OpCode::kReshape;  // same bytes, new shape
+  // Same bytes, new shape (reshape) or strides (broadcast).
+  const bool in_place = node.op == OpCode::kReshape || node.op == OpCode::kBroadcast;
   void* result = nullptr;
   if (!in_place) {
     result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
@@ -277,7 +332,9 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
   void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
   evaluate_operand(node, std::move(sub), lane, operand);
 
-  SmallVec load_strides = row_major_strides(out_shape);
+  SmallVec load_strides = node.op == OpCode::kBroadcast
+                              ? broadcast_view_strides(node, row_major_strides(in_shape))
+                              : row_major_strides(out_shape);
   if (in_place) {
     result = operand;
   } else {

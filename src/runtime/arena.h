@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "runtime/value_heap.h"
+
 namespace tessera::detail {
 
 /// One semaphore: a counter that other cores may signal.
@@ -50,6 +52,8 @@ class CoreArena {
   /// kSemaphoresPerCore counters, zero between launches.
   SemaphoreCell* semaphores() const noexcept { return semaphores_.get(); }
   SemaphoreWaitQueue& wait_queue() noexcept { return wait_queue_; }
+  /// The blocks of the in-kernel values living in this core's VMEM (value_heap.h).
+  ValueHeap& values() noexcept { return values_; }
 
  private:
   std::byte* base_ = nullptr;
@@ -58,6 +62,7 @@ class CoreArena {
   std::byte* smem_ = nullptr;
   std::unique_ptr<SemaphoreCell[]> semaphores_;
   SemaphoreWaitQueue wait_queue_;
+  ValueHeap values_;
 };
 
 /// Bytes of VMEM pre-touched by the owning core when its arena is made.

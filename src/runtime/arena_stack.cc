@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "runtime/arena.h"
 #include "runtime/engine.h"
+#include "runtime/value_heap.h"
 
 namespace tessera::detail {
 
@@ -23,8 +24,15 @@ void ArenaStack::reset(CoreArena& arena, int64_t vmem_used, int64_t smem_used,
   limit_[1] = budget.smem;
   limit_[2] = semaphore_capacity() * int64_t{sizeof(SemaphoreCell)};
   std::memset(held_, 0, sizeof(held_));
+  values_ = &arena.values();
+  values_->reset(limit_[0]);
   vmem_chip_ = budget.vmem_chip;
   smem_chip_ = budget.smem_chip;
+}
+
+int64_t ArenaStack::end(MemorySpace space) const noexcept {
+  const int r = index(space);
+  return r == 0 && values_ != nullptr ? values_->floor : limit_[r];
 }
 
 void ArenaStack::require(MemorySpace space, int64_t bytes, const char* subject,
@@ -32,9 +40,17 @@ void ArenaStack::require(MemorySpace space, int64_t bytes, const char* subject,
                          std::source_location where) const {
   const int r = index(space);
   const int64_t start = align_up(top_[r]);
-  if (bytes < 0 || bytes > limit_[r] - std::min(start, limit_[r])) {
+  const int64_t stop = end(space);
+  if (bytes < 0 || bytes > stop - std::min(start, stop)) {
     over_capacity(space, bytes, subject, detail, op, where);
   }
+}
+
+int64_t ArenaStack::push_value(int64_t bytes, FunctionRef<std::string()> detail, const char* op,
+                               std::source_location where) {
+  const int64_t offset = values_->allocate(bytes, align_up(top_[0]));
+  if (offset < 0) over_capacity(MemorySpace::VMEM, bytes, "a jnp::Value", detail, op, where);
+  return offset;
 }
 
 std::byte* ArenaStack::push(MemorySpace space, int64_t bytes, StackUse use, const char* subject,
@@ -69,7 +85,8 @@ void ArenaStack::over_capacity(MemorySpace space, int64_t bytes, const char* sub
                                FunctionRef<std::string()> detail, const char* op,
                                std::source_location where) const {
   const int r = index(space);
-  const int64_t start = std::min(align_up(top_[r]), limit_[r]);
+  const int64_t stop = end(space);
+  const int64_t start = std::min(align_up(top_[r]), stop);
   std::string budget;
   std::string hint;
   switch (space) {
@@ -103,11 +120,14 @@ void ArenaStack::over_capacity(MemorySpace space, int64_t bytes, const char* sub
     in_use += fmt::format(", expression temporaries {}", t);
   }
   in_use += fmt::format(", enclosing run_scoped scopes {}", h[static_cast<int>(StackUse::kScope)]);
+  if (r == 0 && values_ != nullptr && values_->held > 0) {
+    in_use += fmt::format(", {} live jnp::Value(s) {}", values_->live, values_->held);
+  }
   raise(ErrorKind::kCapacityExceeded, op, where,
         fmt::format("{} needs {} bytes of {} {} but only {} of the {} bytes of {} are free ({}); "
                     "{}",
-                    subject, bytes, to_string(space), detail(), limit_[r] - start, limit_[r],
-                    budget, in_use, hint));
+                    subject, bytes, to_string(space), detail(), stop - start, limit_[r], budget,
+                    in_use, hint));
 }
 
 }  // namespace tessera::detail

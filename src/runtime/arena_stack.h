@@ -22,6 +22,7 @@ namespace tessera::detail {
 
 class CoreArena;
 struct CoreBudget;
+struct ValueHeap;
 
 /// Who holds stack memory, for capacity messages.
 enum class StackUse : uint8_t { kScope, kWindow, kTemporary };
@@ -53,6 +54,13 @@ class ArenaStack {
   void require(MemorySpace space, int64_t bytes, const char* subject,
                FunctionRef<std::string()> detail, const char* op, std::source_location where) const;
 
+  /// A block of `bytes` (a multiple of 64) of VMEM for an in-kernel value, from the top of the
+  /// budget down (value_heap.h); throws kCapacityExceeded as push does. Returns its offset.
+  int64_t push_value(int64_t bytes, FunctionRef<std::string()> detail, const char* op,
+                     std::source_location where);
+  /// The core's value heap (valid after reset).
+  ValueHeap& values() const noexcept { return *values_; }
+
   Mark mark() const noexcept;
   void release(const Mark& m) noexcept;
 
@@ -60,6 +68,9 @@ class ArenaStack {
   int64_t top(MemorySpace space) const noexcept { return top_[index(space)]; }
   /// The region's capacity (the kernel's VMEM budget for VMEM).
   int64_t limit(MemorySpace space) const noexcept { return limit_[index(space)]; }
+  /// Where the stack of `space` must end: VMEM's ends at the lowest value, the others at the
+  /// limit.
+  int64_t end(MemorySpace space) const noexcept;
 
   static int64_t align_up(int64_t v) noexcept { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -76,6 +87,7 @@ class ArenaStack {
   int64_t top_[kRegions] = {};
   int64_t limit_[kRegions] = {};
   int64_t held_[kRegions][kUses] = {};
+  ValueHeap* values_ = nullptr;
   std::string vmem_chip_;  // set when a checked chip's VMEM is the budget ("the v4 chip's")
   std::string smem_chip_;
 };

@@ -133,6 +133,10 @@ class Engine {
   virtual void check_block_shape(CoreContext& ctx, const Shape& array, const SmallVec& block,
                                  DType dtype, int operand, bool is_output, const char* op,
                                  std::source_location where) const;
+  /// The target's rules for reshaping a value of shape `in` into `out` (jnp.reshape): the
+  /// checked engine with a chip refuses what Mosaic cannot lower (kBlockShape).
+  virtual void check_reshape(CoreContext& ctx, const Shape& in, const Shape& out,
+                             std::source_location where) const;
   /// A pipeline starts on this core, starts each of its grid steps, and ends (also when it
   /// fails); pipelines nest.
   virtual void pipeline_begins(CoreContext& ctx);

@@ -25,6 +25,7 @@
 #include "runtime/core_pool.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
+#include "runtime/value_heap.h"
 #include "runtime/waits.h"
 #include "tessera/compiler_params.h"
 #include "tessera/detail/runtime.h"
@@ -288,6 +289,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
       engine.core_begin(ctx, ptrs);
       ctx.body_frame = __builtin_frame_address(0);
       body(core, ptrs);
+      check_values_released(ctx);
       engine.core_end(ctx);
     } catch (...) {
       {
@@ -299,6 +301,8 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
       wake_semaphore_waiters(spec.num_cores);
     }
     engine.core_finished(ctx);
+    // A value that outlived the body (reported above) refers to nothing from now on.
+    arena.values().reset(0);
     set_current_context(nullptr);
   };
   // The semaphore exit check and clearing run under the pool's launch lock: a launch from

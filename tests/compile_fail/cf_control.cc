@@ -82,3 +82,18 @@ void control_dot(bfloat16* a, bfloat16* b, float* c) {
   acc = jnp::dot<float>(x, y);
   acc += jnp::dot<float>(x, y);
 }
+
+// cf_named_ref_expression, cf_value_write, cf_logical_and_arrays: values hold what a ref held
+// when they were made, pure expressions are named freely, elementwise logic uses & and |.
+void control_values(float* a, float* c, bool* m) {
+  pltpu::VmemRef<float> x(a, {8, 128});  // (8, 128) VMEM
+  pltpu::VmemRef<float> o(c, {8, 128});  // (8, 128) VMEM
+  pltpu::VmemRef<bool> mask(m, {8, 128});
+  jnp::Value twice = x * 2.0f;
+  auto plus_one = twice + 1.0f;  // pure: reads a value only
+  x = jnp::zeros_like(x);
+  o = plus_one + x[pl::ellipsis];
+  mask = (x > 0.0f) & (x < 1.0f);
+  jnp::Value s = jnp::dot(twice, jnp::transpose(twice));
+  static_cast<void>(s);
+}

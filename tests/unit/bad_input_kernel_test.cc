@@ -375,9 +375,10 @@ TEST(BadInputDot, Rank1Operand) {
   const pltpu::VmemRef<float> v(m.d.data(), Shape{16});
   const pltpu::VmemRef<float> y(m.b.data(), Shape{16, 4});
   pltpu::VmemRef<float> o(m.c.data(), Shape{8, 4});
+  // A vector lhs is allowed ((K,) @ (K, N) is (N,)); the destination then has the wrong shape.
   const int line_ = __LINE__ + 1;
-  EXPECT_TESSERA_ERROR(o = jnp::dot(v, y), UsageError, ErrorKind::kInvalidArgument,
-                       "lhs has rank 1", line_);
+  EXPECT_TESSERA_ERROR(o = jnp::dot(v, y), UsageError, ErrorKind::kShapeMismatch,
+                       "has shape (4,), but the destination ref has shape (8, 4)", line_);
 }
 
 TEST(BadInputDot, DestinationShapeDiffers) {

@@ -83,11 +83,11 @@ template <class O>
 using ComputeT = std::conditional_t<std::is_same_v<O, int32_t>, int32_t, float>;
 
 template <class O, class E>
-void accumulate(pltpu::VmemRef<O>& ov, const E& e, bool first) {
+void accumulate(pltpu::VmemRef<O>& ov, E&& e, bool first) {
   if (first) {
-    ov = jnp::astype<O>(e);
+    ov = jnp::astype<O>(std::forward<E>(e));
   } else {
-    ov += jnp::astype<O>(e);
+    ov += jnp::astype<O>(std::forward<E>(e));
   }
 }
 

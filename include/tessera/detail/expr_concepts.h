@@ -28,6 +28,26 @@ struct ExprBase {};
 template <class E>
 inline constexpr bool is_expr_v = std::is_base_of_v<ExprBase, E>;
 
+/// False for an expression that reads refs (a leaf holds a ref's view, read when the expression
+/// is evaluated); true for one over values, constants and iotas only, which gives the same
+/// elements wherever it is evaluated. Every node says which it is with `kPure`.
+template <class E>
+inline constexpr bool is_pure_expr_v = [] {
+  if constexpr (is_expr_v<E>) {
+    return E::kPure;
+  } else {
+    return true;
+  }
+}();
+
+/// Whether an operand passed as `X` (a forwarding reference's deduced type) may be used: a named
+/// expression (an lvalue) must be pure. A named expression that reads refs would read them where
+/// it is used, not where it was written, which is not what the same Pallas line means (there
+/// `x = x_ref[...] * 2` is a value); see TESSERA_CHECK_NAMED.
+template <class X>
+inline constexpr bool named_operand_ok_v =
+    !std::is_lvalue_reference_v<X> || is_pure_expr_v<std::remove_cvref_t<X>>;
+
 /// A C++ arithmetic scalar (weakly typed).
 template <class S>
 inline constexpr bool is_scalar_v =
@@ -42,3 +62,13 @@ concept Scalar = is_scalar_v<std::remove_cvref_t<X>> && !Operand<X>;
 
 }  // namespace detail
 }  // namespace tessera
+
+/// In a function taking operand `X&&`: refuses a named expression that reads refs (see
+/// named_operand_ok_v), with the fix in the message.
+#define TESSERA_CHECK_NAMED(X)                                                                   \
+  static_assert(::tessera::detail::named_operand_ok_v<X>,                                        \
+                "tessera: this named expression reads refs, so it is lazy: it would read them "  \
+                "where it is used, not where it was written. Make it a value where it is "       \
+                "written (jnp::Value x = x_ref[pl::ellipsis] * 2;), write the expression where " \
+                "it is used (o = x_ref * 2 + 1;), or, in a function that takes an expression "   \
+                "and uses it at once, pass it on with std::forward / std::move")

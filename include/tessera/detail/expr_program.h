@@ -8,6 +8,7 @@
 #include <source_location>
 #include <vector>
 
+#include "tessera/detail/value_storage.h"
 #include "tessera/dtype.h"
 #include "tessera/memory_space.h"
 #include "tessera/shape.h"
@@ -54,12 +55,27 @@ struct ExprNode {
 
 /// Nodes in evaluation order; the last one is the result. Programs are built per assignment, so
 /// the node storage is a per-thread buffer that keeps its capacity (no allocation per assignment
-/// once warm); a program must be evaluated before the next one is built on the same thread.
+/// once warm). Programs nest: a node whose emit computes something first (a dot, a concatenate)
+/// may build and evaluate a program of its own while the outer one is being built; each level
+/// has its own buffer. `keep` holds the storage of temporaries that the program's loads read
+/// (released when the program ends).
 struct ExprProgram {
+  /// One nesting level's buffers (per thread, reused).
+  struct Level {
+    std::vector<ExprNode> nodes;
+    std::vector<ValueStorage> keep;
+  };
+
+ private:
+  Level& level_;
+
+ public:
   std::vector<ExprNode>& nodes;
+  std::vector<ValueStorage>& keep;
   std::source_location where;  // the best user location known for the expression
 
-  ExprProgram() : nodes(scratch_nodes()) { nodes.clear(); }
+  ExprProgram();
+  ~ExprProgram();
   ExprProgram(const ExprProgram&) = delete;
   ExprProgram& operator=(const ExprProgram&) = delete;
 
@@ -70,9 +86,6 @@ struct ExprProgram {
   /// A new node at the end, built in place; `index()` of it is nodes.size() - 1.
   ExprNode& emplace() { return nodes.emplace_back(); }
   int last() const noexcept { return static_cast<int>(nodes.size()) - 1; }
-
- private:
-  static std::vector<ExprNode>& scratch_nodes();
 };
 
 struct RawRef;
