@@ -37,13 +37,14 @@
 //   * nan / inf / -inf print as "nan", "inf", "-inf", right-aligned to the common width; the
 //     integer-part width grows so they fit ("[ 1. nan]").
 //   * -0.0 prints as "-0.".
-// bfloat16, float16, float8_e4m3fn, float8_e5m2: like float32, but "shortest round-trip" means
-//   the shortest decimal that converts back (round to nearest even) to the same value of the
-//   dtype, e.g. bfloat16(1.1f) prints "1.1". float16 is numpy's own and prints exactly as numpy
-//   does, with its cutoff of 1e3 (below). Not reproduced: numpy 2.x prints dtypes from outside
-//   numpy, such as ml_dtypes' bfloat16 and float8s, with each element's own str() and no common
-//   width, so real JAX output for those arrays can differ; Tessera prints them as numpy prints
-//   float32.
+// bfloat16, float16: like float32, but "shortest round-trip" means the shortest decimal that
+//   converts back (round to nearest even) to the same value of the dtype, e.g. bfloat16(1.1f)
+//   prints "1.1". float16 is numpy's own and prints exactly as numpy does, with its cutoff of
+//   1e3 (below). float8_e4m3fn, float8_e5m2: their exact values printed as float32 (96, not
+//   the "1e+02" that also rounds back to it), as ml_dtypes' element str() shows them. Not
+//   reproduced: numpy 2.x prints dtypes from outside numpy, such as ml_dtypes' bfloat16 and
+//   float8s, with each element's own str() and no common width, so real JAX output for those
+//   arrays can differ; Tessera lays them out as numpy lays out float32.
 // Integers (int8/16/32, uint8/16/32): decimal, right-aligned to the widest of str(max) and
 //   str(min) of the shown items: "[ 1 -2 30]".
 // Booleans: " True" / "False" (width 5) in arrays: "[ True False]".
@@ -550,9 +551,11 @@ class Printer {
 std::string format_array(DType dtype, const void* data, const Shape& shape,
                          const PrintOptions& options) {
   const bool is_float = is_floating(dtype);
+  // The float8s print their values as float32 (see the file comment).
+  const DType digits = is_float8(dtype) ? DType::kFloat32 : dtype;
 
   if (shape.rank() == 0) {
-    if (is_float) return scalar_float_text(load_float(dtype, data, 0), dtype);
+    if (is_float) return scalar_float_text(load_float(dtype, data, 0), digits);
     if (dtype == DType::kBool) return load_bool(data, 0) ? "True" : "False";
     return std::to_string(load_int(dtype, data, 0));
   }
@@ -568,7 +571,7 @@ std::string format_array(DType dtype, const void* data, const Shape& shape,
     std::vector<float> values;
     values.reserve(shown.size());
     for (int64_t off : shown) values.push_back(load_float(dtype, data, off));
-    element = [format = FloatFormat(values, dtype), dtype, data](int64_t off) {
+    element = [format = FloatFormat(values, digits), dtype, data](int64_t off) {
       return format(load_float(dtype, data, off));
     };
   } else if (dtype == DType::kBool) {

@@ -31,7 +31,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 // ---- narrow float formats -------------------------------------------------------------------
 // F16C on this target: Highway converts float16 with it on AVX2 and up (its emulation on lesser
 // targets truncates, so those use the generic code).
-inline constexpr bool kF16C = HWY_TARGET <= HWY_AVX2;
+#if HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+inline constexpr bool kF16C = true;
+#else
+inline constexpr bool kF16C = false;
+#endif
 
 /// 2^e in every lane (e a normal float exponent).
 template <class DF>

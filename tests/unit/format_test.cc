@@ -240,12 +240,13 @@ TEST(FormatTest, Float16AsNumpy) {
   EXPECT_EQ(Array<float16>({}, {float16(0.1f)}).to_string(), "0.1");
 }
 
-TEST(FormatTest, Float8AsFloat32WithTheirOwnShortestDigits) {
+TEST(FormatTest, Float8AsFloat32) {
   EXPECT_EQ(narrow_array<float8_e4m3fn>({1.125f, 2.5f, 96.0f, 3.0f}).to_string(),
             "[ 1.125  2.5   96.     3.   ]");
-  // 2^-9 and 448 print as the shortest decimals that round back to them in float8_e4m3fn.
-  EXPECT_EQ(narrow_array<float8_e4m3fn>({0.001953125f, 448.0f}).to_string(), "[2.0e-03 4.5e+02]");
-  EXPECT_EQ(narrow_array<float8_e5m2>({1.0f, kInf, kNaN}).to_string(), "[  1. inf nan]");
+  // Their exact values, as float32 prints them.
+  EXPECT_EQ(narrow_array<float8_e4m3fn>({0.001953125f, 448.0f}).to_string(),
+            "[1.953125e-03 4.480000e+02]");
+  EXPECT_EQ(narrow_array<float8_e5m2>({1.0f, kInf, kNaN}).to_string(), "[ 1. inf nan]");
   EXPECT_EQ(Array<float8_e5m2>({}, {float8_e5m2(0.75f)}).to_string(), "0.75");
 }
 

@@ -20,20 +20,24 @@ TEST(IndexMath, CdivIsPythonsCeilingDivision) {
   static_assert(pl::cdiv(0, 7) == 0);
   static_assert(pl::cdiv(-5, 2) == -2);  // (-5 + 1) // 2
   static_assert(pl::cdiv(int64_t{1} << 40, 3) == ((int64_t{1} << 40) + 2) / 3);
+  int line = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(pl::cdiv(5, 0), UsageError, ErrorKind::kInvalidArgument,
-                       "the divisor must be positive", __LINE__);
+                       "the divisor must be positive", line);
+  line = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(pl::cdiv(std::numeric_limits<int64_t>::max(), 2), UsageError,
-                       ErrorKind::kInvalidArgument, "overflows 64 bits", __LINE__);
+                       ErrorKind::kInvalidArgument, "overflows 64 bits", line);
 }
 
 TEST(IndexMath, MultipleOfReturnsItsArgumentOrRaises) {
   static_assert(pl::multiple_of(256, 128) == 256);
   static_assert(std::is_same_v<decltype(pl::multiple_of(int32_t{8}, 8)), int32_t>);
   EXPECT_EQ(pl::multiple_of(int64_t{-16}, 8), -16);
+  int line = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(pl::multiple_of(130, 128), UsageError, ErrorKind::kInvalidArgument,
-                       "130 is not a multiple of 128", __LINE__);
+                       "130 is not a multiple of 128", line);
+  line = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(pl::multiple_of(8, 0), UsageError, ErrorKind::kInvalidArgument,
-                       "the multiple must be positive", __LINE__);
+                       "the multiple must be positive", line);
 }
 
 TEST(IndexMath, InIndexMapsAndBodies) {

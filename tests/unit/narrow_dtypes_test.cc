@@ -187,6 +187,10 @@ TEST(NarrowFloat, EveryNodeRoundsToItsDtype) {
     const float8_e4m3fn want(e - static_cast<float>(q[i]));
     // exp is within an ULP of libm's in float32, far below a float8 step, except where the
     // float32 result sits on a rounding boundary of the float8.
+    if (std::isnan(static_cast<float>(want))) {
+      ASSERT_TRUE(std::isnan(static_cast<float>(r[i]))) << i;
+      continue;
+    }
     ASSERT_NEAR(static_cast<float>(r[i]), static_cast<float>(want),
                 std::fabs(static_cast<float>(want)) * 0.07f + 1e-6f)
         << i;

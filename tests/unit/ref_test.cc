@@ -147,10 +147,12 @@ TEST(Ref, ReshapeIsAViewInRowMajorOrder) {
   const int line = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(window.reshape(256), UsageError, ErrorKind::kInvalidArgument,
                        "not laid out so that the new shape is a view", line);
-  EXPECT_TESSERA_ERROR(r.reshape(3, -1), UsageError, ErrorKind::kInvalidArgument,
-                       "do not divide", __LINE__);
+  const int line2 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(r.reshape(3, -1), UsageError, ErrorKind::kInvalidArgument, "do not divide",
+                       line2);
+  const int line3 = __LINE__ + 1;
   EXPECT_TESSERA_ERROR(r.reshape(8, 100), UsageError, ErrorKind::kInvalidArgument,
-                       "a reshape keeps the count", __LINE__);
+                       "a reshape keeps the count", line3);
 }
 
 TEST(Ref, BitcastKeepsShapeAndBytes) {
