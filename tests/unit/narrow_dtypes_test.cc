@@ -157,12 +157,16 @@ void check_vector_conversions(const char* target) {
 }
 
 TEST(NarrowFloat, EvaluatorConversionsMatchOnEveryTarget) {
+  // AVX2 and up convert float16 with F16C; lesser targets with the generic bit code.
+  int tried = 0;
   for (const auto& [bit, name] : detail::vector_targets()) {
     detail::set_vector_targets_for_test(bit);
     check_vector_conversions(name.c_str());
     detail::set_vector_targets_for_test(0);
+    ++tried;
     if (HasFatalFailure()) return;
   }
+  EXPECT_GE(tried, 1);
 }
 
 TEST(NarrowFloat, EveryNodeRoundsToItsDtype) {
