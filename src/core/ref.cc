@@ -218,9 +218,10 @@ void reshape_view(Shape& shape, SmallVec& strides, const Shape& to, MemorySpace 
     }
     for (int k = oi; k + 1 < oj; ++k) {
       if (os[k] != od[k + 1] * os[k + 1]) {
-        fail("this view's elements are not laid out so that the new shape is a view of them "
-             "(axes that merge or split must be contiguous among themselves); copy it into a "
-             "contiguous VMEM scratch first, or reshape the whole buffer before slicing it");
+        fail(
+            "this view's elements are not laid out so that the new shape is a view of them "
+            "(axes that merge or split must be contiguous among themselves); copy it into a "
+            "contiguous VMEM scratch first, or reshape the whole buffer before slicing it");
       }
     }
     ns[nj - 1] = os[oj - 1];

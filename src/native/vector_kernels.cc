@@ -381,8 +381,8 @@ template <class DF>
 HWY_INLINE hn::Vec<DF> int_to_float(DF df, hn::Vec<hn::RebindToSigned<DF>> v, bool uns) {
   const hn::RebindToSigned<DF> di;
   if (!uns) return hn::ConvertTo(df, v);
-  const auto hi = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(
-                                                        hn::RebindToUnsigned<DF>(), v))));
+  const auto hi = hn::ConvertTo(
+      df, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<DF>(), v))));
   const auto lo = hn::ConvertTo(df, hn::And(v, hn::Set(di, 0xffff)));
   return hn::MulAdd(hi, hn::Set(df, 65536.0f), lo);
 }
@@ -394,8 +394,7 @@ template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> float_to_int(DF df, hn::Vec<DF> v, DType dt) {
   const hn::RebindToSigned<DF> di;
   if (dt == DType::kBool) {
-    return hn::IfThenElseZero(hn::RebindMask(di, hn::Not(hn::Eq(v, hn::Zero(df)))),
-                              hn::Set(di, 1));
+    return hn::IfThenElseZero(hn::RebindMask(di, hn::Not(hn::Eq(v, hn::Zero(df)))), hn::Set(di, 1));
   }
   const auto nan = hn::RebindMask(di, hn::IsNaN(v));
   if (dt == DType::kUInt32) {
@@ -424,8 +423,8 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> float_to_int(DF df, hn::Vec<DF> v, DT
     default:  // int32: ConvertTo saturates
       return hn::IfThenZeroElse(nan, hn::ConvertTo(di, v));
   }
-  return hn::IfThenZeroElse(nan, hn::ConvertTo(di, hn::Min(hn::Max(v, hn::Set(df, lo)),
-                                                           hn::Set(df, hi))));
+  return hn::IfThenZeroElse(
+      nan, hn::ConvertTo(di, hn::Min(hn::Max(v, hn::Set(df, lo)), hn::Set(df, hi))));
 }
 
 // Conversion node k's tile, from its operand's (the node's rounding to its dtype follows).

@@ -54,8 +54,7 @@ HWY_INLINE hn::Vec<DF> decode_narrow(DF df, hn::Vec<hn::RebindToUnsigned<DF>> b)
   constexpr int Bits = F::kBits;
   const auto sign = hn::ShiftLeft<32 - Bits>(hn::And(b, hn::Set(du, F::kSign)));
   const auto mag = hn::And(b, hn::Set(du, F::kSign - 1));
-  auto v = hn::Mul(hn::BitCast(df, hn::ShiftLeft<23 - Man>(mag)),
-                   narrow_pow2(df, 127 - F::kBias));
+  auto v = hn::Mul(hn::BitCast(df, hn::ShiftLeft<23 - Man>(mag)), narrow_pow2(df, 127 - F::kBias));
   const auto magi = hn::BitCast(di, mag);
   if constexpr (F::kFiniteOnly) {  // finite-only: one NaN pattern per sign
     const auto nan = hn::RebindMask(df, hn::Eq(magi, hn::Set(di, static_cast<int32_t>(F::kNaN))));
@@ -113,8 +112,8 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> encode_narrow(DF df, hn::Vec<DF> v)
   const auto payload = F::kFiniteOnly
                            ? hn::Zero(du)
                            : hn::And(hn::ShiftRight<23 - Man>(a), hn::Set(du, F::kManMask));
-  bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(hn::Set(du, F::kNaN), payload),
-                        bits);
+  bits =
+      hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(hn::Set(du, F::kNaN), payload), bits);
   return hn::Or(bits, sign);
 }
 
@@ -323,7 +322,8 @@ void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int
           const hn::Rebind<hwy::float16_t, DF> dh;
           hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(h) + j);
         } else {
-          const auto bits = encode_narrow<Float16Format>(df, round_narrow_vec<Float16Format>(df, v));
+          const auto bits =
+              encode_narrow<Float16Format>(df, round_narrow_vec<Float16Format>(df, v));
           hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, h + j);
         }
       }

@@ -284,9 +284,9 @@ inline int32_t uint_rem(int32_t x, int32_t y) {
 }
 /// Bits of an integer dtype (bool counts as 8).
 constexpr int int_bits(DType dt) {
-  return dt == DType::kInt32 || dt == DType::kUInt32                          ? 32
-         : dt == DType::kInt16 || dt == DType::kUInt16                        ? 16
-                                                                              : 8;
+  return dt == DType::kInt32 || dt == DType::kUInt32   ? 32
+         : dt == DType::kInt16 || dt == DType::kUInt16 ? 16
+                                                       : 8;
 }
 
 template <class DI>
@@ -425,7 +425,8 @@ void Compare(D d, DI di, OpCode op, const hn::TFromD<D>* a, const hn::TFromD<D>*
              int64_t n, bool flip = false) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto one = hn::Set(di, 1);
-  [[maybe_unused]] const auto bias = hn::BitCast(d, hn::Set(di, flip ? std::numeric_limits<int32_t>::min() : 0));
+  [[maybe_unused]] const auto bias =
+      hn::BitCast(d, hn::Set(di, flip ? std::numeric_limits<int32_t>::min() : 0));
   for (int64_t j = 0; j < n; j += N) {
     auto x = hn::Load(d, a + j);
     auto y = hn::Load(d, b + j);

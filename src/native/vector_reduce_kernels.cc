@@ -1,6 +1,6 @@
 // The native VPU's reductions (jnp.sum/max/min/argmax/argmin): a contiguous operand of 32-bit
-// lanes (float32, int32, or uint32 compared unsigned) reduced over a set of axes into a contiguous result, with Highway SIMD chosen at run
-// time (compiled once per target by foreach_target.h).
+// lanes (float32, int32, or uint32 compared unsigned) reduced over a set of axes into a contiguous
+// result, with Highway SIMD chosen at run time (compiled once per target by foreach_target.h).
 //
 // The axes are first grouped: adjacent axes that are both reduced or both kept merge (the
 // operand is contiguous, so any run merges), unit axes drop out. The innermost group then

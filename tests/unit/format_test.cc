@@ -233,7 +233,8 @@ TEST(FormatTest, Float16AsNumpy) {
   // numpy's own float16: its cutoff for scientific notation is 1e3 (10**precision).
   EXPECT_EQ(narrow_array<float16>({1.1f, 2.5f, 1000.0f, 3e-5f}).to_string(),
             "[1.1e+00 2.5e+00 1.0e+03 3.0e-05]");
-  EXPECT_EQ(narrow_array<float16>({1.1f, 2.5f, 100.0f, 3.0f}).to_string(), "[  1.1   2.5 100.    3. ]");
+  EXPECT_EQ(narrow_array<float16>({1.1f, 2.5f, 100.0f, 3.0f}).to_string(),
+            "[  1.1   2.5 100.    3. ]");
   EXPECT_EQ(narrow_array<float16>({65504.0f, 1.0f}).to_string(), "[6.55e+04 1.00e+00]");
   EXPECT_EQ(Array<float16>({}, {float16(1000.0f)}).to_string(), "1e+03");
   EXPECT_EQ(Array<float16>({}, {float16(999.0f)}).to_string(), "999.0");

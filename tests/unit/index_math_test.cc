@@ -2,8 +2,8 @@
 // the errors for a zero divisor and a false multiple_of hint.
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -44,7 +44,8 @@ TEST(IndexMath, InIndexMapsAndBodies) {
   const int64_t n = 1000;
   Array<float> x({n});
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);
-  const pl::BlockSpec spec({128}, [](int i) { return pl::idx(pl::multiple_of(i * 128, 128) / 128); });
+  const pl::BlockSpec spec({128},
+                           [](int i) { return pl::idx(pl::multiple_of(i * 128, 128) / 128); });
   auto double_it = pl::pallas_call(
       [](pltpu::VmemRef<const float> xr, pltpu::VmemRef<float> o) {
         const int64_t start = pl::multiple_of(pl::program_id(0) * 0, 8);
@@ -65,7 +66,7 @@ TEST(IndexMath, InIndexMapsAndBodies) {
       pl::out_shape<float>({n}), pl::grid({pl::cdiv(n, 128)}), pl::in_specs(spec),
       pl::out_specs(spec));
   tessera::testing::expect_kernel_error([&] { (void)bad(x); }, ErrorKind::kInvalidArgument,
-                               "is not a multiple of 8", line);
+                                        "is not a multiple of 8", line);
 }
 
 }  // namespace

@@ -63,8 +63,8 @@ const Cases& cases() {
       if (tag == "E") {
         uint32_t a, b, e4, e5;
         ss >> std::hex >> a >> b >> e4 >> e5;
-        out.encode.push_back({a, static_cast<uint16_t>(b), static_cast<uint8_t>(e4),
-                              static_cast<uint8_t>(e5)});
+        out.encode.push_back(
+            {a, static_cast<uint16_t>(b), static_cast<uint8_t>(e4), static_cast<uint8_t>(e5)});
       } else if (tag == "D") {
         DecodeCase d;
         ss >> d.format >> std::hex >> d.bits >> d.f32;
@@ -145,8 +145,9 @@ void check_vector_conversions(const char* target) {
     if (dt == 1) br = vref(e4, {n}).astype<float>();
     if (dt == 2) br = vref(e5, {n}).astype<float>();
     for (size_t i = 0; i < x.size(); ++i) {
-      const float want = dt == 0 ? static_cast<float>(h[i])
-                                 : dt == 1 ? static_cast<float>(e4[i]) : static_cast<float>(e5[i]);
+      const float want = dt == 0   ? static_cast<float>(h[i])
+                         : dt == 1 ? static_cast<float>(e4[i])
+                                   : static_cast<float>(e5[i]);
       ASSERT_TRUE(same_f32(bits_of(back[i]), bits_of(want))) << target << " " << name << " " << i;
     }
   }
@@ -250,7 +251,8 @@ TEST(NarrowInts, Uint32IsUnsigned) {
   each(jnp::maximum(xr, yr), [](uint32_t a, uint32_t b) { return a > b ? a : b; });
   each(jnp::minimum(xr, yr), [](uint32_t a, uint32_t b) { return a < b ? a : b; });
   each(jnp::where(xr > yr, xr, yr), [](uint32_t a, uint32_t b) { return a > b ? a : b; });
-  each(jnp::floor_divide(xr, yr), [](uint32_t a, uint32_t b) { return b == 0 ? 0xffffffffu : a / b; });
+  each(jnp::floor_divide(xr, yr),
+       [](uint32_t a, uint32_t b) { return b == 0 ? 0xffffffffu : a / b; });
   each(xr % yr, [](uint32_t a, uint32_t b) { return b == 0 ? a : a % b; });
   each(xr >> 1u, [](uint32_t a, uint32_t) { return a >> 1; });
   each(jnp::abs(xr), [](uint32_t a, uint32_t) { return a; });
@@ -260,11 +262,12 @@ TEST(NarrowInts, Uint32IsUnsigned) {
   std::vector<float> f(x.size());
   vref(f, {n}) = xr.astype<float>();
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(f[i], static_cast<float>(x[i])) << i;
-  std::vector<float> g = {-1.0f, 0.5f, 2147483648.0f, 4294967040.0f, 4294967296.0f,
-                          std::numeric_limits<float>::quiet_NaN(), 1e20f, 3.9f};
+  std::vector<float> g = {-1.0f,         0.5f,          2147483648.0f,
+                          4294967040.0f, 4294967296.0f, std::numeric_limits<float>::quiet_NaN(),
+                          1e20f,         3.9f};
   orf = vref(g, {n}).astype<uint32_t>();
-  const std::vector<uint32_t> want = {0u, 0u, 0x80000000u, 4294967040u, 0xffffffffu, 0u,
-                                      0xffffffffu, 3u};
+  const std::vector<uint32_t> want = {0u,          0u, 0x80000000u, 4294967040u,
+                                      0xffffffffu, 0u, 0xffffffffu, 3u};
   EXPECT_EQ(o, want);
   // Reductions compare unsigned; sums wrap.
   std::vector<uint32_t> s(1);
@@ -341,11 +344,11 @@ Array<T> copy_scratch(bool write_first, pltpu::UninitializedMemory mode) {
   p.allow_uninitialized_reads = true;
   p.uninitialized_memory = mode;
   return pl::kernel(pl::out_type<T>({128}), pltpu::TensorCoreMesh("core", 1),
-                    pl::scratch_types(pltpu::VMEM<T>({128})), p)(
-      [write_first](pltpu::HbmRef<T> o, pltpu::VmemRef<T> s) {
-        if (write_first) s = jnp::full_like(s, T(3));
-        pltpu::sync_copy(s, o);
-      })();
+                    pl::scratch_types(pltpu::VMEM<T>({128})),
+                    p)([write_first](pltpu::HbmRef<T> o, pltpu::VmemRef<T> s) {
+    if (write_first) s = jnp::full_like(s, T(3));
+    pltpu::sync_copy(s, o);
+  })();
 }
 
 template <class T>

@@ -23,18 +23,18 @@ constexpr DType X = static_cast<DType>(255);
 constexpr DType kOrder[12] = {B, I8, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5};
 // jnp.promote_types(kOrder[i], kOrder[j]), printed by jax.
 constexpr DType kTable[12][12] = {
-    {B, I8, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5},  // B
-    {I8, I8, I16, I32, I16, I32, I32, BF, F16, F32, E4, E5},  // I8
+    {B, I8, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5},      // B
+    {I8, I8, I16, I32, I16, I32, I32, BF, F16, F32, E4, E5},    // I8
     {I16, I16, I16, I32, I16, I32, I32, BF, F16, F32, E4, E5},  // I16
     {I32, I32, I32, I32, I32, I32, I32, BF, F16, F32, E4, E5},  // I32
-    {U8, I16, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5},  // U8
+    {U8, I16, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5},    // U8
     {U16, I32, I32, I32, U16, U16, U32, BF, F16, F32, E4, E5},  // U16
     {U32, I32, I32, I32, U32, U32, U32, BF, F16, F32, E4, E5},  // U32
-    {BF, BF, BF, BF, BF, BF, BF, BF, F32, F32, X, X},  // BF
-    {F16, F16, F16, F16, F16, F16, F16, F32, F16, F32, X, X},  // F16
-    {F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, X, X},  // F32
-    {E4, E4, E4, E4, E4, E4, E4, X, X, X, E4, X},  // E4
-    {E5, E5, E5, E5, E5, E5, E5, X, X, X, X, E5},  // E5
+    {BF, BF, BF, BF, BF, BF, BF, BF, F32, F32, X, X},           // BF
+    {F16, F16, F16, F16, F16, F16, F16, F32, F16, F32, X, X},   // F16
+    {F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, X, X},   // F32
+    {E4, E4, E4, E4, E4, E4, E4, X, X, X, E4, X},               // E4
+    {E5, E5, E5, E5, E5, E5, E5, X, X, X, X, E5},               // E5
 };
 
 constexpr bool table_matches() {

@@ -30,8 +30,7 @@ inline constexpr bool is_expr_v = std::is_base_of_v<ExprBase, E>;
 
 /// A C++ arithmetic scalar (weakly typed).
 template <class S>
-inline constexpr bool is_scalar_v =
-    std::is_arithmetic_v<S> || is_narrow_float_v<S>;
+inline constexpr bool is_scalar_v = std::is_arithmetic_v<S> || is_narrow_float_v<S>;
 
 /// A ref or an elementwise-capable expression: something an operator can take.
 template <class X>
