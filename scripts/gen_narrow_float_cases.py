@@ -15,10 +15,6 @@ def f32(bits):
     return np.array([bits], np.uint32).view(np.float32)[0]
 
 
-def bits32(x):
-    return int(np.array([x], np.float32).view(np.uint32)[0])
-
-
 def main():
     pts = [0.0, np.inf, -np.inf, np.nan, f32(1), np.finfo(np.float32).max, 1e10, 1e-30, 3.0, 1.1]
     for dtype, storage, pats in [
