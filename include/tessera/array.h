@@ -38,7 +38,9 @@ namespace tessera {
 template <class T>
 struct ShapeDtypeStruct {
   static_assert(is_element_type_v<T> && !std::is_const_v<T>,
-                "tessera: ShapeDtypeStruct<T> needs T in {float, bfloat16, int32_t, int8_t, bool}");
+                "tessera: ShapeDtypeStruct<T> needs T in {float, bfloat16, float16, "
+                "float8_e4m3fn, float8_e5m2, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
+                "uint8_t, bool}");
   using value_type = T;
   Shape shape;
   static constexpr DType dtype = dtype_of<T>;
@@ -88,7 +90,8 @@ struct Uninitialized {};
 template <class T>
 class Array {
   static_assert(is_element_type_v<T> && !std::is_const_v<T>,
-                "tessera: Array<T> needs T in {float, bfloat16, int32_t, int8_t, bool}");
+                "tessera: Array<T> needs T in {float, bfloat16, float16, float8_e4m3fn, "
+                "float8_e5m2, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t, bool}");
 
  public:
   using value_type = T;

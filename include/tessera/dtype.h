@@ -1,12 +1,15 @@
 // File: tessera/dtype.h
 //
-// Element types. Pallas kernels name dtypes as `jnp.float32`, `jnp.bfloat16`,
-// `jnp.int32`, `jnp.int8` and `jnp.bool_`; Tessera uses the C++ types
-// `float`, `tessera::bfloat16`, `int32_t`, `int8_t` and `bool`, and the runtime
+// Element types. Pallas kernels name dtypes as `jnp.float32`, `jnp.bfloat16`, `jnp.float16`,
+// `jnp.float8_e4m3fn`, `jnp.float8_e5m2`, `jnp.int32`, `jnp.int16`, `jnp.int8`, `jnp.uint32`,
+// `jnp.uint16`, `jnp.uint8` and `jnp.bool_`; Tessera uses the C++ types `float`,
+// `tessera::bfloat16`, `tessera::float16`, `tessera::float8_e4m3fn`, `tessera::float8_e5m2`,
+// `int32_t`, `int16_t`, `int8_t`, `uint32_t`, `uint16_t`, `uint8_t` and `bool`, and the runtime
 // tag `tessera::DType` where a type has to be carried as a value.
 //
 //   tessera::bfloat16 h = 1.1f;        // rounds to nearest even: 1.1015625
 //   float f = h;                       // exact widening
+//   tessera::float8_e4m3fn q = 500.0f; // above the largest finite (448): NaN, as ml_dtypes
 //   static_assert(tessera::dtype_of<tessera::bfloat16> == tessera::DType::kBFloat16);
 //   tessera::dtype_name(tessera::DType::kInt8);   // "int8"
 #pragma once
@@ -14,6 +17,8 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#include "tessera/detail/narrow_float.h"
 
 namespace tessera {
 
@@ -55,15 +60,103 @@ struct bfloat16 {
 
 static_assert(sizeof(bfloat16) == 2, "bfloat16 must be 2 bytes");
 
-/// Runtime tag for the element types Tessera supports.
-enum class DType : uint8_t { kFloat32, kBFloat16, kInt32, kInt8, kBool };
+namespace detail {
+/// A storage type of a narrow float format (detail/narrow_float.h): conversion from float
+/// rounds to nearest even (see Format for overflow and NaN), conversion to float is exact, and
+/// arithmetic operators widen to float.
+template <class Format, class Self>
+struct NarrowFloat {
+  using storage = typename Format::storage;
+  storage bits = 0;
+
+  constexpr NarrowFloat() = default;
+  /// Rounds `f` to the nearest value of the format (ties to even).
+  constexpr NarrowFloat(float f) noexcept  // NOLINT: implicit like jnp.float16(x)
+      : bits(Format::from_float(f)) {}
+  /// Rounds a double once (through float rounded to odd, which keeps ties exact) or an
+  /// integer (exact in float below 2^24, past every narrow format's range) likewise.
+  template <class U>
+  requires(std::is_arithmetic_v<U> && !std::is_same_v<U, float>) constexpr NarrowFloat(
+      U v) noexcept  // NOLINT: implicit like jnp.float16(x)
+      : bits(Format::from_float(to_float_odd(v))) {}
+  /// Builds a value from its raw bits.
+  static constexpr Self from_bits(storage b) noexcept {
+    Self h;
+    h.bits = b;
+    return h;
+  }
+  /// Exact widening to float.
+  constexpr operator float() const noexcept {  // NOLINT: implicit widening, like numpy
+    return Format::to_float(bits);
+  }
+
+ private:
+  template <class U>
+  static constexpr float to_float_odd(U v) noexcept {
+    const auto f = static_cast<float>(v);
+    if constexpr (std::is_floating_point_v<U>) {
+      // An inexact result gets an odd last bit (one step away from zero if it was even, where
+      // the exact value lies), so the later rounding to the narrow format sees the tie or not
+      // exactly as the double had it.
+      auto u = __builtin_bit_cast(uint32_t, f);
+      const bool finite = (u & 0x7f800000u) != 0x7f800000u;
+      if (finite && static_cast<U>(f) != v && (u & 1u) == 0) {
+        const bool away = (v < 0 ? -v : v) > static_cast<U>(f < 0 ? -f : f);
+        u = away ? u + 1 : u - 1;
+      }
+      return __builtin_bit_cast(float, u);
+    } else {
+      return f;
+    }
+  }
+};
+}  // namespace detail
+
+/// IEEE 754 binary16 (`jnp.float16`): 1 sign bit, 5 exponent bits, 10 mantissa bits, with
+/// subnormals and infinities. Conversion from float rounds to nearest even (overflow gives
+/// infinity); conversion to float is exact. The evaluator converts whole vectors with F16C
+/// where the CPU has it.
+struct float16 : detail::NarrowFloat<detail::Float16Format, float16> {
+  using NarrowFloat::NarrowFloat;
+};
+/// `jnp.float8_e4m3fn` (ml_dtypes): 1 sign bit, 4 exponent bits (bias 7), 3 mantissa bits;
+/// finite only: the largest value is 448, S.1111.111 is NaN, and overflow or infinity converts
+/// to NaN (ml_dtypes' non-saturating conversion).
+struct float8_e4m3fn : detail::NarrowFloat<detail::Float8E4M3FNFormat, float8_e4m3fn> {
+  using NarrowFloat::NarrowFloat;
+};
+/// `jnp.float8_e5m2` (ml_dtypes): 1 sign bit, 5 exponent bits (bias 15), 2 mantissa bits;
+/// IEEE-like, with infinities (the largest finite value is 57344).
+struct float8_e5m2 : detail::NarrowFloat<detail::Float8E5M2Format, float8_e5m2> {
+  using NarrowFloat::NarrowFloat;
+};
+static_assert(sizeof(float16) == 2 && sizeof(float8_e4m3fn) == 1 && sizeof(float8_e5m2) == 1,
+              "narrow float sizes");
+
+/// Runtime tag for the element types Tessera supports (new tags are appended, so the values of
+/// the older ones stay).
+enum class DType : uint8_t {
+  kFloat32,
+  kBFloat16,
+  kInt32,
+  kInt8,
+  kBool,
+  kInt16,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kFloat16,
+  kFloat8E4M3FN,
+  kFloat8E5M2,
+};
 
 namespace detail {
 template <class T>
 struct DTypeOf {
   static_assert(sizeof(T) == 0,
-                "tessera: unsupported element type; use float, tessera::bfloat16, int32_t, "
-                "int8_t or bool");
+                "tessera: unsupported element type; use float, tessera::bfloat16, "
+                "tessera::float16, tessera::float8_e4m3fn, tessera::float8_e5m2, int32_t, "
+                "int16_t, int8_t, uint32_t, uint16_t, uint8_t or bool");
 };
 template <>
 struct DTypeOf<float> {
@@ -85,40 +178,152 @@ template <>
 struct DTypeOf<bool> {
   static constexpr DType value = DType::kBool;
 };
+template <>
+struct DTypeOf<int16_t> {
+  static constexpr DType value = DType::kInt16;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
+template <>
+struct DTypeOf<uint16_t> {
+  static constexpr DType value = DType::kUInt16;
+};
+template <>
+struct DTypeOf<uint32_t> {
+  static constexpr DType value = DType::kUInt32;
+};
+template <>
+struct DTypeOf<float16> {
+  static constexpr DType value = DType::kFloat16;
+};
+template <>
+struct DTypeOf<float8_e4m3fn> {
+  static constexpr DType value = DType::kFloat8E4M3FN;
+};
+template <>
+struct DTypeOf<float8_e5m2> {
+  static constexpr DType value = DType::kFloat8E5M2;
+};
+
+/// The C++ element type of a DType.
+template <DType D>
+struct TypeOf;
+template <>
+struct TypeOf<DType::kFloat32> {
+  using type = float;
+};
+template <>
+struct TypeOf<DType::kBFloat16> {
+  using type = bfloat16;
+};
+template <>
+struct TypeOf<DType::kInt32> {
+  using type = int32_t;
+};
+template <>
+struct TypeOf<DType::kInt8> {
+  using type = int8_t;
+};
+template <>
+struct TypeOf<DType::kBool> {
+  using type = bool;
+};
+template <>
+struct TypeOf<DType::kInt16> {
+  using type = int16_t;
+};
+template <>
+struct TypeOf<DType::kUInt8> {
+  using type = uint8_t;
+};
+template <>
+struct TypeOf<DType::kUInt16> {
+  using type = uint16_t;
+};
+template <>
+struct TypeOf<DType::kUInt32> {
+  using type = uint32_t;
+};
+template <>
+struct TypeOf<DType::kFloat16> {
+  using type = float16;
+};
+template <>
+struct TypeOf<DType::kFloat8E4M3FN> {
+  using type = float8_e4m3fn;
+};
+template <>
+struct TypeOf<DType::kFloat8E5M2> {
+  using type = float8_e5m2;
+};
+
+template <class T, class... Us>
+inline constexpr bool is_one_of_v = (std::is_same_v<T, Us> || ...);
 }  // namespace detail
 
 /// True for the element types Tessera supports (cv-qualifiers ignored).
 template <class T>
 inline constexpr bool is_element_type_v =
-    std::is_same_v<std::remove_cv_t<T>, float> || std::is_same_v<std::remove_cv_t<T>, bfloat16> ||
-    std::is_same_v<std::remove_cv_t<T>, int32_t> || std::is_same_v<std::remove_cv_t<T>, int8_t> ||
-    std::is_same_v<std::remove_cv_t<T>, bool>;
+    detail::is_one_of_v<std::remove_cv_t<T>, float, bfloat16, float16, float8_e4m3fn, float8_e5m2,
+                        int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t, bool>;
+
+/// True for Tessera's floating storage types narrower than float (bfloat16, float16 and the
+/// float8s): C++ scalars of these types are weakly typed floats, like a Python float.
+template <class T>
+inline constexpr bool is_narrow_float_v =
+    detail::is_one_of_v<std::remove_cv_t<T>, bfloat16, float16, float8_e4m3fn, float8_e5m2>;
 
 /// The DType of a C++ element type (cv-qualifiers ignored).
 template <class T>
 inline constexpr DType dtype_of = detail::DTypeOf<std::remove_cv_t<T>>::value;
+
+/// The C++ element type of a DType.
+template <DType D>
+using dtype_type_t = typename detail::TypeOf<D>::type;
 
 /// Bytes per element.
 constexpr int itemsize(DType d) noexcept {
   switch (d) {
     case DType::kFloat32:
     case DType::kInt32:
+    case DType::kUInt32:
       return 4;
     case DType::kBFloat16:
+    case DType::kFloat16:
+    case DType::kInt16:
+    case DType::kUInt16:
       return 2;
     case DType::kInt8:
+    case DType::kUInt8:
     case DType::kBool:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2:
       return 1;
   }
   return 0;
 }
 
-/// numpy's name for a dtype: "float32", "bfloat16", "int32", "int8", "bool".
+/// numpy's (and ml_dtypes') name for a dtype: "float32", "bfloat16", "float16",
+/// "float8_e4m3fn", "float8_e5m2", "int32", "int16", "int8", "uint32", "uint16", "uint8",
+/// "bool".
 const char* dtype_name(DType d) noexcept;
 
-/// True for float32 and bfloat16.
+/// True for the floating dtypes: float32, bfloat16, float16 and the float8s.
 constexpr bool is_floating(DType d) noexcept {
-  return d == DType::kFloat32 || d == DType::kBFloat16;
+  return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16 ||
+         d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2;
+}
+
+/// True for the unsigned integer dtypes (uint8, uint16, uint32).
+constexpr bool is_unsigned(DType d) noexcept {
+  return d == DType::kUInt8 || d == DType::kUInt16 || d == DType::kUInt32;
+}
+
+/// True for the 8-bit float dtypes, which jax.numpy never promotes implicitly.
+constexpr bool is_float8(DType d) noexcept {
+  return d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2;
 }
 
 }  // namespace tessera

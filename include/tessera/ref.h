@@ -159,6 +159,11 @@ struct Indexer {
 /// Returns the new data pointer offset in elements.
 int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n, MemorySpace space,
                        std::source_location where);
+/// Makes (shape, strides) the view of the same elements in row-major order with shape `to` (one
+/// extent may be -1); throws kInvalidArgument, naming `where`, when the count differs or the
+/// view's layout cannot express the new shape.
+void reshape_view(Shape& shape, SmallVec& strides, const Shape& to, MemorySpace space,
+                  std::source_location where);
 /// Throws kOutOfBounds for element access with a wrong index or index count.
 [[noreturn]] void throw_element_index_error(const Shape& shape, const int64_t* idx, int n,
                                             MemorySpace space, std::source_location where);
@@ -180,7 +185,8 @@ namespace pl {
 template <class T, MemorySpace Space>
 class Ref {
   static_assert(is_element_type_v<T>,
-                "tessera: Ref<T, Space> needs T in {float, bfloat16, int32_t, int8_t, bool} "
+                "tessera: Ref<T, Space> needs T in {float, bfloat16, float16, float8_e4m3fn, "
+                "float8_e5m2, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t, bool} "
                 "(optionally const)");
 
  public:
@@ -289,6 +295,53 @@ class Ref {
          detail::Indexer e, detail::Indexer f,
          std::source_location w = std::source_location::current()) const {
     return at_n({a, b, c, d, e, f}, w);
+  }
+
+  /// `x_ref.reshape(4, -1)` (Pallas' Ref.reshape): a view of the same elements, in row-major
+  /// order, with a new shape; one extent may be -1. Any contiguous ref can be reshaped; a
+  /// strided view (a window's rows) only where the axes that merge or split are contiguous
+  /// among themselves; otherwise, or when the element count differs, kInvalidArgument. Free.
+  Ref reshape(Shape to, std::source_location w = std::source_location::current()) const {
+    Ref r(*this, 0);
+    detail::reshape_view(r.shape_, r.strides_, to, Space, w);
+    return r;
+  }
+  Ref reshape(int64_t a, std::source_location w = std::source_location::current()) const {
+    return reshape(Shape{a}, w);
+  }
+  Ref reshape(int64_t a, int64_t b,
+              std::source_location w = std::source_location::current()) const {
+    return reshape(Shape{a, b}, w);
+  }
+  Ref reshape(int64_t a, int64_t b, int64_t c,
+              std::source_location w = std::source_location::current()) const {
+    return reshape(Shape{a, b, c}, w);
+  }
+  Ref reshape(int64_t a, int64_t b, int64_t c, int64_t d,
+              std::source_location w = std::source_location::current()) const {
+    return reshape(Shape{a, b, c, d}, w);
+  }
+
+  /// `x_ref.bitcast(jnp.uint32)` (Pallas' Ref.bitcast): a view of the same bytes as elements
+  /// of type U, same shape and strides. U must have T's size: a TPU bitcast that changes the
+  /// width scales the second-minor dimension over its packed tiles, which is not a view of
+  /// row-major memory. To bool only from bool (a bool byte must be 0 or 1). Free.
+  template <class U>
+  auto bitcast() const {
+    static_assert(is_element_type_v<U> && !std::is_const_v<U>,
+                  "tessera: Ref.bitcast<U> needs U to be an element type (see dtype.h)");
+    static_assert(sizeof(U) == sizeof(T),
+                  "tessera: Ref.bitcast<U> keeps the element size (float32 <-> int32/uint32, "
+                  "bfloat16/float16 <-> int16/uint16, int8/uint8/float8 among themselves): a "
+                  "width-changing TPU bitcast repacks the second-minor dimension's tiles, which "
+                  "is not a view of Tessera's row-major buffers; convert with astype instead");
+    static_assert(!std::is_same_v<U, bool> || std::is_same_v<std::remove_cv_t<T>, bool>,
+                  "tessera: Ref.bitcast<bool> is only allowed from bool (a bool byte must be 0 "
+                  "or 1); compare instead (x != 0)");
+    using V = std::conditional_t<std::is_const_v<T>, const U, U>;
+    Ref<V, Space> r(reinterpret_cast<V*>(data_), shape_, strides_);
+    r.observed_ = observed_;
+    return r;
   }
 
   /// What element access gives: the element itself for a ref of const elements, else an

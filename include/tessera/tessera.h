@@ -23,6 +23,7 @@
 #include "tessera/dot.h"
 #include "tessera/dtype.h"
 #include "tessera/error.h"
+#include "tessera/index_math.h"
 #include "tessera/interpret.h"
 #include "tessera/kernel.h"
 #include "tessera/memory_space.h"

@@ -76,7 +76,7 @@ namespace jnp {
 template <class T>
 class Value : public detail::ExprOps<Value<T>, T> {
   static_assert(is_element_type_v<T> && !std::is_const_v<T>,
-                "tessera: jnp::Value<T> needs T in {float, bfloat16, int32_t, int8_t, bool}");
+                "tessera: jnp::Value<T> needs T to be one of the element types (tessera/dtype.h)");
 
  public:
   using value_type = T;

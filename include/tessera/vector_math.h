@@ -82,15 +82,18 @@ void check_integer_pow(bool integral, int64_t n, std::source_location where);
 
 namespace jnp {
 
-/// `x.astype(U)`: x converted to U. float -> int truncates toward zero and saturates (NaN
-/// gives 0); int -> int8 wraps; anything -> bool is `x != 0`; bool -> number is 0 or 1;
-/// float32 -> bfloat16 rounds to nearest even. Cheap. `x.astype<U>()` is the same.
+/// `x.astype(U)`: x converted to U. float -> int truncates toward zero and saturates to U's
+/// range (NaN gives 0); int -> narrower int wraps (uint32 <-> int32 keeps the bits); anything
+/// -> bool is `x != 0`; bool -> number is 0 or 1; float -> bfloat16 / float16 / float8 rounds
+/// to nearest even (float8_e4m3fn: overflow and infinity give NaN, as ml_dtypes). Cheap.
+/// `x.astype<U>()` is the same.
 template <class U, class X>
 requires detail::Operand<X>
 auto astype(X&& x) {
   TESSERA_CHECK_NAMED(X);
   static_assert(is_element_type_v<U>,
-                "tessera: astype<U> needs U in {float, bfloat16, int32_t, int8_t, bool}");
+                "tessera: astype<U> needs U in {float, bfloat16, float16, float8_e4m3fn, "
+                "float8_e5m2, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t, bool}");
   return detail::CastExpr<U, detail::ExprOf<X>>{{},
                                                 detail::AsExpr<std::remove_cvref_t<X>>::make(x)};
 }

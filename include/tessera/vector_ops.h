@@ -24,16 +24,18 @@
 // Semantics follow jax.numpy:
 // - Broadcasting is numpy's: shapes align on the right, extents of 1 stretch.
 //   The assigned expression must broadcast to the destination's shape.
-// - Type promotion: bool < int8 < int32 < bfloat16 < float32. C++ scalars are
-//   "weak" like Python scalars: `bf16_ref * 2.0f` stays bfloat16, `int8_ref + 1`
-//   stays int8, `bool_ref & true` stays bool; a float scalar with an integer ref
-//   gives float32.
+// - Type promotion: jax.numpy's lattice with 64-bit types off (detail/promotion.h):
+//   uint8 + int8 is int16, uint32 + int32 is int32, any integer + bfloat16 is bfloat16,
+//   bfloat16 + float16 is float32; a float8 absorbs bools and integers and refuses other
+//   floats. C++ scalars are "weak" like Python scalars: `bf16_ref * 2.0f` stays bfloat16,
+//   `uint8_ref + 1` stays uint8, `bool_ref & true` stays bool; a float scalar with an integer
+//   ref gives float32.
 // - `/` is true division, as `jnp.divide`: integer operands give float32.
 // - `%` is jnp.remainder (Python's: a nonzero result takes the divisor's sign). Integer
 //   division by zero does not trap: `x % 0 == x` and `jnp::floor_divide(x, 0) == -1`
 //   (XLA's integer division semantics); `INT_MIN % -1 == 0`.
-// - Every node rounds to its dtype (bfloat16 is computed in float32 and rounded to
-//   nearest even per node, int8 wraps, bool is x != 0).
+// - Every node rounds to its dtype (bfloat16, float16 and the float8s are computed in
+//   float32 and rounded to nearest even per node, narrow integers wrap, bool is x != 0).
 // - The assigned expression's dtype must equal the destination's (a scalar is
 //   converted); there is no silent narrowing.
 //
@@ -50,6 +52,7 @@
 
 #include "tessera/detail/expr_concepts.h"
 #include "tessera/detail/expr_program.h"
+#include "tessera/detail/promotion.h"
 #include "tessera/dtype.h"
 #include "tessera/ref.h"
 #include "tessera/shape.h"
@@ -58,21 +61,23 @@ namespace tessera {
 namespace detail {
 
 // ---- promotion --------------------------------------------------------------------------
-template <class T>
-constexpr int type_rank() {
-  if constexpr (std::is_same_v<T, bool>) return 0;
-  if constexpr (std::is_same_v<T, int8_t>) return 1;
-  if constexpr (std::is_same_v<T, int32_t>) return 2;
-  if constexpr (std::is_same_v<T, bfloat16>) return 3;
-  if constexpr (std::is_same_v<T, float>) return 4;
-}
+/// The promoted dtype of two array dtypes: jnp.promote_types with 64-bit types disabled
+/// (detail/promotion.h). jnp refuses to promote a float8 with another float; so does Tessera.
 template <class A, class B>
-using Promote = std::conditional_t<(type_rank<A>() >= type_rank<B>()), A, B>;
+struct PromoteImpl {
+  static constexpr Promotion result = promote_dtypes(dtype_of<A>, dtype_of<B>);
+  static_assert(result.ok,
+                "tessera: these operand dtypes have no implicit promotion (as in jax.numpy): "
+                "8-bit floats (float8_e4m3fn, float8_e5m2) combine only with their own dtype, "
+                "bool and integers; convert explicitly first, e.g. x.astype<float>()");
+  using type = dtype_type_t<result.dtype>;
+};
+template <class A, class B>
+using Promote = typename PromoteImpl<A, B>::type;
 
-/// True for C++ floating scalars (and bfloat16).
+/// True for C++ floating scalars (and Tessera's narrow float types).
 template <class S>
-inline constexpr bool is_float_scalar_v =
-    std::is_floating_point_v<S> || std::is_same_v<std::remove_cv_t<S>, bfloat16>;
+inline constexpr bool is_float_scalar_v = std::is_floating_point_v<S> || is_narrow_float_v<S>;
 
 /// The dtype of `array op weak_scalar` where the scalar has C++ type S: a float scalar keeps a
 /// floating array's dtype and makes an integer array float32; an integer scalar keeps the
@@ -175,7 +180,7 @@ template <class T>
 void set_const(ExprNode& n, T v) {
   n.op = OpCode::kConst;
   n.dtype = dtype_of<T>;
-  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16>) {
+  if constexpr (is_floating(dtype_of<T>)) {
     n.fconst = static_cast<double>(static_cast<float>(v));
   } else {
     n.iconst = static_cast<int64_t>(v);
@@ -452,8 +457,8 @@ auto make_divide(const A& a, const B& b) {
 template <OpCode Op, class A, class B>
 auto make_bitwise(const A& a, const B& b) {
   static_assert(!is_floating(dtype_of<PromotedT<A, B>>),
-                "tessera: bitwise ops (&, |, ^, ~) need integer or bool operands, not float32 "
-                "or bfloat16 (as in jax.numpy); compare first (x > 0) or convert with astype");
+                "tessera: bitwise ops (&, |, ^, ~) need integer or bool operands, not floats "
+                "(as in jax.numpy); compare first (x > 0) or convert with astype");
   return make_binary<Op>(a, b);
 }
 
@@ -462,8 +467,8 @@ template <OpCode Op, class A, class B>
 auto make_shift(const A& a, const B& b) {
   using C = PromotedT<A, B>;
   static_assert(!is_floating(dtype_of<C>) && !std::is_same_v<C, bool>,
-                "tessera: shifts (<<, >>, shift_right_logical) need integer operands (int32 or "
-                "int8), not floats or bools (as in jax.numpy)");
+                "tessera: shifts (<<, >>, shift_right_logical) need integer operands (int8/16/32 "
+                "or uint8/16/32), not floats or bools (as in jax.numpy)");
   return make_binary<Op>(a, b);
 }
 
@@ -564,8 +569,8 @@ auto operator~(A&& a) {
   TESSERA_CHECK_NAMED(A);
   using T = detail::ValueOf<A>;
   static_assert(!is_floating(dtype_of<T>),
-                "tessera: bitwise ops (&, |, ^, ~) need integer or bool operands, not float32 "
-                "or bfloat16 (as in jax.numpy); compare first (x > 0) or convert with astype");
+                "tessera: bitwise ops (&, |, ^, ~) need integer or bool operands, not floats "
+                "(as in jax.numpy); compare first (x > 0) or convert with astype");
   return detail::UnaryExpr<detail::OpCode::kNot, T, detail::ExprOf<A>>{
       {}, detail::AsExpr<std::remove_cvref_t<A>>::make(a)};
 }

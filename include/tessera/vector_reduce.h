@@ -26,9 +26,11 @@
 // naming the op and the sizes. Outside a kernel (tests on hand-made refs) they come from the
 // heap. A transpose or a contiguous reshape of a plain ref needs no temporary (it is a view).
 //
-// Dtypes follow jnp: sum of bool/int8 gives int32 (of bfloat16, bfloat16, accumulated in
-// float32), max/min keep the dtype and propagate NaN, argmax/argmin give int32 (the first
-// maximal element; a NaN counts as the maximum, as numpy). max/min/argmax/argmin of an empty
+// Dtypes follow jnp: sum of bool/int8/int16 gives int32, of uint8/uint16 uint32 (of bfloat16,
+// float16 or a float8, its own dtype, accumulated in float32 and rounded once: jnp on a CPU
+// sums float8 in float8 steps, which loses more), max/min keep the dtype and propagate NaN
+// (uint32 compares unsigned), argmax/argmin give int32 (the first maximal element; a NaN
+// counts as the maximum, as numpy). max/min/argmax/argmin of an empty
 // axis throw kInvalidArgument, as jnp raises. Float sums accumulate in float32 in SIMD lanes
 // (not sequentially), so results differ from a sequential sum by rounding.
 //
@@ -105,8 +107,11 @@ auto make_shape_op(const X& x, Shape out, std::source_location where) {
   return E{{}, AsExpr<std::remove_cvref_t<X>>::make(x), std::move(out), 0, 0, SmallVec(), where};
 }
 
+/// jnp.sum's result dtype (x64 off): floats keep theirs, unsigned integers give uint32, bool and
+/// signed integers int32.
 template <class T>
-using SumOf = std::conditional_t<is_floating(dtype_of<T>), T, int32_t>;
+using SumOf = std::conditional_t<is_floating(dtype_of<T>), T,
+                                 std::conditional_t<is_unsigned(dtype_of<T>), uint32_t, int32_t>>;
 
 }  // namespace detail
 

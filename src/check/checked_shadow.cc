@@ -194,6 +194,27 @@ void fill_poison(void* data, int64_t bytes, DType dtype, pltpu::UninitializedMem
     case DType::kBool:
       fill(uint8_t{1});
       break;
+    case DType::kInt16:
+      fill(std::numeric_limits<int16_t>::max());
+      break;
+    case DType::kUInt8:
+      fill(std::numeric_limits<uint8_t>::max());
+      break;
+    case DType::kUInt16:
+      fill(std::numeric_limits<uint16_t>::max());
+      break;
+    case DType::kUInt32:
+      fill(std::numeric_limits<uint32_t>::max());
+      break;
+    case DType::kFloat16:
+      fill(uint16_t{0x7e00});  // quiet NaN
+      break;
+    case DType::kFloat8E4M3FN:
+      fill(uint8_t{0x7f});  // its NaN
+      break;
+    case DType::kFloat8E5M2:
+      fill(uint8_t{0x7e});  // quiet NaN
+      break;
     default:
       std::memset(data, 0xff, static_cast<size_t>(bytes));
   }

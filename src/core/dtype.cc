@@ -15,6 +15,20 @@ const char* dtype_name(DType d) noexcept {
       return "int8";
     case DType::kBool:
       return "bool";
+    case DType::kInt16:
+      return "int16";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kUInt16:
+      return "uint16";
+    case DType::kUInt32:
+      return "uint32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat8E4M3FN:
+      return "float8_e4m3fn";
+    case DType::kFloat8E5M2:
+      return "float8_e5m2";
   }
   return "unknown";
 }

@@ -37,17 +37,20 @@
 //   * nan / inf / -inf print as "nan", "inf", "-inf", right-aligned to the common width; the
 //     integer-part width grows so they fit ("[ 1. nan]").
 //   * -0.0 prints as "-0.".
-// bfloat16: like float32, but "shortest round-trip" means the shortest decimal that converts
-//   back (round to nearest even) to the same bfloat16, e.g. bfloat16(1.1f) prints "1.1"
-//   (ml_dtypes' shortest repr). Not reproduced: numpy 2.x prints dtypes from outside numpy,
-//   such as ml_dtypes' bfloat16, with each element's own str() and no common width, so real
-//   JAX output for bfloat16 arrays can differ; Tessera prints them as numpy prints float32.
-// Integers (int32, int8): decimal, right-aligned to the widest of str(max) and str(min) of the
-//   shown items: "[ 1 -2 30]".
+// bfloat16, float16: like float32, but "shortest round-trip" means the shortest decimal that
+//   converts back (round to nearest even) to the same value of the dtype, e.g. bfloat16(1.1f)
+//   prints "1.1". float16 is numpy's own and prints exactly as numpy does, with its cutoff of
+//   1e3 (below). float8_e4m3fn, float8_e5m2: their exact values printed as float32 (96, not
+//   the "1e+02" that also rounds back to it), as ml_dtypes' element str() shows them. Not
+//   reproduced: numpy 2.x prints dtypes from outside numpy, such as ml_dtypes' bfloat16 and
+//   float8s, with each element's own str() and no common width, so real JAX output for those
+//   arrays can differ; Tessera lays them out as numpy lays out float32.
+// Integers (int8/16/32, uint8/16/32): decimal, right-aligned to the widest of str(max) and
+//   str(min) of the shown items: "[ 1 -2 30]".
 // Booleans: " True" / "False" (width 5) in arrays: "[ True False]".
 // Rank 0 (numpy prints 0-d arrays as the scalar's str): floats as positional with at least one
-//   fraction digit ("42.0", "0.1", "-0.0") when the value is 0 or 1e-4 <= |x| < 1e6 (numpy
-//   <= 2.2: 1e16), otherwise scientific with trailing zeros and "." trimmed ("1e-05",
+//   fraction digit ("42.0", "0.1", "-0.0") when the value is 0 or 1e-4 <= |x| < 1e6 (float16:
+//   1e3; numpy <= 2.2: 1e16), otherwise scientific with trailing zeros and "." trimmed ("1e-05",
 //   "1.5e+07"); nan/inf/-inf; ints "7"; bools "True" / "False".
 #include <fmt/format.h>
 
@@ -69,11 +72,13 @@ namespace tessera::detail {
 namespace {
 
 constexpr int kFloatPrecision = 8;             // numpy's default `precision`
-constexpr float kExpCutoffMax = 1e6f;          // arrays: scientific when max |x| >= this
 constexpr float kExpCutoffMin = 1e-4f;         // arrays: scientific when min |x| < this
 constexpr float kExpCutoffRatio = 1000.0f;     // arrays: scientific when max / min > this
-constexpr double kScalarMaxPositional = 1e6;   // 0-d: scientific when |x| >= this
 constexpr double kScalarMinPositional = 1e-4;  // 0-d: scientific when 0 < |x| < this
+
+// Arrays and 0-d: scientific when max |x| >= this: 10**min(8, the dtype's decimal precision),
+// 1e3 for float16 (numpy 2.3+); Tessera uses float32's 1e6 for bfloat16 and the float8s too.
+float exp_cutoff_max(DType dt) { return dt == DType::kFloat16 ? 1e3f : 1e6f; }
 
 // ---------------------------------------------------------------------------------------------
 // Decimal digits of a non-negative value.
@@ -114,24 +119,62 @@ int frac_digits_positional(const Decimal& d) {
   return std::max(0, static_cast<int>(d.digits.size()) - 1 - d.exp);
 }
 
-// True when the decimal `x` rounds (to nearest, ties to even) to the positive finite bfloat16
-// whose bits are `b` (0 < b < 0x7f80).
-bool rounds_to_bf16(double x, uint16_t b) {
-  const double v = static_cast<float>(bfloat16::from_bits(b));
-  const double lo = static_cast<float>(bfloat16::from_bits(static_cast<uint16_t>(b - 1)));
-  const double hi = b + 1 == 0x7f80 ? v + (v - lo)
-                                    : static_cast<double>(static_cast<float>(
-                                          bfloat16::from_bits(static_cast<uint16_t>(b + 1))));
-  const double m_lo = (v + lo) / 2;  // exact: the operands have 8 significant bits
+// The narrow float dtypes (bfloat16, float16, float8s) by their bits.
+float narrow_value(DType dt, uint32_t b) {
+  switch (dt) {
+    case DType::kBFloat16:
+      return bfloat16::from_bits(static_cast<uint16_t>(b));
+    case DType::kFloat16:
+      return float16::from_bits(static_cast<uint16_t>(b));
+    case DType::kFloat8E4M3FN:
+      return float8_e4m3fn::from_bits(static_cast<uint8_t>(b));
+    default:
+      return float8_e5m2::from_bits(static_cast<uint8_t>(b));
+  }
+}
+uint32_t narrow_bits(DType dt, float v) {
+  switch (dt) {
+    case DType::kBFloat16:
+      return bfloat16(v).bits;
+    case DType::kFloat16:
+      return float16(v).bits;
+    case DType::kFloat8E4M3FN:
+      return float8_e4m3fn(v).bits;
+    default:
+      return float8_e5m2(v).bits;
+  }
+}
+// The bits of the largest finite value.
+uint32_t narrow_max_bits(DType dt) {
+  switch (dt) {
+    case DType::kBFloat16:
+      return 0x7f7f;
+    case DType::kFloat16:
+      return 0x7bff;
+    case DType::kFloat8E4M3FN:
+      return 0x7e;
+    default:
+      return 0x7b;
+  }
+}
+
+// True when the decimal `x` rounds (to nearest, ties to even) to the positive finite value of
+// the narrow float `dt` whose bits are `b` (b > 0).
+bool rounds_to_narrow(DType dt, double x, uint32_t b) {
+  const double v = narrow_value(dt, b);
+  const double lo = narrow_value(dt, b - 1);
+  const double hi = b == narrow_max_bits(dt) ? v + (v - lo) : narrow_value(dt, b + 1);
+  const double m_lo = (v + lo) / 2;  // exact: the operands have at most 11 significant bits
   const double m_hi = (v + hi) / 2;
   const bool even = (b & 1u) == 0;
   return (x > m_lo || (even && x == m_lo)) && (x < m_hi || (even && x == m_hi));
 }
 
-// The shortest decimal that rounds back to the same bfloat16 (|v| finite, non-zero); among
+// The shortest decimal that rounds back to the same narrow float (|v| finite, non-zero); among
 // candidates of that length, the closest to the value.
-Decimal shortest_bf16(float v) {
-  const uint16_t b = static_cast<uint16_t>(bfloat16(v).bits & 0x7fffu);
+Decimal shortest_narrow(float v, DType dt) {
+  const uint32_t sign = dt == DType::kBFloat16 || dt == DType::kFloat16 ? 0x8000u : 0x80u;
+  const uint32_t b = narrow_bits(dt, v) & ~sign;
   const double x = std::fabs(static_cast<double>(v));
   for (int n = 1; n <= 9; ++n) {
     // The correctly rounded n-digit decimal, then its neighbours one unit away (the interval
@@ -146,16 +189,16 @@ Decimal shortest_bf16(float v) {
     for (const int64_t cand : {m, m - 1, m + 1}) {
       if (cand <= 0) continue;
       const std::string text = fmt::format("{}e{}", cand, scale);
-      if (rounds_to_bf16(std::strtod(text.c_str(), nullptr), b)) return parse_decimal(text);
+      if (rounds_to_narrow(dt, std::strtod(text.c_str(), nullptr), b)) return parse_decimal(text);
     }
   }
   return parse_decimal(fmt::format("{}", std::fabs(v)));  // unreachable: 9 digits always do
 }
 
 // Shortest round-trip digits of |v| (finite) in the element type.
-Decimal shortest(float v, bool bf16) {
+Decimal shortest(float v, DType dt) {
   if (v == 0.0f) return Decimal{};
-  if (bf16) return shortest_bf16(v);
+  if (dt != DType::kFloat32) return shortest_narrow(v, dt);
   return parse_decimal(fmt::format("{}", std::fabs(v)));
 }
 
@@ -176,8 +219,8 @@ struct Positional {
 
 // numpy dragon4_positional(v, precision=max_frac, unique=True, fractional=True, trim='.'),
 // split at the point. max_frac < 0: no limit.
-Positional positional(float v, bool bf16, int max_frac) {
-  Decimal d = shortest(v, bf16);
+Positional positional(float v, DType dt, int max_frac) {
+  Decimal d = shortest(v, dt);
   if (max_frac >= 0 && frac_digits_positional(d) > max_frac) d = rounded_fixed(v, max_frac);
   Positional p;
   const int n = static_cast<int>(d.digits.size());
@@ -208,8 +251,8 @@ struct Scientific {
 // numpy dragon4_scientific(v, precision=max_frac, min_digits=min_frac, unique=True): the
 // shortest round-trip digits, cut to max_frac, extended with the exact value's digits to
 // min_frac.
-Scientific scientific(float v, bool bf16, int max_frac, int min_frac) {
-  Decimal d = shortest(v, bf16);
+Scientific scientific(float v, DType dt, int max_frac, int min_frac) {
+  Decimal d = shortest(v, dt);
   const int frac = static_cast<int>(d.digits.size()) - 1;
   if (frac > max_frac) {
     d = rounded_scientific(v, max_frac);
@@ -250,7 +293,7 @@ std::string pad_right(std::string s, size_t width) {
 
 class FloatFormat {
  public:
-  FloatFormat(const std::vector<float>& shown, bool bf16) : bf16_(bf16) {
+  FloatFormat(const std::vector<float>& shown, DType dt) : dt_(dt) {
     std::vector<float> finite;
     bool any_nonfinite = false;
     bool any_neginf = false;
@@ -277,7 +320,7 @@ class FloatFormat {
       }
     }
     if (any_nonzero) {
-      exp_format_ = max_val >= in_dtype(kExpCutoffMax) || min_val < in_dtype(kExpCutoffMin) ||
+      exp_format_ = max_val >= in_dtype(exp_cutoff_max(dt_)) || min_val < in_dtype(kExpCutoffMin) ||
                     in_dtype(max_val / min_val) > kExpCutoffRatio;
     }
 
@@ -288,7 +331,7 @@ class FloatFormat {
       precision_ = 0;
       exp_size_ = 2;
       for (float v : finite) {
-        const Scientific s = scientific(v, bf16_, kFloatPrecision, 0);
+        const Scientific s = scientific(v, dt_, kFloatPrecision, 0);
         precision_ = std::max(precision_, static_cast<int>(s.frac.size()));
         pad_left_ = std::max(pad_left_, static_cast<int>(s.int_part.size()));
         exp_size_ = std::max(exp_size_, static_cast<int>(std::to_string(std::abs(s.exp)).size()));
@@ -296,7 +339,7 @@ class FloatFormat {
       pad_right_ = exp_size_ + 2 + precision_;
     } else {
       for (float v : finite) {
-        const Positional p = positional(v, bf16_, kFloatPrecision);
+        const Positional p = positional(v, dt_, kFloatPrecision);
         pad_left_ = std::max(pad_left_, static_cast<int>(p.int_part.size()));
         pad_right_ = std::max(pad_right_, static_cast<int>(p.frac.size()));
       }
@@ -313,20 +356,22 @@ class FloatFormat {
     if (std::isnan(v)) return pad_left("nan", width);
     if (std::isinf(v)) return pad_left(v < 0 ? "-inf" : "inf", width);
     if (exp_format_) {
-      const Scientific s = scientific(v, bf16_, precision_, precision_);
+      const Scientific s = scientific(v, dt_, precision_, precision_);
       return pad_left(s.int_part, static_cast<size_t>(pad_left_)) + "." + s.frac + "e" +
              exponent_text(s.exp, exp_size_);
     }
-    const Positional p = positional(v, bf16_, kFloatPrecision);
+    const Positional p = positional(v, dt_, kFloatPrecision);
     return pad_left(p.int_part, static_cast<size_t>(pad_left_)) + "." +
            pad_right(p.frac, static_cast<size_t>(pad_right_));
   }
 
  private:
   // A threshold as numpy sees it when compared with values of the element type.
-  float in_dtype(float x) const { return bf16_ ? static_cast<float>(bfloat16(x)) : x; }
+  float in_dtype(float x) const {
+    return dt_ == DType::kFloat32 ? x : narrow_value(dt_, narrow_bits(dt_, x));
+  }
 
-  bool bf16_;
+  DType dt_;
   bool exp_format_ = false;
   int pad_left_ = 0;
   int pad_right_ = 0;
@@ -335,15 +380,15 @@ class FloatFormat {
 };
 
 // numpy's str of a float scalar (0-d arrays).
-std::string scalar_float_text(float v, bool bf16) {
+std::string scalar_float_text(float v, DType dt) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   const double a = std::fabs(static_cast<double>(v));
-  if (a == 0.0 || (a >= kScalarMinPositional && a < kScalarMaxPositional)) {
-    const Positional p = positional(v, bf16, -1);
+  if (a == 0.0 || (a >= kScalarMinPositional && a < exp_cutoff_max(dt))) {
+    const Positional p = positional(v, dt, -1);
     return p.int_part + "." + (p.frac.empty() ? "0" : p.frac);
   }
-  const Decimal d = shortest(v, bf16);
+  const Decimal d = shortest(v, dt);
   std::string s = std::signbit(v) ? "-" : "";
   s += d.digits.substr(0, 1);
   if (d.digits.size() > 1) s += "." + d.digits.substr(1);
@@ -351,13 +396,35 @@ std::string scalar_float_text(float v, bool bf16) {
 }
 
 float load_float(DType dtype, const void* data, int64_t i) {
-  if (dtype == DType::kBFloat16) return static_cast<const bfloat16*>(data)[i];
-  return static_cast<const float*>(data)[i];
+  switch (dtype) {
+    case DType::kBFloat16:
+      return static_cast<const bfloat16*>(data)[i];
+    case DType::kFloat16:
+      return static_cast<const float16*>(data)[i];
+    case DType::kFloat8E4M3FN:
+      return static_cast<const float8_e4m3fn*>(data)[i];
+    case DType::kFloat8E5M2:
+      return static_cast<const float8_e5m2*>(data)[i];
+    default:
+      return static_cast<const float*>(data)[i];
+  }
 }
 
 int64_t load_int(DType dtype, const void* data, int64_t i) {
-  if (dtype == DType::kInt8) return static_cast<const int8_t*>(data)[i];
-  return static_cast<const int32_t*>(data)[i];
+  switch (dtype) {
+    case DType::kInt8:
+      return static_cast<const int8_t*>(data)[i];
+    case DType::kInt16:
+      return static_cast<const int16_t*>(data)[i];
+    case DType::kUInt8:
+      return static_cast<const uint8_t*>(data)[i];
+    case DType::kUInt16:
+      return static_cast<const uint16_t*>(data)[i];
+    case DType::kUInt32:
+      return static_cast<const uint32_t*>(data)[i];
+    default:
+      return static_cast<const int32_t*>(data)[i];
+  }
 }
 
 bool load_bool(const void* data, int64_t i) { return static_cast<const bool*>(data)[i]; }
@@ -483,11 +550,12 @@ class Printer {
 
 std::string format_array(DType dtype, const void* data, const Shape& shape,
                          const PrintOptions& options) {
-  const bool is_float = dtype == DType::kFloat32 || dtype == DType::kBFloat16;
-  const bool bf16 = dtype == DType::kBFloat16;
+  const bool is_float = is_floating(dtype);
+  // The float8s print their values as float32 (see the file comment).
+  const DType digits = is_float8(dtype) ? DType::kFloat32 : dtype;
 
   if (shape.rank() == 0) {
-    if (is_float) return scalar_float_text(load_float(dtype, data, 0), bf16);
+    if (is_float) return scalar_float_text(load_float(dtype, data, 0), digits);
     if (dtype == DType::kBool) return load_bool(data, 0) ? "True" : "False";
     return std::to_string(load_int(dtype, data, 0));
   }
@@ -503,7 +571,7 @@ std::string format_array(DType dtype, const void* data, const Shape& shape,
     std::vector<float> values;
     values.reserve(shown.size());
     for (int64_t off : shown) values.push_back(load_float(dtype, data, off));
-    element = [format = FloatFormat(values, bf16), dtype, data](int64_t off) {
+    element = [format = FloatFormat(values, digits), dtype, data](int64_t off) {
       return format(load_float(dtype, data, off));
     };
   } else if (dtype == DType::kBool) {

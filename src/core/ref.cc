@@ -1,4 +1,4 @@
-// Ref view arithmetic: `at(...)` indexers and element-access errors.
+// Ref view arithmetic: `at(...)` indexers, `reshape(...)` views and element-access errors.
 #include "tessera/ref.h"
 
 #include <fmt/format.h>
@@ -137,6 +137,102 @@ void throw_element_index_error(const Shape& shape, const int64_t* idx, int n, Me
         fmt::format("({}) on {} ref of shape {}: index {} is outside 0..{} on axis {}",
                     fmt::join(v, ", "), a_space(space), shape.to_string(), idx[axis],
                     shape[axis] - 1, axis));
+}
+
+void raise_cdiv(int64_t a, int64_t b, std::source_location where) {
+  raise(ErrorKind::kInvalidArgument, "pl.cdiv", where,
+        b <= 0 ? fmt::format("pl::cdiv({}, {}): the divisor must be positive", a, b)
+               : fmt::format("pl::cdiv({}, {}): {} + {} - 1 overflows 64 bits", a, b, a, b));
+}
+
+void raise_multiple_of(int64_t x, int64_t n, std::source_location where) {
+  raise(ErrorKind::kInvalidArgument, "pl.multiple_of", where,
+        n <= 0 ? fmt::format("pl::multiple_of({}, {}): the multiple must be positive", x, n)
+               : fmt::format("pl::multiple_of({}, {}): {} is not a multiple of {} (remainder {}); "
+                             "on a TPU this hint would make Mosaic compile wrong code silently; "
+                             "check the index arithmetic or drop the hint",
+                             x, n, x, n, x % n));
+}
+
+void reshape_view(Shape& shape, SmallVec& strides, const Shape& to, MemorySpace space,
+                  std::source_location where) {
+  const std::string what = fmt::format("reshape{} of {} ref of shape {}", to.to_string(),
+                                       a_space(space), shape.to_string());
+  auto fail = [&](const std::string& why) {
+    raise(ErrorKind::kInvalidArgument, "Ref.reshape", where, fmt::format("{}: {}", what, why));
+  };
+  // The new shape, with at most one -1 inferred from the element count.
+  const int64_t total = shape.size();
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < to.rank(); ++i) {
+    if (to[i] == -1 && infer < 0) {
+      infer = i;
+    } else if (to[i] < 0) {
+      fail(to[i] == -1 ? "at most one extent may be -1" : "extents must be >= 0 (or one -1)");
+    } else if (!checked_mul(known, to[i], &known)) {
+      fail("the element count overflows 64 bits");
+    }
+  }
+  SmallVec dims;
+  for (int i = 0; i < to.rank(); ++i) dims.push_back(to[i]);
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0) {
+      fail(fmt::format("the {} elements do not divide into the given extents", total));
+    }
+    dims[infer] = total / known;
+    known = total;
+  }
+  if (known != total) {
+    fail(fmt::format("the ref holds {} elements and the new shape {}; a reshape keeps the count",
+                     total, known));
+  }
+  Shape out(dims);
+  if (total == 0) {
+    strides = row_major_strides(out);
+    shape = std::move(out);
+    return;
+  }
+  // numpy's no-copy reshape: the old and new axes (unit axes dropped) are matched in groups of
+  // equal element counts; each group of old axes must be contiguous among itself, and the new
+  // axes of the group then take row-major strides from the group's innermost stride.
+  SmallVec od, os;
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape[i] != 1) od.push_back(shape[i]), os.push_back(strides[i]);
+  }
+  SmallVec nd, map;  // the new non-unit axes and their positions in `out`
+  for (int i = 0; i < out.rank(); ++i) {
+    if (out[i] != 1) nd.push_back(out[i]), map.push_back(i);
+  }
+  SmallVec ns(nd.size(), 0);
+  int oi = 0, ni = 0;
+  while (oi < od.size() && ni < nd.size()) {
+    int oj = oi + 1, nj = ni + 1;
+    int64_t op = od[oi], np = nd[ni];
+    while (op != np) {
+      if (np < op) {
+        np *= nd[nj++];
+      } else {
+        op *= od[oj++];
+      }
+    }
+    for (int k = oi; k + 1 < oj; ++k) {
+      if (os[k] != od[k + 1] * os[k + 1]) {
+        fail(
+            "this view's elements are not laid out so that the new shape is a view of them "
+            "(axes that merge or split must be contiguous among themselves); copy it into a "
+            "contiguous VMEM scratch first, or reshape the whole buffer before slicing it");
+      }
+    }
+    ns[nj - 1] = os[oj - 1];
+    for (int k = nj - 1; k > ni; --k) ns[k - 1] = ns[k] * nd[k];
+    oi = oj;
+    ni = nj;
+  }
+  SmallVec st(out.rank(), 1);
+  for (int k = 0; k < nd.size(); ++k) st[static_cast<int>(map[k])] = ns[k];
+  strides = std::move(st);
+  shape = std::move(out);
 }
 
 }  // namespace tessera::detail

@@ -131,7 +131,11 @@ class Temporaries {
   std::vector<std::unique_ptr<std::byte, Free>> heap_;
 };
 
-DType lanes_dtype(DType d) { return is_floating(d) ? DType::kFloat32 : DType::kInt32; }
+// The dtype of a node's 32-bit lanes: float32 for floats, uint32 for uint32 (whose reductions
+// compare unsigned), int32 for the other integers and bool.
+DType lanes_dtype(DType d) {
+  return is_floating(d) ? DType::kFloat32 : d == DType::kUInt32 ? DType::kUInt32 : DType::kInt32;
+}
 
 bool is_row_major(const Shape& s, const SmallVec& strides) {
   int64_t expect = 1;
@@ -277,7 +281,7 @@ void compute_node(const ExprNode& node, DType lane, void* operand, void* result,
         ext.push_back(in_shape[i]);
         red.push_back((node.iconst >> i) & 1);
       }
-      run_reduce(node.op, lane == DType::kFloat32, operand, result, ext, red);
+      run_reduce(node.op, lane, operand, result, ext, red);
       break;
     }
   }
@@ -381,13 +385,47 @@ inline void plan_const(const ExprNode& e, plan::Node& n, const Shape& D,
                        std::source_location where) {
   if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, where, "a full(...)");
   if (n.flt) {
-    n.fval = static_cast<float>(e.fconst);
-    if (e.dtype == DType::kBFloat16) n.fval = static_cast<float>(bfloat16(n.fval));
+    const auto f = static_cast<float>(e.fconst);
+    switch (e.dtype) {
+      case DType::kBFloat16:
+        n.fval = bfloat16(f);
+        break;
+      case DType::kFloat16:
+        n.fval = float16(f);
+        break;
+      case DType::kFloat8E4M3FN:
+        n.fval = float8_e4m3fn(f);
+        break;
+      case DType::kFloat8E5M2:
+        n.fval = float8_e5m2(f);
+        break;
+      default:
+        n.fval = f;
+        break;
+    }
   } else {
-    int64_t v = e.iconst;
-    if (e.dtype == DType::kInt8) v = static_cast<int8_t>(v);
-    if (e.dtype == DType::kBool) v = v != 0;
-    n.ival = static_cast<int32_t>(v);
+    // Wrapped to the dtype (two's complement), as the node's lanes hold it.
+    const int64_t v = e.iconst;
+    switch (e.dtype) {
+      case DType::kInt8:
+        n.ival = static_cast<int8_t>(v);
+        break;
+      case DType::kInt16:
+        n.ival = static_cast<int16_t>(v);
+        break;
+      case DType::kUInt8:
+        n.ival = static_cast<uint8_t>(v);
+        break;
+      case DType::kUInt16:
+        n.ival = static_cast<uint16_t>(v);
+        break;
+      case DType::kBool:
+        n.ival = v != 0;
+        break;
+      default:  // int32; uint32 keeps its bits
+        n.ival = static_cast<int32_t>(static_cast<uint32_t>(v));
+        break;
+    }
   }
 }
 

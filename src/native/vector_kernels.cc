@@ -5,10 +5,11 @@
 // Evaluation model. The destination's axes are coalesced (an axis merges into its inner
 // neighbour when every operand's strides allow it), then the outer axes are walked as rows and
 // the innermost axis in tiles of kTile elements. For each tile every node of the program writes
-// its lanes to a small per-node buffer (32-bit lanes: float for float32/bfloat16 nodes, int32
-// for int32/int8/bool nodes), so an expression of any length makes no full-size temporary and
-// its working set stays in L1. Each node rounds to its own dtype (bfloat16 to nearest even,
-// int8 wraps, bool is x != 0), which gives numpy's per-op results.
+// its lanes to a small per-node buffer (32-bit lanes: float for floating nodes, int32 for
+// integer and bool nodes, uint32 as its bits), so an expression of any length makes no
+// full-size temporary and its working set stays in L1. Each node rounds to its own dtype
+// (bfloat16, float16 and float8 to nearest even, narrow integers wrap, bool is x != 0), which
+// gives numpy's per-op results.
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -373,7 +375,59 @@ HWY_INLINE void iota_tile(DF df, const plan::Node& n, size_t k, int nd, const Sm
   }
 }
 
-// Conversion node k's tile, from its operand's.
+// int32 lanes -> float lanes; `uns`: the lanes hold uint32 bits (converted as two exact 16-bit
+// halves, so that the one rounding is the sum's).
+template <class DF>
+HWY_INLINE hn::Vec<DF> int_to_float(DF df, hn::Vec<hn::RebindToSigned<DF>> v, bool uns) {
+  const hn::RebindToSigned<DF> di;
+  if (!uns) return hn::ConvertTo(df, v);
+  const auto hi = hn::ConvertTo(
+      df, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<DF>(), v))));
+  const auto lo = hn::ConvertTo(df, hn::And(v, hn::Set(di, 0xffff)));
+  return hn::MulAdd(hi, hn::Set(df, 65536.0f), lo);
+}
+
+// float lanes -> the lanes of integer dtype `dt`: truncation toward zero, saturated to the
+// dtype's range, NaN -> 0 (XLA's conversion); bool is x != 0. uint32 goes through the signed
+// range by an offset of 2^31.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> float_to_int(DF df, hn::Vec<DF> v, DType dt) {
+  const hn::RebindToSigned<DF> di;
+  if (dt == DType::kBool) {
+    return hn::IfThenElseZero(hn::RebindMask(di, hn::Not(hn::Eq(v, hn::Zero(df)))), hn::Set(di, 1));
+  }
+  const auto nan = hn::RebindMask(di, hn::IsNaN(v));
+  if (dt == DType::kUInt32) {
+    const auto two31 = hn::Set(df, 2147483648.0f);
+    const auto lo = hn::Max(v, hn::Zero(df));
+    const auto big = hn::Ge(lo, two31);
+    const auto r = hn::ConvertTo(di, hn::IfThenElse(big, hn::Sub(lo, two31), lo));
+    const auto off = hn::IfThenElseZero(hn::RebindMask(di, big),
+                                        hn::Set(di, std::numeric_limits<int32_t>::min()));
+    return hn::IfThenZeroElse(nan, hn::Add(r, off));
+  }
+  float lo = 0, hi = 0;
+  switch (dt) {
+    case DType::kInt8:
+      lo = -128.0f, hi = 127.0f;
+      break;
+    case DType::kInt16:
+      lo = -32768.0f, hi = 32767.0f;
+      break;
+    case DType::kUInt8:
+      hi = 255.0f;
+      break;
+    case DType::kUInt16:
+      hi = 65535.0f;
+      break;
+    default:  // int32: ConvertTo saturates
+      return hn::IfThenZeroElse(nan, hn::ConvertTo(di, v));
+  }
+  return hn::IfThenZeroElse(
+      nan, hn::ConvertTo(di, hn::Min(hn::Max(v, hn::Set(df, lo)), hn::Set(df, hi))));
+}
+
+// Conversion node k's tile, from its operand's (the node's rounding to its dtype follows).
 template <class DF>
 HWY_INLINE void convert_tile(DF df, const plan::Plan& p, const plan::Node& n, size_t k,
                              int64_t padded, float* lanes) {
@@ -384,25 +438,14 @@ HWY_INLINE void convert_tile(DF df, const plan::Plan& p, const plan::Node& n, si
   if (n.flt && src.flt) {
     map1(df, fbuf(lanes, a), fbuf(lanes, k), padded, [](auto v) HWY_ATTR { return v; });
   } else if (n.flt) {
-    for (int64_t j = 0; j < padded; j += N)
-      hn::Store(hn::ConvertTo(df, hn::Load(di, ibuf(lanes, a) + j)), df, fbuf(lanes, k) + j);
-  } else if (src.flt) {
-    // float -> bool is x != 0; float -> int truncates and saturates (int8 to its own range),
-    // NaN gives 0: XLA's conversion.
-    const bool to_bool = n.dtype == DType::kBool;
-    const bool to_i8 = n.dtype == DType::kInt8;
+    const bool uns = src.dtype == DType::kUInt32;
     for (int64_t j = 0; j < padded; j += N) {
-      auto v = hn::Load(df, fbuf(lanes, a) + j);
-      hn::Vec<decltype(di)> r;
-      if (to_bool) {
-        r = hn::IfThenElseZero(hn::RebindMask(di, hn::Not(hn::Eq(v, hn::Zero(df)))),
-                               hn::Set(di, 1));
-      } else {
-        const auto nan = hn::RebindMask(di, hn::IsNaN(v));
-        if (to_i8) v = hn::Min(hn::Max(v, hn::Set(df, -128.0f)), hn::Set(df, 127.0f));
-        r = hn::IfThenZeroElse(nan, hn::ConvertTo(di, v));
-      }
-      hn::Store(r, di, ibuf(lanes, k) + j);
+      hn::Store(int_to_float(df, hn::Load(di, ibuf(lanes, a) + j), uns), df, fbuf(lanes, k) + j);
+    }
+  } else if (src.flt) {
+    for (int64_t j = 0; j < padded; j += N) {
+      hn::Store(float_to_int(df, hn::Load(df, fbuf(lanes, a) + j), n.dtype), di,
+                ibuf(lanes, k) + j);
     }
   } else {
     map1(di, ibuf(lanes, a), ibuf(lanes, k), padded, [](auto v) HWY_ATTR { return v; });
@@ -426,7 +469,8 @@ HWY_INLINE void op_tile(DF df, const plan::Plan& p, const plan::Node& n, size_t 
       if (p.nodes[a].flt)
         Compare(df, di, n.op, fbuf(lanes, a), fbuf(lanes, b), ibuf(lanes, k), padded);
       else
-        Compare(di, di, n.op, ibuf(lanes, a), ibuf(lanes, b), ibuf(lanes, k), padded);
+        Compare(di, di, n.op, ibuf(lanes, a), ibuf(lanes, b), ibuf(lanes, k), padded,
+                p.nodes[a].dtype == DType::kUInt32);
       break;
     }
     case OpCode::kSelect: {
@@ -480,6 +524,8 @@ HWY_INLINE void node_tile(DF df, const plan::Plan& p, size_t k, int nd, const Sm
   }
   if (n.dtype == DType::kBFloat16)
     round_bf16(df, fbuf(lanes, k), t.padded);
+  else if (n.flt && n.dtype != DType::kFloat32)
+    round_narrow(df, n.dtype, fbuf(lanes, k), t.padded);
   else if (!n.flt)
     round_int(di, n.dtype, ibuf(lanes, k), t.padded);
 }

@@ -1,6 +1,7 @@
 // Per-target elementwise op kernels of the native VPU, included by vector_kernels.cc once per
 // Highway target (foreach_target.h). Each function computes one node over a tile of 32-bit
-// lanes: float lanes for float32/bfloat16 nodes, int32 lanes for int32/int8/bool nodes. `n` is
+// lanes: float lanes for floating nodes, int32 lanes for integer and bool nodes (uint32 lanes
+// hold the bits, and the ops whose unsigned results differ take the dtype). `n` is
 // a multiple of the vector length (buffers are padded); padding lanes hold garbage that is
 // never stored, so no op may trap on them (integer division is done with a guard).
 
@@ -260,8 +261,9 @@ inline int32_t py_ifloordiv(int32_t x, int32_t y) {
   const int32_t r = int_rem(x, y);
   return (r != 0 && ((r < 0) != (y < 0))) ? q - 1 : q;
 }
-inline int32_t int_pow(int32_t x, int32_t e) {
-  if (e < 0) return x == 1 ? 1 : x == -1 ? ((e & 1) ? -1 : 1) : 0;
+// Powers by squaring, wrapping; `unsigned_exp`: the exponent's bits are a uint32.
+inline int32_t int_pow(int32_t x, int32_t e, bool unsigned_exp = false) {
+  if (e < 0 && !unsigned_exp) return x == 1 ? 1 : x == -1 ? ((e & 1) ? -1 : 1) : 0;
   uint32_t r = 1;
   uint32_t b = static_cast<uint32_t>(x);
   for (uint32_t m = static_cast<uint32_t>(e); m > 0; m >>= 1) {
@@ -270,17 +272,39 @@ inline int32_t int_pow(int32_t x, int32_t e) {
   }
   return static_cast<int32_t>(r);
 }
+// uint32 lanes: XLA's unsigned division (x / 0 is all ones, x % 0 == x); floor division and
+// Python's remainder are the plain unsigned ones.
+inline int32_t uint_div(int32_t x, int32_t y) {
+  const auto ux = static_cast<uint32_t>(x), uy = static_cast<uint32_t>(y);
+  return static_cast<int32_t>(uy == 0 ? 0xffffffffu : ux / uy);
+}
+inline int32_t uint_rem(int32_t x, int32_t y) {
+  const auto ux = static_cast<uint32_t>(x), uy = static_cast<uint32_t>(y);
+  return static_cast<int32_t>(uy == 0 ? ux : ux % uy);
+}
+/// Bits of an integer dtype (bool counts as 8).
+constexpr int int_bits(DType dt) {
+  return dt == DType::kInt32 || dt == DType::kUInt32   ? 32
+         : dt == DType::kInt16 || dt == DType::kUInt16 ? 16
+                                                       : 8;
+}
 
 template <class DI>
 void UnaryI(DI di, OpCode op, DType dt, int64_t k, const int32_t* a, int32_t* o, int64_t n) {
   using V = hn::Vec<DI>;
   const V one = hn::Set(di, 1);
+  const bool uns = is_unsigned(dt);
   switch (op) {
     case OpCode::kNeg:
       return map1(di, a, o, n, [](V x) HWY_ATTR { return hn::Neg(x); });
     case OpCode::kAbs:
+      if (uns) return map1(di, a, o, n, [](V x) HWY_ATTR { return x; });
       return map1(di, a, o, n, [](V x) HWY_ATTR { return hn::Abs(x); });
     case OpCode::kSign:
+      if (uns) {
+        return map1(di, a, o, n,
+                    [&](V x) HWY_ATTR { return hn::IfThenElseZero(hn::Ne(x, hn::Zero(di)), one); });
+      }
       return map1(di, a, o, n, [&](V x) HWY_ATTR {
         const V z = hn::Zero(di);
         return hn::IfThenElse(hn::Gt(x, z), one, hn::IfThenElseZero(hn::Lt(x, z), hn::Neg(one)));
@@ -305,9 +329,39 @@ void BinaryI(DI di, OpCode op, DType dt, const int32_t* a, const int32_t* b, int
   using V = hn::Vec<DI>;
   const hn::RebindToUnsigned<DI> du;
   // Shift amounts are taken as unsigned, so a negative amount counts as out of range.
-  const int bits = dt == DType::kInt8 ? 8 : 32;
+  const int bits = int_bits(dt);
   const auto width = hn::Set(du, static_cast<uint32_t>(bits));
   const auto max_amount = hn::Set(du, 31u);
+  // uint32 lanes need the unsigned forms of max, min, >>, division and pow; narrower unsigned
+  // lanes hold non-negative values, for which the signed forms agree.
+  const bool u32 = dt == DType::kUInt32;
+  if (u32) {
+    switch (op) {
+      case OpCode::kMax:
+        return map2(di, a, b, o, n, [&](V x, V y) HWY_ATTR {
+          return hn::BitCast(di, hn::Max(hn::BitCast(du, x), hn::BitCast(du, y)));
+        });
+      case OpCode::kMin:
+        return map2(di, a, b, o, n, [&](V x, V y) HWY_ATTR {
+          return hn::BitCast(di, hn::Min(hn::BitCast(du, x), hn::BitCast(du, y)));
+        });
+      case OpCode::kShrA:
+        op = OpCode::kShrL;  // jnp's >> of an unsigned integer is logical
+        break;
+      case OpCode::kDiv:
+      case OpCode::kFloorDiv:
+        for (int64_t j = 0; j < n; ++j) o[j] = uint_div(a[j], b[j]);
+        return;
+      case OpCode::kRem:
+        for (int64_t j = 0; j < n; ++j) o[j] = uint_rem(a[j], b[j]);
+        return;
+      case OpCode::kPow:
+        for (int64_t j = 0; j < n; ++j) o[j] = int_pow(a[j], b[j], true);
+        return;
+      default:
+        break;
+    }
+  }
   switch (op) {
     case OpCode::kAdd:
       return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Add(x, y); });
@@ -343,7 +397,7 @@ void BinaryI(DI di, OpCode op, DType dt, const int32_t* a, const int32_t* b, int
         const auto amt = hn::BitCast(du, y);
         const auto valid = hn::RebindMask(di, hn::Lt(amt, width));
         auto xu = hn::BitCast(du, x);
-        if (bits == 8) xu = hn::And(xu, hn::Set(du, 0xffu));  // int8 bits as uint8
+        if (bits < 32) xu = hn::And(xu, hn::Set(du, (1u << bits) - 1));  // int8/16 as unsigned
         const auto r = xu >> hn::Min(amt, max_amount);
         return hn::IfThenElseZero(valid, hn::BitCast(di, r));
       });
@@ -365,14 +419,21 @@ void BinaryI(DI di, OpCode op, DType dt, const int32_t* a, const int32_t* b, int
 }
 
 // ---- comparisons and select --------------------------------------------------------------------
+// `flip`: int lanes holding uint32 bits, compared unsigned (the sign bit flipped first).
 template <class D, class DI>
 void Compare(D d, DI di, OpCode op, const hn::TFromD<D>* a, const hn::TFromD<D>* b, int32_t* o,
-             int64_t n) {
+             int64_t n, bool flip = false) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto one = hn::Set(di, 1);
+  [[maybe_unused]] const auto bias =
+      hn::BitCast(d, hn::Set(di, flip ? std::numeric_limits<int32_t>::min() : 0));
   for (int64_t j = 0; j < n; j += N) {
-    const auto x = hn::Load(d, a + j);
-    const auto y = hn::Load(d, b + j);
+    auto x = hn::Load(d, a + j);
+    auto y = hn::Load(d, b + j);
+    if constexpr (!hwy::IsFloat<hn::TFromD<D>>()) {
+      x = hn::Xor(x, bias);
+      y = hn::Xor(y, bias);
+    }
     hn::Mask<D> m;
     switch (op) {
       case OpCode::kEq:

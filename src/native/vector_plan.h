@@ -45,11 +45,11 @@ struct Plan {
 /// kTile buffer per node, 64-byte aligned.
 void run_plan(const plan::Plan& p, float* lanes);
 
-/// Reduces a contiguous row-major array of 32-bit lanes (float if `flt`, else int32) of shape
-/// `extent` over the axes whose `reduced` flag is set, into a contiguous result (the kept axes in
-/// order); kArgMax/kArgMin write int32 indices along the (single) reduced axis group
-/// (vector_reduce_kernels.cc).
-void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& extent,
+/// Reduces a contiguous row-major array of 32-bit lanes of dtype `lane` (float32, int32 or
+/// uint32) of shape `extent` over the axes whose `reduced` flag is set, into a contiguous result
+/// (the kept axes in order); kArgMax/kArgMin write int32 indices along the (single) reduced axis
+/// group (vector_reduce_kernels.cc).
+void run_reduce(OpCode op, DType lane, const void* in, void* out, const SmallVec& extent,
                 const SmallVec& reduced);
 /// Forgets run_reduce's resolved target (after the supported targets changed).
 void reset_reduce_dispatch();

@@ -1,6 +1,6 @@
 // The native VPU's reductions (jnp.sum/max/min/argmax/argmin): a contiguous operand of 32-bit
-// lanes reduced over a set of axes into a contiguous result, with Highway SIMD chosen at run
-// time (compiled once per target by foreach_target.h).
+// lanes (float32, int32, or uint32 compared unsigned) reduced over a set of axes into a contiguous
+// result, with Highway SIMD chosen at run time (compiled once per target by foreach_target.h).
 //
 // The axes are first grouped: adjacent axes that are both reduced or both kept merge (the
 // operand is contiguous, so any run merges), unit axes drop out. The innermost group then
@@ -183,11 +183,14 @@ void Reduce(D d, OpCode op, const hn::TFromD<D>* in, void* out_v, const int64_t*
   }
 }
 
-void ReduceLanes(OpCode op, bool flt, const void* in, void* out, const int64_t* ext,
+void ReduceLanes(OpCode op, DType lane, const void* in, void* out, const int64_t* ext,
                  const int64_t* red, int ng) {
-  if (flt) {
+  if (lane == DType::kFloat32) {
     const hn::ScalableTag<float> df;
     Reduce(df, op, static_cast<const float*>(in), out, ext, red, ng);
+  } else if (lane == DType::kUInt32) {
+    const hn::ScalableTag<uint32_t> du;
+    Reduce(du, op, static_cast<const uint32_t*>(in), out, ext, red, ng);
   } else {
     const hn::ScalableTag<int32_t> di;
     Reduce(di, op, static_cast<const int32_t*>(in), out, ext, red, ng);
@@ -202,12 +205,12 @@ namespace tessera::detail {
 HWY_EXPORT(ReduceLanes);
 
 namespace {
-using ReduceFn = void (*)(OpCode, bool, const void*, void*, const int64_t*, const int64_t*, int);
+using ReduceFn = void (*)(OpCode, DType, const void*, void*, const int64_t*, const int64_t*, int);
 // Resolved once, as run_plan's evaluator (vector_kernels.cc).
 std::atomic<ReduceFn> g_reduce{nullptr};
 }  // namespace
 
-void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& extent,
+void run_reduce(OpCode op, DType lane, const void* in, void* out, const SmallVec& extent,
                 const SmallVec& reduced) {
   // Group the axes: unit axes drop out, adjacent axes of the same kind merge.
   SmallVec ext;
@@ -242,7 +245,7 @@ void run_reduce(OpCode op, bool flt, const void* in, void* out, const SmallVec& 
     f = HWY_DYNAMIC_DISPATCH(ReduceLanes);
     g_reduce.store(f, std::memory_order_relaxed);
   }
-  f(op, flt, in, out, ext.data(), red.data(), ext.size());
+  f(op, lane, in, out, ext.data(), red.data(), ext.size());
 }
 
 void reset_reduce_dispatch() { g_reduce.store(nullptr, std::memory_order_relaxed); }

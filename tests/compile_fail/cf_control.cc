@@ -97,3 +97,13 @@ void control_values(float* a, float* c, bool* m) {
   jnp::Value s = jnp::dot(twice, jnp::transpose(twice));
   static_cast<void>(s);
 }
+
+// cf_float8_promotion, cf_ref_bitcast_width: a float8 mixes with another float after an
+// explicit astype; a bitcast keeps the element size.
+void control_dtypes(float8_e4m3fn* a, float* b) {
+  pltpu::VmemRef<float8_e4m3fn> x(a, {128});  // (128,) VMEM, float8_e4m3fn
+  pltpu::VmemRef<float> y(b, {128});          // (128,) VMEM, float32
+  y = x.astype<float>() + y;
+  auto u = y.bitcast<uint32_t>();
+  u = u & 0x7fffffffu;
+}

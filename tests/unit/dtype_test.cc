@@ -151,7 +151,17 @@ TEST(DtypeTag, DtypeOf) {
   static_assert(tessera::is_element_type_v<const bfloat16>);
   static_assert(!tessera::is_element_type_v<double>);
   static_assert(!tessera::is_element_type_v<int64_t>);
-  static_assert(!tessera::is_element_type_v<uint8_t>);
+  static_assert(!tessera::is_element_type_v<uint64_t>);
+  static_assert(!tessera::is_element_type_v<char>);
+  static_assert(tessera::dtype_of<int16_t> == DType::kInt16);
+  static_assert(tessera::dtype_of<uint8_t> == DType::kUInt8);
+  static_assert(tessera::dtype_of<uint16_t> == DType::kUInt16);
+  static_assert(tessera::dtype_of<const uint32_t> == DType::kUInt32);
+  static_assert(tessera::dtype_of<tessera::float16> == DType::kFloat16);
+  static_assert(tessera::dtype_of<tessera::float8_e4m3fn> == DType::kFloat8E4M3FN);
+  static_assert(tessera::dtype_of<tessera::float8_e5m2> == DType::kFloat8E5M2);
+  static_assert(std::is_same_v<tessera::dtype_type_t<DType::kUInt16>, uint16_t>);
+  static_assert(std::is_same_v<tessera::dtype_type_t<DType::kFloat8E5M2>, tessera::float8_e5m2>);
   SUCCEED();
 }
 
@@ -163,6 +173,13 @@ TEST(DtypeTag, Itemsize) {
   EXPECT_EQ(tessera::itemsize(DType::kInt8), 1);
   EXPECT_EQ(tessera::itemsize(DType::kBool), 1);
   EXPECT_EQ(tessera::itemsize(tessera::dtype_of<bfloat16>), static_cast<int>(sizeof(bfloat16)));
+  EXPECT_EQ(tessera::itemsize(DType::kInt16), 2);
+  EXPECT_EQ(tessera::itemsize(DType::kUInt8), 1);
+  EXPECT_EQ(tessera::itemsize(DType::kUInt16), 2);
+  EXPECT_EQ(tessera::itemsize(DType::kUInt32), 4);
+  EXPECT_EQ(tessera::itemsize(DType::kFloat16), 2);
+  EXPECT_EQ(tessera::itemsize(DType::kFloat8E4M3FN), 1);
+  EXPECT_EQ(tessera::itemsize(DType::kFloat8E5M2), 1);
 }
 
 TEST(DtypeTag, IsFloating) {
@@ -171,6 +188,14 @@ TEST(DtypeTag, IsFloating) {
   EXPECT_FALSE(tessera::is_floating(DType::kInt32));
   EXPECT_FALSE(tessera::is_floating(DType::kInt8));
   EXPECT_FALSE(tessera::is_floating(DType::kBool));
+  EXPECT_TRUE(tessera::is_floating(DType::kFloat16));
+  EXPECT_TRUE(tessera::is_floating(DType::kFloat8E4M3FN));
+  EXPECT_TRUE(tessera::is_floating(DType::kFloat8E5M2));
+  EXPECT_FALSE(tessera::is_floating(DType::kUInt32));
+  EXPECT_TRUE(tessera::is_unsigned(DType::kUInt8));
+  EXPECT_TRUE(tessera::is_unsigned(DType::kUInt32));
+  EXPECT_FALSE(tessera::is_unsigned(DType::kInt16));
+  EXPECT_FALSE(tessera::is_unsigned(DType::kBool));
 }
 
 TEST(DtypeTag, Names) {
@@ -179,6 +204,13 @@ TEST(DtypeTag, Names) {
   EXPECT_STREQ(tessera::dtype_name(DType::kInt32), "int32");
   EXPECT_STREQ(tessera::dtype_name(DType::kInt8), "int8");
   EXPECT_STREQ(tessera::dtype_name(DType::kBool), "bool");
+  EXPECT_STREQ(tessera::dtype_name(DType::kInt16), "int16");
+  EXPECT_STREQ(tessera::dtype_name(DType::kUInt8), "uint8");
+  EXPECT_STREQ(tessera::dtype_name(DType::kUInt16), "uint16");
+  EXPECT_STREQ(tessera::dtype_name(DType::kUInt32), "uint32");
+  EXPECT_STREQ(tessera::dtype_name(DType::kFloat16), "float16");
+  EXPECT_STREQ(tessera::dtype_name(DType::kFloat8E4M3FN), "float8_e4m3fn");
+  EXPECT_STREQ(tessera::dtype_name(DType::kFloat8E5M2), "float8_e5m2");
 }
 
 }  // namespace

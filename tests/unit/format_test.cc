@@ -222,4 +222,40 @@ TEST(FormatTest, FormatArrayOnARawBuffer) {
   EXPECT_EQ(detail::format_array(DType::kInt8, bytes, Shape{2}, {}), "[ 1 -1]");
 }
 
+template <class T>
+Array<T> narrow_array(std::initializer_list<float> values) {
+  std::vector<T> v;
+  for (float f : values) v.emplace_back(f);
+  return tessera::array(v);
+}
+
+TEST(FormatTest, Float16AsNumpy) {
+  // numpy's own float16: its cutoff for scientific notation is 1e3 (10**precision).
+  EXPECT_EQ(narrow_array<float16>({1.1f, 2.5f, 1000.0f, 3e-5f}).to_string(),
+            "[1.1e+00 2.5e+00 1.0e+03 3.0e-05]");
+  EXPECT_EQ(narrow_array<float16>({1.1f, 2.5f, 100.0f, 3.0f}).to_string(),
+            "[  1.1   2.5 100.    3. ]");
+  EXPECT_EQ(narrow_array<float16>({65504.0f, 1.0f}).to_string(), "[6.55e+04 1.00e+00]");
+  EXPECT_EQ(Array<float16>({}, {float16(1000.0f)}).to_string(), "1e+03");
+  EXPECT_EQ(Array<float16>({}, {float16(999.0f)}).to_string(), "999.0");
+  EXPECT_EQ(Array<float16>({}, {float16(0.1f)}).to_string(), "0.1");
+}
+
+TEST(FormatTest, Float8AsFloat32) {
+  EXPECT_EQ(narrow_array<float8_e4m3fn>({1.125f, 2.5f, 96.0f, 3.0f}).to_string(),
+            "[ 1.125  2.5   96.     3.   ]");
+  // Their exact values, as float32 prints them.
+  EXPECT_EQ(narrow_array<float8_e4m3fn>({0.001953125f, 448.0f}).to_string(),
+            "[1.953125e-03 4.480000e+02]");
+  EXPECT_EQ(narrow_array<float8_e5m2>({1.0f, kInf, kNaN}).to_string(), "[ 1. inf nan]");
+  EXPECT_EQ(Array<float8_e5m2>({}, {float8_e5m2(0.75f)}).to_string(), "0.75");
+}
+
+TEST(FormatTest, NewIntegerDtypes) {
+  EXPECT_EQ(Array<uint32_t>({2}, {4294967295u, 0u}).to_string(), "[4294967295          0]");
+  EXPECT_EQ(Array<uint8_t>({2, 2}, {1, 200, 3, 4}).to_string(), "[[  1 200]\n [  3   4]]");
+  EXPECT_EQ(Array<int16_t>({2}, {-3, 20000}).to_string(), "[   -3 20000]");
+  EXPECT_EQ(Array<uint16_t>({}, {65535}).to_string(), "65535");
+}
+
 }  // namespace

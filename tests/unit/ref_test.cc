@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "support/expect_error.h"
@@ -123,6 +124,54 @@ TEST(Ref, EmptySlicesAreAllowed) {
   pltpu::VmemRef<float> r(buf.data(), {8});
   EXPECT_EQ(r.at(pl::ds(8, 0)).size(), 0);
   EXPECT_EQ(r.at(pl::ds(3, 0)).size(), 0);
+}
+
+TEST(Ref, ReshapeIsAViewInRowMajorOrder) {
+  std::vector<float> buf = iota_vec(8 * 128);
+  pltpu::VmemRef<float> r(buf.data(), {8, 128});
+  auto flat = r.reshape(-1);
+  EXPECT_EQ(flat.shape(), Shape({1024}));
+  EXPECT_EQ(flat(300), 300.0f);
+  auto split = r.reshape(2, 4, 128);
+  EXPECT_EQ(split.shape(), Shape({2, 4, 128}));
+  EXPECT_EQ(split(1, 2, 3), (4 + 2) * 128 + 3.0f);
+  auto last = r.reshape({8, 2, 64});  // the last dim splits too (a view of row-major memory)
+  EXPECT_EQ(last(3, 1, 5), 3 * 128 + 64 + 5.0f);
+  split(0, 0, 0) = -1.0f;  // writes through to the buffer
+  EXPECT_EQ(buf[0], -1.0f);
+  // A window of rows (strided) can split or merge its leading axes, not its rows.
+  auto window = pltpu::VmemRef<float>(buf.data(), {8, 128}).at(pl::ds(0, 4), pl::ds(0, 64));
+  auto w2 = window.reshape(2, 2, 64);
+  EXPECT_EQ(w2(1, 1, 7), 3 * 128 + 7.0f);
+  EXPECT_EQ(w2.strides()[0], 256);
+  const int line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(window.reshape(256), UsageError, ErrorKind::kInvalidArgument,
+                       "not laid out so that the new shape is a view", line);
+  const int line2 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(r.reshape(3, -1), UsageError, ErrorKind::kInvalidArgument, "do not divide",
+                       line2);
+  const int line3 = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(r.reshape(8, 100), UsageError, ErrorKind::kInvalidArgument,
+                       "a reshape keeps the count", line3);
+}
+
+TEST(Ref, BitcastKeepsShapeAndBytes) {
+  std::vector<float> buf = {1.0f, -2.0f, 0.5f, 0.0f};
+  pltpu::VmemRef<float> r(buf.data(), {2, 2});
+  auto u = r.bitcast<uint32_t>();
+  static_assert(std::is_same_v<decltype(u), pltpu::VmemRef<uint32_t>>);
+  EXPECT_EQ(u.shape(), r.shape());
+  EXPECT_EQ(static_cast<uint32_t>(u(0, 0)), 0x3f800000u);
+  EXPECT_EQ(static_cast<uint32_t>(u(0, 1)), 0xc0000000u);
+  // Through the evaluator: flip the sign bits as integers.
+  u = u ^ 0x80000000u;
+  EXPECT_EQ(buf[0], -1.0f);
+  EXPECT_EQ(buf[1], 2.0f);
+  const pltpu::VmemRef<const float> c = r;
+  static_assert(std::is_same_v<decltype(c.bitcast<int32_t>()), pltpu::VmemRef<const int32_t>>);
+  std::vector<bfloat16> h = {bfloat16(1.0f)};
+  EXPECT_EQ(static_cast<uint16_t>(pltpu::VmemRef<bfloat16>(h.data(), {1}).bitcast<uint16_t>()(0)),
+            0x3f80);
 }
 
 }  // namespace

@@ -311,12 +311,23 @@ TEST(TpuInfo, MatmulSupport) {
   const TpuInfo v7x = get_tpu_info_for_chip("7x");
   EXPECT_TRUE(v7x.is_matmul_supported(DType::kBFloat16, DType::kFloat32));
   EXPECT_FALSE(v7x.is_matmul_supported(DType::kInt8, DType::kInt8));
+  // float8 pairs, as Pallas' table lists them: e5m2 (not e4m3fn) from v5e on, both from 7.
+  EXPECT_TRUE(v5e.is_matmul_supported(DType::kFloat8E5M2, DType::kBFloat16));
+  EXPECT_FALSE(v5e.is_matmul_supported(DType::kFloat8E4M3FN, DType::kFloat8E4M3FN));
+  EXPECT_TRUE(v5e.is_matmul_supported(DType::kUInt8, DType::kInt8));
+  EXPECT_TRUE(v7x.is_matmul_supported(DType::kFloat8E4M3FN, DType::kFloat8E5M2));
+  EXPECT_TRUE(v7x.is_matmul_supported(DType::kBFloat16, DType::kFloat8E4M3FN));
+  EXPECT_FALSE(v7x.is_matmul_supported(DType::kFloat8E4M3FN, DType::kBFloat16));
+  EXPECT_FALSE(v4.is_matmul_supported(DType::kFloat8E5M2, DType::kFloat8E5M2));
 
   // bool and int32 are never MXU operands.
   for (const std::string& chip : tessera::pltpu::known_chips()) {
     const TpuInfo info = get_tpu_info_for_chip(chip);
     EXPECT_FALSE(info.is_matmul_supported(DType::kInt32, DType::kInt32)) << chip;
     EXPECT_FALSE(info.is_matmul_supported(DType::kBool, DType::kBool)) << chip;
+    EXPECT_FALSE(info.is_matmul_supported(DType::kFloat16, DType::kFloat16)) << chip;
+    EXPECT_FALSE(info.is_matmul_supported(DType::kUInt32, DType::kUInt32)) << chip;
+    EXPECT_FALSE(info.is_matmul_supported(DType::kInt16, DType::kInt16)) << chip;
   }
 
   const TpuInfo me = get_tpu_info();

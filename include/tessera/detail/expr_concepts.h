@@ -50,8 +50,7 @@ inline constexpr bool named_operand_ok_v =
 
 /// A C++ arithmetic scalar (weakly typed).
 template <class S>
-inline constexpr bool is_scalar_v =
-    std::is_arithmetic_v<S> || std::is_same_v<std::remove_cv_t<S>, bfloat16>;
+inline constexpr bool is_scalar_v = std::is_arithmetic_v<S> || is_narrow_float_v<S>;
 
 /// A ref or an elementwise-capable expression: something an operator can take.
 template <class X>
