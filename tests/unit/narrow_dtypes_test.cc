@@ -245,7 +245,7 @@ TEST(NarrowInts, Uint32IsUnsigned) {
   std::vector<uint32_t> o(x.size());
   auto orf = vref(o, {n});
   auto each = [&](auto expr, auto want) {
-    orf = expr;
+    orf = std::move(expr);
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(o[i], want(x[i], y[i])) << i;
   };
   each(jnp::maximum(xr, yr), [](uint32_t a, uint32_t b) { return a > b ? a : b; });
