@@ -12,15 +12,22 @@
 //       pltpu::CompilerParams{.dimension_semantics = {pltpu::PARALLEL, pltpu::ARBITRARY}});
 //   Array<float> o = add(x, y);
 //
-//   pl::out_shape<T>(shape) / pl::out_shape(ShapeDtypeStruct<T>{...}, ...)   outputs (required)
-//   pl::grid({...})                grid (default: one invocation)
+//   pl::out_shape<T>(shape) / pl::out_shape(ShapeDtypeStruct<T>{...}, ...)   outputs (none:
+//                                  the call returns nothing); pltpu::VMEM<T>(shape) and
+//                                  pltpu::SemaphoreType::DMA outputs stay for the next call
+//                                  (resident.h)
+//   pl::grid({...})                grid (default: one invocation); pl::grid({{"i", 4}}) named
 //   pl::in_specs(...), pl::out_specs(...)   BlockSpecs (default: whole arrays)
 //   pl::scratch_shapes(pltpu::VMEM<float>({8, 128}), ...)   scratch, kept across the grid
 //   pltpu::CompilerParams{.dimension_semantics = {...}, .vmem_limit_bytes = ...}
 //   pltpu::TensorCoreMesh("core", n)        the cores (default: this machine's)
 //   pl::name("add")
 //
-// The body gets one VMEM ref per input block, per output block, then the scratch refs. The grid
+// The call takes the scalar-prefetch operands (an Array, or a std::tuple of Arrays: a grouped
+// operand), then the inputs (an Array, a VmemArray, a std::optional<Array> or std::nullopt for an
+// operand that may be absent, a SemaphoreArray). The body gets the SMEM refs of the prefetch
+// operands (a std::tuple of them for a group), one ref per input block (a std::optional ref for an
+// optional input), per output block, then the scratch refs. The grid
 // runs as emit_pipeline's does (see pipeline.h); PARALLEL axes, which must be a prefix of the
 // grid, are split over the cores in contiguous chunks, the rest run in order on each core.
 // Before any core runs, the blocks' VMEM (window bytes x buffer count, 2 by default) plus the

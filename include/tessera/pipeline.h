@@ -31,7 +31,16 @@
 // written there directly with streaming stores — and prefetches the next step's input blocks
 // while the body computes. Operands whose arrays overlap always go through VMEM copies.
 // `pl::Buffered(n)` counts n windows per operand against the VMEM budget (inputs n >= 1,
-// outputs 1 or 2; lookahead is for inputs only).
+// outputs 1 or 2; lookahead is for inputs only); without it a block takes 2, or 1 when its index
+// never changes over the grid.
+//
+// Operands may also be refs that already live in the block's space: VMEM refs (scratch,
+// run_scoped buffers, the windows of an enclosing pipeline: nested pipelines) walked with VMEM
+// specs, and HBM/ANY refs walked with `pltpu::HBM` / `pl::ANY` specs (the body takes an HbmRef).
+// Their blocks are used where they lie, as Pallas aliases them, so each block must lie wholly
+// inside its ref. A spec in SMEM (`pltpu::SMEM`) stages its blocks in SMEM windows. The body's
+// parameter types say which ref each operand gets; they must match the specs' spaces. With
+// `pltpu::allocations(...)` last, the windows are BufferedRefs made ahead (buffered_ref.h).
 #pragma once
 
 #include <array>
@@ -375,6 +384,7 @@ class Pipeline {
 
   template <size_t... K, class Alloc, class... R>
   void run(std::index_sequence<K...>, const Alloc* alloc, const R&... refs) const {
+    static_cast<void>(alloc);  // unused without operands
     std::vector<detail::PipelineOperand> ops{operand<K, R>(refs, alloc)...};
     const std::array<Shape, sizeof...(R)> shapes{
         detail::window_shape(spec_of<K, R>(alloc), refs.shape())...};

@@ -49,7 +49,7 @@ namespace detail {
 /// The counters of a SemaphoreArray and the copies still in flight on them (runtime-defined).
 struct SemaphoreState;
 std::shared_ptr<SemaphoreState> make_semaphore_state(int64_t count);
-int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat);
+int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, std::source_location where);
 }  // namespace detail
 
 namespace pltpu {
@@ -79,7 +79,10 @@ class SemaphoreArray {
   int64_t size() const noexcept { return shape_.size(); }
   /// The count semaphore `flat` (row-major) holds between calls: signals not yet waited, or the
   /// bytes of completed copies not yet waited (a copy completes when it starts, natively).
-  int64_t value(int64_t flat = 0) const { return detail::semaphore_state_value(*state_, flat); }
+  int64_t value(int64_t flat = 0,
+                std::source_location where = std::source_location::current()) const {
+    return detail::semaphore_state_value(*state_, flat, where);
+  }
   /// The runtime's state (for pallas_call).
   detail::SemaphoreState& state() const noexcept { return *state_; }
 

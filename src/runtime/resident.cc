@@ -19,9 +19,9 @@ std::shared_ptr<SemaphoreState> make_semaphore_state(int64_t count) {
   return s;
 }
 
-int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat) {
+int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, std::source_location where) {
   if (flat < 0 || flat >= static_cast<int64_t>(s.counts.size())) {
-    raise(ErrorKind::kOutOfBounds, "SemaphoreArray.value", {},
+    raise(ErrorKind::kOutOfBounds, "SemaphoreArray.value", where,
           fmt::format("semaphore {} is outside 0..{}; the array holds {} semaphores", flat,
                       static_cast<int64_t>(s.counts.size()) - 1, s.counts.size()));
   }

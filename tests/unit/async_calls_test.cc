@@ -323,6 +323,13 @@ TEST(AsyncCalls, ACopyNeverWaitedStillLeaks) {
   EXPECT_THROW(f(x), KernelError);
 }
 
+TEST(AsyncCalls, SemaphoreArrayValueIsBoundsChecked) {
+  const pltpu::DmaSemaphoreArray sems(Shape{2});
+  EXPECT_EQ(sems.value(1), 0);
+  const int line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(sems.value(2), UsageError, ErrorKind::kOutOfBounds, "outside 0..1", line);
+}
+
 TEST(AsyncCalls, SemaphoreOperandsNeedTheirSpec) {
   const Array<float> x = iota_f({8, 128});
   const int line = __LINE__ + 7;
