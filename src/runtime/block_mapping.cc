@@ -116,6 +116,7 @@ void check_space_and_buffers(const GridRequest& r, const MappedOperand& op, cons
                              std::source_location at) {
   const pl::BlockSpec& s = *op.spec;
   MemorySpace space = s.memory_space();
+  const bool hbm_asked = space == MemorySpace::HBM;  // pl::ANY takes the operand where it lies
   if (space == MemorySpace::HBM) space = MemorySpace::ANY;
   const bool pipeline = r.kind == GridRequest::Kind::kEmitPipeline;
   const bool from_hbm = op.hbm.space == MemorySpace::HBM || op.hbm.space == MemorySpace::ANY;
@@ -125,10 +126,11 @@ void check_space_and_buffers(const GridRequest& r, const MappedOperand& op, cons
                      "pl::BlockSpec(pltpu::SEMAPHORE) is for semaphore operands",
                      m.name(), m.name()));
   }
-  if (space == MemorySpace::ANY && !from_hbm) {
+  if (hbm_asked && !from_hbm) {
     fail(r, ErrorKind::kInvalidArgument, at,
-         fmt::format("the BlockSpec of {} asks for an HBM block, but the {} lives in {}; an "
-                     "HBM/ANY BlockSpec is for an operand in HBM",
+         fmt::format("the BlockSpec of {} asks for an HBM block, but the {} lives in {}; a "
+                     "pltpu::HBM BlockSpec is for an operand in HBM (pl::ANY takes it where it "
+                     "lies)",
                      m.name(), pipeline ? "ref" : "array", to_string(op.hbm.space)));
   }
   if (space != op.declared) {

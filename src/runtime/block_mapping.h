@@ -60,11 +60,11 @@ struct BlockMapping {
 
   bool pipelined() const noexcept { return space != MemorySpace::ANY; }
   /// The block's space is where the array already lives (a VMEM ref walked in VMEM, an HBM ref
-  /// in HBM/ANY): no window and no copies, the body works on the block where it lies (Pallas
-  /// aliases such a block in the source ref).
+  /// in HBM/ANY), or ANY ("wherever it lies"): no window and no copies, the body works on the
+  /// block where it lies (Pallas aliases such a block in the source ref).
   bool resident() const noexcept {
     const auto canon = [](MemorySpace s) { return s == MemorySpace::HBM ? MemorySpace::ANY : s; };
-    return canon(hbm.space) == canon(space);
+    return space == MemorySpace::ANY || canon(hbm.space) == canon(space);
   }
   /// "input 1", "output 0".
   std::string name() const;

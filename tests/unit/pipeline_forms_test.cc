@@ -218,6 +218,23 @@ TEST(PipelineForms, HbmOutputBlock) {
   });
 }
 
+TEST(PipelineForms, AnyBlockTakesTheRefWhereItLies) {
+  // pl::ANY means "wherever it lies": over a VMEM ref the body gets that ref (as an AnyRef).
+  const Array<int32_t> x = iota_i({8, 128});
+  both_engines([&] {
+    auto k = pl::kernel(pl::out_type<int32_t>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+                        pl::scratch_types(pltpu::VMEM<int32_t>({8, 128})))(
+        [](pltpu::HbmRef<const int32_t> x_hbm, pltpu::HbmRef<int32_t> o_hbm,
+           pltpu::VmemRef<int32_t> v) {
+          pltpu::sync_copy(x_hbm, v);
+          pltpu::emit_pipeline([&](pltpu::AnyRef<int32_t> vv) { pltpu::sync_copy(vv, o_hbm); },
+                               pltpu::grid({1}), pl::in_specs(pl::BlockSpec(pl::ANY)))(v);
+        });
+    const Array<int32_t> o = k(x);
+    for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(o[i], x[i]) << i;
+  });
+}
+
 TEST(PipelineForms, TrivialWindowingMatchedVmem) {
   // test_trivial_windowing_matched_vmem / _mismatched_input / _mismatched_output: whole-array
   // blocks over VMEM and HBM refs mixed.
