@@ -4,6 +4,7 @@
 // changes (with pl::Buffered as the user's word), each with its errors.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <vector>
 
 #include "support/expect_error.h"
@@ -185,6 +186,22 @@ TEST(BlockSpecForms, BoundedSliceWindows) {
   EXPECT_TESSERA_ERROR(
       detail::block_window(array, std::vector<pl::BlockDim>{6, 8}, pl::idx(pl::ds(0, 4), 0), here),
       UsageError, ErrorKind::kInvalidArgument, "not a pl::BoundedSlice axis", here.line());
+}
+
+TEST(BlockSpecForms, BoundedSliceNeedsAnIndexMap) {
+  const Array<int32_t> x({16, 128}, 1);
+  std::atomic<int> line{0};
+  auto k = pl::kernel(pl::out_type<int32_t>({8, 128}), pltpu::TensorCoreMesh("core", 1))(
+      [&](pltpu::HbmRef<const int32_t> x_hbm, pltpu::HbmRef<int32_t> o_hbm) {
+        line = __LINE__ + 1;
+        const pl::BlockSpec spec({pl::BoundedSlice(8), 128});
+        pltpu::emit_pipeline(
+            [](pltpu::VmemRef<const int32_t> xv, pltpu::VmemRef<int32_t> ov) { ov = xv; },
+            pltpu::grid({1}), pl::in_specs(spec),
+            pl::out_specs(pl::BlockSpec({8, 128})))(x_hbm, o_hbm);
+      });
+  tessera::testing::expect_kernel_error([&] { k(x); }, ErrorKind::kInvalidArgument,
+                                        "has a pl::BoundedSlice on axis 0 but no index map", line);
 }
 
 TEST(BlockSpecForms, BoundedSliceIsNotForPallasCall) {

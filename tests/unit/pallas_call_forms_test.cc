@@ -22,6 +22,14 @@ Array<float> iota_f(Shape shape) {
   return a;
 }
 
+// Runs `f` natively, then in checked mode.
+template <class F>
+void both_engines(F&& f) {
+  f();
+  pltpu::ForceTpuInterpretMode force{pltpu::InterpretParams{}};
+  f();
+}
+
 TEST(PallasCallForms, NoOutputs) {
   // Pallas' `out_shape=()`: the call returns nothing; here its effect is a signal through a
   // semaphore it takes (a count left for the next call).
@@ -40,26 +48,28 @@ TEST(PallasCallForms, NoOutputs) {
 }
 
 TEST(PallasCallForms, NamedGridAxes) {
-  // Pallas' grid=(("i", 2), ("j", 3)): lax::axis_index("i") is the step's index on axis "i".
-  const Array<float> x = iota_f({16, 384});
-  auto f = pl::pallas_call(
-      [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) {
-        const int i = lax::axis_index("i");
-        EXPECT_EQ(pl::program_id("j"), pl::program_id(1));
-        EXPECT_EQ(pl::num_programs("j"), 3);
-        ov = xv + static_cast<float>(i * 1000 + pl::program_id("j"));
-      },
-      pl::out_shape<float>({16, 384}), pl::grid({{"i", 2}, {"j", 3}}),
-      pl::in_specs(pl::BlockSpec({8, 128}, [](int i, int j) { return pl::idx(i, j); })),
-      pl::out_specs(pl::BlockSpec({8, 128}, [](int i, int j) { return pl::idx(i, j); })),
-      pltpu::TensorCoreMesh("core", 2),
-      pltpu::CompilerParams{.dimension_semantics = {PARALLEL, ARBITRARY}});
-  const Array<float> o = f(x);
-  for (int64_t r = 0; r < 16; ++r) {
-    for (int64_t c = 0; c < 384; ++c) {
-      ASSERT_EQ(o(r, c), x(r, c) + static_cast<float>((r / 8) * 1000 + c / 128)) << r << "," << c;
+  both_engines([&] {
+    // Pallas' grid=(("i", 2), ("j", 3)): lax::axis_index("i") is the step's index on axis "i".
+    const Array<float> x = iota_f({16, 384});
+    auto f = pl::pallas_call(
+        [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) {
+          const int i = lax::axis_index("i");
+          EXPECT_EQ(pl::program_id("j"), pl::program_id(1));
+          EXPECT_EQ(pl::num_programs("j"), 3);
+          ov = xv + static_cast<float>(i * 1000 + pl::program_id("j"));
+        },
+        pl::out_shape<float>({16, 384}), pl::grid({{"i", 2}, {"j", 3}}),
+        pl::in_specs(pl::BlockSpec({8, 128}, [](int i, int j) { return pl::idx(i, j); })),
+        pl::out_specs(pl::BlockSpec({8, 128}, [](int i, int j) { return pl::idx(i, j); })),
+        pltpu::TensorCoreMesh("core", 2),
+        pltpu::CompilerParams{.dimension_semantics = {PARALLEL, ARBITRARY}});
+    const Array<float> o = f(x);
+    for (int64_t r = 0; r < 16; ++r) {
+      for (int64_t c = 0; c < 384; ++c) {
+        ASSERT_EQ(o(r, c), x(r, c) + static_cast<float>((r / 8) * 1000 + c / 128)) << r << "," << c;
+      }
     }
-  }
+  });
 }
 
 TEST(PallasCallForms, NamedGridErrors) {
@@ -89,38 +99,40 @@ TEST(PallasCallForms, NamedGridErrors) {
 // gmm's layout: a grouped scalar-prefetch operand (offsets, ids, tile ids), then a plain one; the
 // index maps take the group as a std::tuple and leave out what they do not use.
 TEST(PallasCallForms, GroupedScalarPrefetch) {
-  const Array<int32_t> offsets({3}, {0, 8, 24});
-  const Array<int32_t> ids({3}, {2, 0, 1});
-  const Array<int32_t> tiles({3}, {1, 2, 0});
-  const Array<int32_t> shift({1}, {5});
-  const Array<float> x = iota_f({24, 128});
-  using Meta =
-      std::tuple<pltpu::SmemRef<int32_t>, pltpu::SmemRef<int32_t>, pltpu::SmemRef<int32_t>>;
-  auto f = pl::pallas_call(
-      [](Meta meta, pltpu::SmemRef<int32_t> s, pltpu::VmemRef<const float> xv,
-         pltpu::VmemRef<float> ov) {
-        auto [offs, group, tile] = meta;
-        const int i = static_cast<int>(pl::program_id(0));
-        ov = xv + static_cast<float>(group(i) * 100 + offs(i) + s(0));
-        (void)tile;
-      },
-      pl::out_shape<float>({24, 128}),
-      pltpu::PrefetchScalarGridSpec<2>(
-          pl::grid({3}),
-          pl::in_specs(pl::BlockSpec(
-              {8, 128}, [](int i, Meta meta) { return pl::idx(std::get<2>(meta)(i), 0); })),
-          pl::out_specs(pl::BlockSpec({8, 128}, [](int i) { return pl::idx(i, 0); }))),
-      pltpu::TensorCoreMesh("core", 1));
-  const Array<float> o = f(std::tuple{offsets, ids, tiles}, shift, x);
-  for (int64_t i = 0; i < 3; ++i) {
-    for (int64_t r = 0; r < 8; ++r) {
-      for (int64_t c = 0; c < 128; ++c) {
-        ASSERT_EQ(o(i * 8 + r, c),
-                  x(tiles[i] * 8 + r, c) + static_cast<float>(ids[i] * 100 + offsets[i] + 5))
-            << i << "," << r << "," << c;
+  both_engines([&] {
+    const Array<int32_t> offsets({3}, {0, 8, 24});
+    const Array<int32_t> ids({3}, {2, 0, 1});
+    const Array<int32_t> tiles({3}, {1, 2, 0});
+    const Array<int32_t> shift({1}, {5});
+    const Array<float> x = iota_f({24, 128});
+    using Meta =
+        std::tuple<pltpu::SmemRef<int32_t>, pltpu::SmemRef<int32_t>, pltpu::SmemRef<int32_t>>;
+    auto f = pl::pallas_call(
+        [](Meta meta, pltpu::SmemRef<int32_t> s, pltpu::VmemRef<const float> xv,
+           pltpu::VmemRef<float> ov) {
+          auto [offs, group, tile] = meta;
+          const int i = static_cast<int>(pl::program_id(0));
+          ov = xv + static_cast<float>(group(i) * 100 + offs(i) + s(0));
+          (void)tile;
+        },
+        pl::out_shape<float>({24, 128}),
+        pltpu::PrefetchScalarGridSpec<2>(
+            pl::grid({3}),
+            pl::in_specs(pl::BlockSpec(
+                {8, 128}, [](int i, Meta meta) { return pl::idx(std::get<2>(meta)(i), 0); })),
+            pl::out_specs(pl::BlockSpec({8, 128}, [](int i) { return pl::idx(i, 0); }))),
+        pltpu::TensorCoreMesh("core", 1));
+    const Array<float> o = f(std::tuple{offsets, ids, tiles}, shift, x);
+    for (int64_t i = 0; i < 3; ++i) {
+      for (int64_t r = 0; r < 8; ++r) {
+        for (int64_t c = 0; c < 128; ++c) {
+          ASSERT_EQ(o(i * 8 + r, c),
+                    x(tiles[i] * 8 + r, c) + static_cast<float>(ids[i] * 100 + offsets[i] + 5))
+              << i << "," << r << "," << c;
+        }
       }
     }
-  }
+  });
 }
 
 TEST(PallasCallForms, PrefetchParameterErrors) {
@@ -176,20 +188,22 @@ auto add_maybe(const std::optional<Array<float>>& bias) {
 }
 
 TEST(PallasCallForms, OptionalOperands) {
-  const Array<float> x = iota_f({16, 128});
-  const Array<float> b({16, 128}, 2.5f);
-  const Array<float> with = add_maybe(b);
-  const Array<float> without = add_maybe(std::nullopt);
-  for (int64_t i = 0; i < x.size(); ++i) {
-    ASSERT_EQ(with[i], x[i] + 2.5f) << i;
-    ASSERT_EQ(without[i], x[i]) << i;
-  }
-  // std::nullopt itself: a body parameter std::nullopt_t (or a std::optional) gets nothing.
-  auto g = pl::pallas_call(
-      [](pltpu::VmemRef<const float> xv, std::nullopt_t, pltpu::VmemRef<float> ov) { ov = xv; },
-      pl::out_shape<float>({16, 128}), pltpu::TensorCoreMesh("core", 1));
-  const Array<float> o = g(x, std::nullopt);
-  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(o[i], x[i]) << i;
+  both_engines([&] {
+    const Array<float> x = iota_f({16, 128});
+    const Array<float> b({16, 128}, 2.5f);
+    const Array<float> with = add_maybe(b);
+    const Array<float> without = add_maybe(std::nullopt);
+    for (int64_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(with[i], x[i] + 2.5f) << i;
+      ASSERT_EQ(without[i], x[i]) << i;
+    }
+    // std::nullopt itself: a body parameter std::nullopt_t (or a std::optional) gets nothing.
+    auto g = pl::pallas_call(
+        [](pltpu::VmemRef<const float> xv, std::nullopt_t, pltpu::VmemRef<float> ov) { ov = xv; },
+        pl::out_shape<float>({16, 128}), pltpu::TensorCoreMesh("core", 1));
+    const Array<float> o = g(x, std::nullopt);
+    for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(o[i], x[i]) << i;
+  });
 }
 
 TEST(PallasCallForms, AnAbsentOperandHasNoLeafToAlias) {
