@@ -11,6 +11,12 @@
 //   pl.BlockSpec((None, 128), lambda i: (i, 0))      pl::BlockSpec({pl::squeezed, 128},
 //                                                        [](int i) { return pl::idx(i, 0); })
 //   pipeline_mode=pl.Buffered(3)                     pl::BlockSpec(..., pl::Buffered(3))
+//   pl.BlockSpec((8, 128))   (no index map)          pl::BlockSpec({8, 128})   (block 0 always)
+//   pl.BlockSpec((8, 128), f, memory_space=pltpu.SMEM)   pl::BlockSpec({8, 128}, f, pltpu::SMEM)
+//   pl.BlockSpec(memory_space=pltpu.SMEM)            pl::BlockSpec(pltpu::SMEM)
+//   (pl.BoundedSlice(8), 128), lambda i: (pl.ds(s, n), 0)
+//                                                    {pl::BoundedSlice(8), 128},
+//                                                    [](int i) { return pl::idx(pl::ds(s, n), 0); }
 //   dimension_semantics=(pltpu.PARALLEL, pltpu.ARBITRARY)   {pltpu::PARALLEL, pltpu::ARBITRARY}
 //
 // The grid `(n, m)` means, as a loop nest:
@@ -23,6 +29,7 @@
 // pipeline.h and pallas_call.h run grids with it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -90,9 +97,18 @@ struct Element {
       : block_size(size), pad_lo(padding.first), pad_hi(padding.second) {}
 };
 
-/// One axis of a block shape: a size (blocked), squeezed, or an element window.
+/// `pl.BoundedSlice(block_size)`: a block axis whose index map returns `pl::ds(start, size)`
+/// with 0 <= size <= block_size: the block starts at element `start` and holds `size` valid
+/// elements; the window keeps its static extent `block_size` (the rest of it is unspecified).
+/// For `emit_pipeline` (Pallas' TPU pallas_call does not take it).
+struct BoundedSlice {
+  int64_t block_size = 1;
+  explicit BoundedSlice(int64_t size) : block_size(size) {}
+};
+
+/// One axis of a block shape: a size (blocked), squeezed, an element window or a bounded slice.
 struct BlockDim {
-  enum class Kind : uint8_t { kBlocked, kSqueezed, kElement };
+  enum class Kind : uint8_t { kBlocked, kSqueezed, kElement, kBounded };
   int64_t size = 1;
   bool is_squeezed = false;
   Kind kind = Kind::kBlocked;
@@ -103,69 +119,214 @@ struct BlockDim {
   BlockDim(Squeezed) : size(1), is_squeezed(true), kind(Kind::kSqueezed) {}  // NOLINT
   BlockDim(Element e)                                                        // NOLINT
       : size(e.block_size), kind(Kind::kElement), pad_lo(e.pad_lo), pad_hi(e.pad_hi) {}
+  BlockDim(BoundedSlice b) : size(b.block_size), kind(Kind::kBounded) {}  // NOLINT
   bool is_element() const noexcept { return kind == Kind::kElement; }
+  bool is_bounded() const noexcept { return kind == Kind::kBounded; }
 };
 
-/// Block indices returned by an index map: one per array axis.
+/// Block indices returned by an index map: one per array axis, then the sizes of the
+/// `pl::ds(start, size)` entries (BoundedSlice axes) in order; `slices` has bit a set where axis
+/// a got a pl::ds (whose start is its entry), and bit 63 when one of them had a stride.
 struct Indices {
   detail::SmallVec v;
+  uint64_t slices = 0;
 };
-/// `return pl::idx(i, k);` from an index map.
+inline constexpr uint64_t kStridedSliceBit = uint64_t{1} << 63;
+
+}  // namespace pl
+
+namespace detail {
+/// What an index map may return per axis: an integer, or a pl::ds (a BoundedSlice axis).
+template <class I>
+concept BlockIndexValue = IndexValue<I> || std::is_same_v<I, pl::Slice>;
+}  // namespace detail
+
+namespace pl {
+
+/// `return pl::idx(i, k);` from an index map; `pl::idx(pl::ds(start, size), 0)` for a
+/// BoundedSlice axis.
 template <class... I>
-requires(detail::IndexValue<I>&&...) Indices idx(I... i) {
-  return Indices{detail::SmallVec{static_cast<int64_t>(i)...}};
+requires(detail::BlockIndexValue<I>&&...) Indices idx(I... i) {
+  if constexpr (!(std::is_same_v<I, Slice> || ...)) {
+    return Indices{detail::SmallVec{static_cast<int64_t>(i)...}};
+  } else {
+    Indices r;
+    detail::SmallVec sizes;
+    int axis = 0;
+    auto add = [&](auto x) {
+      if constexpr (std::is_same_v<decltype(x), Slice>) {
+        r.v.push_back(x.start);
+        sizes.push_back(x.size);
+        r.slices |= (uint64_t{1} << axis) | (x.stride != 1 ? kStridedSliceBit : 0);
+      } else {
+        r.v.push_back(static_cast<int64_t>(x));
+      }
+      ++axis;
+    };
+    (add(i), ...);
+    for (int64_t s : sizes) r.v.push_back(s);
+    return r;
+  }
 }
 
 /// `pl.Buffered(n)`: how many buffers a pipeline keeps for a block (default 2, double
-/// buffering); `use_lookahead` fetches the next distinct block as soon as a buffer frees.
+/// buffering; 1 for a block whose index never changes); `use_lookahead` fetches the next
+/// distinct block as soon as a buffer frees.
 struct Buffered {
   int buffer_count = 2;
   bool use_lookahead = false;
 };
 
-/// `pl.BlockSpec(block_shape, index_map, pipeline_mode=...)`.
+}  // namespace pl
+
+namespace detail {
+/// A trailing argument of a BlockSpec, in any order: its memory space (a MemorySpace, or
+/// `pltpu::VMEM` / `pltpu::SMEM` named as in Pallas) or its pipeline mode (pl::Buffered).
+struct BlockSpecOption {
+  enum class Kind : uint8_t { kSpace, kMode };
+  Kind kind;
+  MemorySpace space = MemorySpace::VMEM;
+  pl::Buffered mode{};
+  BlockSpecOption(MemorySpace s) : kind(Kind::kSpace), space(s) {}  // NOLINT: keyword-like
+  BlockSpecOption(VmemMarkerFn) : kind(Kind::kSpace), space(MemorySpace::VMEM) {}  // NOLINT
+  BlockSpecOption(SmemMarkerFn) : kind(Kind::kSpace), space(MemorySpace::SMEM) {}  // NOLINT
+  BlockSpecOption(pl::Buffered b) : kind(Kind::kMode), mode(b) {}                  // NOLINT
+};
+/// An index map: anything but a BlockSpec option or a location.
+template <class F>
+concept IndexMapLike = !std::is_convertible_v<F, BlockSpecOption> &&
+                       !std::is_same_v<std::decay_t<F>, std::source_location>;
+
+/// How an index map's scalar-prefetch parameter is made from the runtime's SMEM views: a
+/// `pltpu::SmemRef<T>` takes one, a `std::tuple` of them (a grouped operand, as gmm's metadata
+/// tuple) one per element.
+template <class P>
+struct PrefetchParam {
+  static constexpr int leaves = 1;
+  static P make(const RawRef* r) { return ref_from_raw<P>(r[0]); }
+  static void dtypes(SmallVec& out) { out.push_back(static_cast<int64_t>(leaf_dtype<P>())); }
+  template <class R>
+  static constexpr DType leaf_dtype() {
+    if constexpr (is_ref_v<R>) {
+      return R::dtype;
+    } else {
+      return DType::kInt32;  // ref_from_raw's static_assert names the problem
+    }
+  }
+};
+template <class... R>
+struct PrefetchParam<std::tuple<R...>> {
+  static constexpr int leaves = sizeof...(R);
+  static std::tuple<R...> make(const RawRef* r) {
+    return make_at(r, std::index_sequence_for<R...>{});
+  }
+  template <size_t... I>
+  static std::tuple<R...> make_at(const RawRef* r, std::index_sequence<I...>) {
+    return std::tuple<R...>{ref_from_raw<R>(r[I])...};
+  }
+  static void dtypes(SmallVec& out) {
+    (out.push_back(static_cast<int64_t>(PrefetchParam<R>::template leaf_dtype<R>())), ...);
+  }
+};
+}  // namespace detail
+
+namespace pl {
+
+/// `pl.BlockSpec(block_shape, index_map, memory_space=..., pipeline_mode=...)`.
 ///
 /// The index map takes one `int` per grid axis and, in a pallas_call with
-/// `pltpu::PrefetchScalarGridSpec<n>`, then the n scalar-prefetch refs (`pltpu::SmemRef<T>`):
+/// `pltpu::PrefetchScalarGridSpec<n>`, then the first (up to n) scalar-prefetch refs
+/// (`pltpu::SmemRef<T>`, or a std::tuple of them for a grouped operand):
 ///   pl::BlockSpec({8, 128}, [](int i, pltpu::SmemRef<int32_t> s) { return pl::idx(s(i), 0); })
+/// Without an index map (`pl::BlockSpec({8, 128})`) every grid point maps to block (0, 0, ...),
+/// Pallas' default. The memory space and `pl::Buffered(n)` follow in any order:
+///   pl::BlockSpec({8, 128}, map, pltpu::SMEM, pl::Buffered(1))
 /// `pl::BlockSpec(pl::ANY)` (Pallas' `pl.BlockSpec(memory_space=pl.ANY)`) leaves the whole operand
 /// in HBM, unpipelined: the body gets an HBM ref and moves data itself with DMAs.
-/// `pl::BlockSpec(MemorySpace::SMEM)` stages the whole operand in SMEM instead of VMEM.
+/// `pl::BlockSpec(pltpu::SMEM)` (or `MemorySpace::SMEM`) stages the whole operand in SMEM.
 class BlockSpec {
  public:
+  using Option = detail::BlockSpecOption;
   /// The whole array as one block (Pallas' default when a spec is omitted).
   BlockSpec() = default;
   /// The whole array as one block in `memory_space` (VMEM, SMEM, or ANY/HBM: no staging).
-  explicit BlockSpec(MemorySpace memory_space,
+  explicit BlockSpec(Option memory_space,
                      std::source_location where = std::source_location::current())
-      : space_(memory_space), where_(where) {}
-  /// A block shape and an index map taking one int per grid axis and returning pl::idx(...).
-  template <class F>
-  BlockSpec(std::initializer_list<BlockDim> block_shape, F index_map, Buffered mode = {},
+      : where_(where) {
+    apply(memory_space);
+  }
+  /// A block shape without an index map: block (0, 0, ...) at every grid point; then the memory
+  /// space and pipeline mode in any order.
+  BlockSpec(std::initializer_list<BlockDim> block_shape,
             std::source_location where = std::source_location::current())
-      : whole_(false), block_(block_shape), mode_(mode), where_(where) {
+      : whole_(false), block_(block_shape), where_(where) {}
+  BlockSpec(std::initializer_list<BlockDim> block_shape, Option a,
+            std::source_location where = std::source_location::current())
+      : whole_(false), block_(block_shape), where_(where) {
+    apply(a);
+  }
+  BlockSpec(std::initializer_list<BlockDim> block_shape, Option a, Option b,
+            std::source_location where = std::source_location::current())
+      : whole_(false), block_(block_shape), where_(where) {
+    apply(a);
+    apply(b);
+  }
+  /// A block shape and an index map taking one int per grid axis and returning pl::idx(...);
+  /// then the memory space and pipeline mode in any order.
+  template <detail::IndexMapLike F>
+  BlockSpec(std::initializer_list<BlockDim> block_shape, F index_map,
+            std::source_location where = std::source_location::current())
+      : whole_(false), block_(block_shape), where_(where) {
     set_index_map(std::move(index_map));
+  }
+  template <detail::IndexMapLike F>
+  BlockSpec(std::initializer_list<BlockDim> block_shape, F index_map, Option a,
+            std::source_location where = std::source_location::current())
+      : whole_(false), block_(block_shape), where_(where) {
+    set_index_map(std::move(index_map));
+    apply(a);
+  }
+  template <detail::IndexMapLike F>
+  BlockSpec(std::initializer_list<BlockDim> block_shape, F index_map, Option a, Option b,
+            std::source_location where = std::source_location::current())
+      : whole_(false), block_(block_shape), where_(where) {
+    set_index_map(std::move(index_map));
+    apply(a);
+    apply(b);
   }
 
   bool is_whole_array() const noexcept { return whole_; }
   const std::vector<BlockDim>& block_shape() const noexcept { return block_; }
   const Buffered& pipeline_mode() const noexcept { return mode_; }
+  /// Whether pl::Buffered was given (otherwise the pipeline decides: 2 buffers, or 1 for a
+  /// block whose index never changes).
+  bool has_pipeline_mode() const noexcept { return mode_given_; }
   /// Where the body sees the operand: VMEM (the default), SMEM, or ANY/HBM (not staged).
   MemorySpace memory_space() const noexcept { return space_; }
+  /// Whether memory_space was given (otherwise VMEM, the default).
+  bool has_memory_space() const noexcept { return space_given_; }
   const std::source_location& where() const noexcept { return where_; }
-  /// The number of grid indices the index map takes (-1 for the whole-array default).
+  /// Whether the spec has an index map (a block shape without one maps to block 0 everywhere).
+  bool has_index_map() const noexcept { return static_cast<bool>(map_); }
+  /// The number of grid indices the index map takes (-1 for the whole-array default and for a
+  /// block shape without an index map, which take any grid).
   int index_map_arity() const noexcept { return arity_; }
-  /// The number of scalar-prefetch refs the index map takes after the grid indices.
+  /// The number of scalar-prefetch parameters the index map takes after the grid indices.
   int index_map_prefetch() const noexcept { return prefetch_; }
+  /// Per scalar-prefetch parameter, the SMEM refs it takes (1, or a tuple's size), and the
+  /// dtypes of those refs in order (as DType values).
+  const detail::SmallVec& index_map_prefetch_leaves() const noexcept { return prefetch_leaves_; }
+  const detail::SmallVec& index_map_prefetch_dtypes() const noexcept { return prefetch_dtypes_; }
 
   /// Evaluates the index map at a grid point (its size must equal index_map_arity()), passing
-  /// `prefetch` (index_map_prefetch() of them) after the grid indices.
+  /// `prefetch` (the SMEM views of index_map_prefetch() parameters) after the grid indices.
   Indices block_indices(const int64_t* grid_point, int n, const detail::RawRef* prefetch = nullptr,
                         int num_prefetch = 0) const;
   /// The same without the checks, for a pipeline that validated the spec against its grid once
-  /// (runtime/block_mapping.h): index_map_arity() grid indices, index_map_prefetch() refs.
+  /// (runtime/block_mapping.h): index_map_arity() grid indices, index_map_prefetch() parameters.
   Indices map_block(const int64_t* grid_point, const detail::RawRef* prefetch) const {
     if (whole_) return Indices{};
+    if (!map_) return Indices{detail::SmallVec(static_cast<int>(block_.size()), 0)};
     return map_(grid_point, prefetch);
   }
 
@@ -173,18 +334,37 @@ class BlockSpec {
   template <class F, class Params, size_t... K, size_t... P>
   static Indices call(const F& f, const int64_t* g, const detail::RawRef* r,
                       std::index_sequence<K...>, std::index_sequence<P...>) {
+    constexpr size_t nk = sizeof...(K);
+    // The SMEM view where prefetch parameter P starts: the leaves of the parameters before it.
+    constexpr std::array<int, sizeof...(P) + 1> offsets = [] {
+      std::array<int, sizeof...(P) + 1> o{};
+      int at = 0;
+      size_t j = 0;
+      ((o[j++] = at, at += detail::PrefetchParam<std::tuple_element_t<nk + P, Params>>::leaves),
+       ...);
+      o[j] = at;
+      return o;
+    }();
+    static_cast<void>(r);  // unused without scalar-prefetch parameters
+    static_cast<void>(offsets);
     return f(static_cast<int>(g[K])...,
-             detail::ref_from_raw<std::tuple_element_t<sizeof...(K) + P, Params>>(r[P])...);
+             detail::PrefetchParam<std::tuple_element_t<nk + P, Params>>::make(r + offsets[P])...);
   }
   template <class F>
   void set_index_map(F f);
+  // A trailing option; raises when one kind is given twice.
+  void apply(const Option& o);
 
   bool whole_ = true;
   std::vector<BlockDim> block_;
   std::function<Indices(const int64_t*, const detail::RawRef*)> map_;
   int arity_ = -1;
   int prefetch_ = 0;
+  detail::SmallVec prefetch_leaves_;
+  detail::SmallVec prefetch_dtypes_;
   Buffered mode_{};
+  bool mode_given_ = false;
+  bool space_given_ = false;
   MemorySpace space_ = MemorySpace::VMEM;
   std::source_location where_;
 };
@@ -275,6 +455,15 @@ void pl::BlockSpec::set_index_map(F f) {
   constexpr int n = detail::leading_ints<Params>(std::make_index_sequence<total>{});
   arity_ = n;
   prefetch_ = static_cast<int>(total) - n;
+  [&]<size_t... J>(std::index_sequence<J...>) {
+    (prefetch_leaves_.push_back(
+         detail::PrefetchParam<std::tuple_element_t<static_cast<size_t>(n) + J, Params>>::leaves),
+     ...);
+    (detail::PrefetchParam<std::tuple_element_t<static_cast<size_t>(n) + J, Params>>::dtypes(
+         prefetch_dtypes_),
+     ...);
+  }
+  (std::make_index_sequence<total - static_cast<size_t>(n)>{});
   map_ = [f = std::move(f)](const int64_t* g, const detail::RawRef* r) {
     return call<F, Params>(f, g, r, std::make_index_sequence<static_cast<size_t>(n)>{},
                            std::make_index_sequence<total - static_cast<size_t>(n)>{});

@@ -55,12 +55,21 @@
 #include "tessera/scratch.h"
 
 namespace tessera {
+namespace detail {
+/// How an output is described: ShapeDtypeStruct<T> for an array of T; pallas_call's VMEM and
+/// semaphore outputs specialise it (tessera/resident.h).
+template <class T>
+struct OutStorage {
+  using type = ShapeDtypeStruct<T>;
+};
+}  // namespace detail
+
 namespace pl {
 
 /// The outputs of a kernel: shapes and dtypes (`out_type=` in Pallas).
 template <class... Ts>
 struct OutType {
-  std::tuple<ShapeDtypeStruct<Ts>...> outs;
+  std::tuple<typename detail::OutStorage<Ts>::type...> outs;
   std::source_location where = {};  // where it was made (one-output form)
 };
 /// One output of dtype T and `shape`.
@@ -269,6 +278,10 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     detail::prepare_launch(spec_);
   }
 
+  static_assert((is_element_type_v<Outs> && ...),
+                "tessera: pl::kernel outputs are arrays (pl::out_type); VMEM and semaphore "
+                "outputs are for pl::pallas_call");
+
   /// Runs the kernel on every core and returns its outputs (see the file comment).
   template <class... Ins>
   auto operator()(const Array<Ins>&... ins) const {
@@ -356,13 +369,24 @@ class KernelBuilder {
   template <class Body>
   Kernel<std::decay_t<Body>, Out, Scr> operator()(
       Body&& body, std::source_location where = std::source_location::current()) const {
+    return bind(std::forward<Body>(body), where);
+  }
+  /// The same for the body-first form, whose location is the mesh's (the call's own line
+  /// cannot be captured after a pack of options).
+  template <class Body>
+  Kernel<std::decay_t<Body>, Out, Scr> bind_at_mesh(Body&& body) const {
+    return bind(std::forward<Body>(body), mesh_.where());
+  }
+
+ private:
+  template <class Body>
+  Kernel<std::decay_t<Body>, Out, Scr> bind(Body&& body, std::source_location where) const {
     pltpu::check_compiler_params(params_, where);
     std::string nm = name_.empty() ? detail::default_kernel_name(where) : name_;
     return Kernel<std::decay_t<Body>, Out, Scr>(std::forward<Body>(body), out_, scratch_, mesh_,
                                                 std::move(nm), params_, where, interpret_);
   }
 
- private:
   Out out_{};
   Scr scratch_{};
   pltpu::TensorCoreMesh mesh_;
@@ -371,9 +395,35 @@ class KernelBuilder {
   std::optional<pltpu::InterpretParams> interpret_;
 };
 
-/// `pl.kernel(out_type=..., mesh=..., scratch_types=..., compiler_params=..., name=...)`.
+namespace detail_kernel {
 template <class... Opts>
-auto kernel(Opts&&... opts) {
+auto make_builder(Opts&&... opts);
+}  // namespace detail_kernel
+
+/// `pl.kernel(out_type=..., mesh=..., scratch_types=..., compiler_params=..., name=...)`: the
+/// options, then `(body)` binds the body, as Pallas' decorator `@pl.kernel(...)` does.
+///
+/// `pl.kernel(body, out_type=..., mesh=...)`: the body first, then the options, gives the kernel
+/// at once. Its location in errors is the mesh's (`pltpu::TensorCoreMesh("core")` on the same
+/// statement), since a call cannot capture its own line after a pack of options.
+template <class First, class... Opts>
+auto kernel(First&& first, Opts&&... opts) {
+  using F = std::decay_t<First>;
+  if constexpr (!detail::KernelOptions::accepts<F> &&
+                detail::count_v<pltpu::TensorCoreMesh, std::decay_t<Opts>...> == 1) {
+    static_assert(std::is_class_v<F> || std::is_function_v<std::remove_pointer_t<F>>,
+                  "tessera: pl::kernel(body, options...) takes the kernel body first: a lambda, "
+                  "function object or function");
+    return detail_kernel::make_builder(std::forward<Opts>(opts)...)
+        .bind_at_mesh(std::forward<First>(first));
+  } else {
+    return detail_kernel::make_builder(std::forward<First>(first), std::forward<Opts>(opts)...);
+  }
+}
+
+namespace detail_kernel {
+template <class... Opts>
+auto make_builder(Opts&&... opts) {
   static_assert(detail::check_options<detail::KernelOptions, std::decay_t<Opts>...>());
   static_assert(detail::count_v<pltpu::TensorCoreMesh, std::decay_t<Opts>...> == 1,
                 "tessera: pl::kernel needs exactly one mesh, e.g. pltpu::TensorCoreMesh(\"core\")");
@@ -390,6 +440,7 @@ auto kernel(Opts&&... opts) {
   (b.set(std::forward<Opts>(opts)), ...);
   return b;
 }
+}  // namespace detail_kernel
 
 }  // namespace pl
 }  // namespace tessera

@@ -64,6 +64,16 @@ constexpr bool is_compute_space(MemorySpace s) noexcept {
   return s == MemorySpace::VMEM || s == MemorySpace::SMEM;
 }
 
+namespace detail {
+/// What `pltpu::VMEM` / `pltpu::SMEM` name when they are not called: the memory space alone, as
+/// in Pallas' `pl.BlockSpec(memory_space=pltpu.SMEM)` (tessera/scratch.h declares the functions;
+/// a BlockSpec takes their address).
+template <MemorySpace S>
+struct SpaceMarker {};
+using VmemMarkerFn = SpaceMarker<MemorySpace::VMEM> (*)();
+using SmemMarkerFn = SpaceMarker<MemorySpace::SMEM> (*)();
+}  // namespace detail
+
 namespace pltpu {
 using tessera::MemorySpace;
 using tessera::SemaphoreKind;

@@ -12,15 +12,22 @@
 //       pltpu::CompilerParams{.dimension_semantics = {pltpu::PARALLEL, pltpu::ARBITRARY}});
 //   Array<float> o = add(x, y);
 //
-//   pl::out_shape<T>(shape) / pl::out_shape(ShapeDtypeStruct<T>{...}, ...)   outputs (required)
-//   pl::grid({...})                grid (default: one invocation)
+//   pl::out_shape<T>(shape) / pl::out_shape(ShapeDtypeStruct<T>{...}, ...)   outputs (none:
+//                                  the call returns nothing); pltpu::VMEM<T>(shape) and
+//                                  pltpu::SemaphoreType::DMA outputs stay for the next call
+//                                  (resident.h)
+//   pl::grid({...})                grid (default: one invocation); pl::grid({{"i", 4}}) named
 //   pl::in_specs(...), pl::out_specs(...)   BlockSpecs (default: whole arrays)
 //   pl::scratch_shapes(pltpu::VMEM<float>({8, 128}), ...)   scratch, kept across the grid
 //   pltpu::CompilerParams{.dimension_semantics = {...}, .vmem_limit_bytes = ...}
 //   pltpu::TensorCoreMesh("core", n)        the cores (default: this machine's)
 //   pl::name("add")
 //
-// The body gets one VMEM ref per input block, per output block, then the scratch refs. The grid
+// The call takes the scalar-prefetch operands (an Array, or a std::tuple of Arrays: a grouped
+// operand), then the inputs (an Array, a VmemArray, a std::optional<Array> or std::nullopt for an
+// operand that may be absent, a SemaphoreArray). The body gets the SMEM refs of the prefetch
+// operands (a std::tuple of them for a group), one ref per input block (a std::optional ref for an
+// optional input), per output block, then the scratch refs. The grid
 // runs as emit_pipeline's does (see pipeline.h); PARALLEL axes, which must be a prefix of the
 // grid, are split over the cores in contiguous chunks, the rest run in order on each core.
 // Before any core runs, the blocks' VMEM (window bytes x buffer count, 2 by default) plus the
@@ -42,9 +49,11 @@
 
 #include "tessera/array.h"
 #include "tessera/compiler_params.h"
+#include "tessera/detail/pallas_args.h"
 #include "tessera/dma.h"
 #include "tessera/kernel.h"
 #include "tessera/pipeline.h"
+#include "tessera/resident.h"
 #include "tessera/scratch.h"
 
 namespace tessera {
@@ -60,10 +69,18 @@ OutType<T> out_shape(std::initializer_list<int64_t> dims,
                      std::source_location where = std::source_location::current()) {
   return out_type<T>(Shape(dims), where);
 }
-template <class T0, class... Ts>
-OutType<T0, Ts...> out_shape(const ShapeDtypeStruct<T0>& first,
-                             const ShapeDtypeStruct<Ts>&... rest) {
-  return out_type(first, rest...);
+/// Several outputs, or one described by a value: ShapeDtypeStruct<T>{shape} (an array),
+/// pltpu::VMEM<T>(shape) (a VMEM array, pltpu::VmemArray<T>), pltpu::SemaphoreType::DMA or
+/// ::DMA({n}) (semaphores, pltpu::SemaphoreArray; tessera/resident.h). No outputs:
+/// `pl::out_shape()`, or leave out_shape out.
+template <class... O>
+requires(detail::OutItem<O>::ok&&...) OutType<typename detail::OutItem<O>::param...> out_shape(
+    const O&... o) {
+  // The first item that knows where it was made locates the call's errors (when pl::grid does
+  // not): pltpu::VMEM<T>(shape) and SemaphoreType::DMA({n}) do, a ShapeDtypeStruct does not.
+  std::source_location where{};
+  ((where = where.line() != 0 ? where : detail::OutItem<O>::where(o)), ...);
+  return {{detail::OutItem<O>::store(o)...}, where};
 }
 
 /// `scratch_shapes=`: the same as pl::scratch_types.
@@ -79,16 +96,10 @@ namespace detail {
 /// In place of in_specs / out_specs that were not given: whole-array blocks.
 struct NoSpecs {};
 
-/// The memory space a body declares for parameter `K`: ANY for a Ref in HBM or ANY, SMEM or
-/// VMEM for those; VMEM when the body is generic or the parameter is not a Ref.
-template <class Body, size_t K>
-constexpr MemorySpace declared_space() {
-  using P = typename BodyParam<Body, K>::type;
-  if constexpr (is_ref_v<P>) return P::space == MemorySpace::HBM ? MemorySpace::ANY : P::space;
-  return MemorySpace::VMEM;
-}
-
-/// One input or output of a pallas_call, as its template knows it.
+/// One array operand of a pallas_call (an input or output the grid walks), as its template knows
+/// it: `index` is its position for input_output_aliases (inputs: among the call's input leaves,
+/// scalar prefetch first; outputs: among the outputs); `source` where its array lives (HBM, or
+/// VMEM for a VmemArray / VMEM output); `data` the caller's array (outputs: the fresh one).
 struct PallasOperand {
   DType dtype;
   Shape shape;
@@ -96,39 +107,48 @@ struct PallasOperand {
   bool is_output;
   bool read_only;        // an input the body takes as a ref to const elements
   MemorySpace declared;  // where the body's parameter lives (ANY: it takes the HBM ref)
+  MemorySpace source = MemorySpace::HBM;
+  const void* data = nullptr;
+  int index = 0;
+  int position = 0;  // among the call's input arguments (after the prefetch), or its outputs
 };
-/// One scalar-prefetch operand (copied into SMEM on every core before the grid runs).
+/// One scalar-prefetch array (copied into SMEM on every core before the grid runs); `group` is
+/// the call argument it belongs to (a grouped operand, a std::tuple of arrays, has several).
 struct PallasPrefetch {
   DType dtype;
   Shape shape;
+  int group = 0;
+  const void* data = nullptr;
+};
+/// A semaphore operand (a SemaphoreArray input, or a semaphore output): its counts live on core
+/// 0 for the call, starting from and returning to `state`.
+struct PallasSemaphore {
+  SemaphoreKind kind;
+  Shape shape;
+  SemaphoreState* state;
+  const pl::BlockSpec* spec;
+  bool is_output;
+  int index = 0;
 };
 /// Everything about a pallas_call but its operands' data and its body.
 struct PallasCallSpec {
   std::string name;
   std::source_location where;
   Shape grid;
+  std::vector<std::string> grid_names;  // a named grid's axis names (empty: none)
   pltpu::CompilerParams params;
   std::optional<pltpu::TensorCoreMesh> mesh;
   std::vector<std::pair<int, int>> aliases;  // (input, output); inputs count the prefetch first
   std::optional<pltpu::InterpretParams> interpret;
   std::vector<ScratchRequest> scratch;  // the user's scratch
 };
-/// What the body gets at one grid step: the SMEM copies of the scalar-prefetch operands; per
-/// operand (inputs, then outputs) its window and the window's shape, or for an operand the body
-/// takes in HBM its whole array; the user's scratch buffers.
-struct PallasStep {
-  const RawRef* prefetch;
-  const WindowRef* windows;
-  const Shape* window_shapes;
-  const RawRef* arrays;
-  void* const* scratch;
-};
 /// Runs a pallas_call (src/runtime/pallas_call.cc): validates it before launch (UsageError),
-/// launches, and calls `body` at every grid step of every core. `args`: the scalar-prefetch
-/// operands, then the inputs; `outputs`: the outputs' buffers, which the call fills.
+/// launches, and calls `body` at every grid step of every core. The operands' `data` are the
+/// caller's arrays, the outputs' the fresh arrays the call fills.
 void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
-                     const std::vector<PallasOperand>& operands, const void* const* args,
-                     void* const* outputs, FunctionRef<void(const PallasStep&)> body);
+                     const std::vector<PallasOperand>& operands,
+                     const std::vector<PallasSemaphore>& semaphores,
+                     FunctionRef<void(const PallasStep&)> body);
 
 }  // namespace detail
 
@@ -160,7 +180,7 @@ template <class Body, int NP, class... Outs, class... Scrs, class In, class OutS
 class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
  public:
   PallasCall(Body body, OutType<Outs...> out, ScratchTypes<Scrs...> scratch, In in_specs,
-             OutS out_specs, Shape grid, pltpu::CompilerParams params,
+             OutS out_specs, pltpu::Grid grid, pltpu::CompilerParams params,
              std::optional<pltpu::TensorCoreMesh> mesh, InputOutputAliases aliases,
              std::string name, std::source_location where,
              std::optional<pltpu::InterpretParams> interpret = std::nullopt)
@@ -171,7 +191,8 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         out_specs_(std::move(out_specs)),
         spec_{std::move(name),
               where,
-              std::move(grid),
+              std::move(grid.dims),
+              std::move(grid.names),
               std::move(params),
               std::move(mesh),
               std::move(aliases.pairs),
@@ -182,65 +203,156 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
                   },
                   scratch_.items)} {
     // Outputs given as ShapeDtypeStructs have no line of their own: they are checked here.
-    std::apply(
-        [&](const auto&... o) {
-          (detail::check_shape(o.shape,
-                               int64_t{sizeof(typename std::decay_t<decltype(o)>::value_type)},
-                               "pallas_call", "a pallas_call output", where),
-           ...);
-        },
-        out_.outs);
+    std::apply([&](const auto&... o) { (check_output(o), ...); }, out_.outs);
   }
 
   /// Runs the grid over `args` (the NP scalar-prefetch operands, then the inputs) and returns
-  /// the output(s), as pl::kernel does.
+  /// the output(s), as pl::kernel does. An argument is an Array (or a VmemArray), for a
+  /// scalar-prefetch operand also a std::tuple of Arrays, for an input also a
+  /// std::optional<Array> or std::nullopt (no operand, Pallas' None) or a SemaphoreArray.
   template <class... Args>
-  auto operator()(const Array<Args>&... args) const {
+  auto operator()(const Args&... args) const {
     static_assert(sizeof...(Args) >= static_cast<size_t>(NP),
                   "tessera: a pallas_call with PrefetchScalarGridSpec<n> takes the n "
                   "scalar-prefetch arrays first, then its inputs");
-    return call(std::make_index_sequence<static_cast<size_t>(NP)>{},
-                std::make_index_sequence<sizeof...(Args) - static_cast<size_t>(NP)>{},
-                std::index_sequence_for<Outs...>{}, std::index_sequence_for<Scrs...>{}, args...);
+    return call(std::index_sequence_for<Args...>{}, std::index_sequence_for<Outs...>{},
+                std::index_sequence_for<Scrs...>{}, args...);
   }
 
  private:
   static constexpr size_t NO = sizeof...(Outs);
+  template <class A>
+  using Arg = detail::PallasArg<A>;
 
-  // The ref the body gets at a step for operand `k`, whose body parameter is declared in
-  // `Space`: the HBM ref itself (ANY: not pipelined), or its window in VMEM or SMEM.
-  template <MemorySpace Space, class T, bool IsOutput>
-  static auto operand_ref(const detail::PallasStep& s, size_t k) {
-    if constexpr (Space == MemorySpace::ANY) {
-      using E = std::conditional_t<IsOutput, T, const T>;
-      const detail::RawRef& a = s.arrays[k];
-      return pltpu::HbmRef<E>(static_cast<E*>(a.data), a.shape, a.strides);
-    } else {
-      return pl::Ref<T, Space>(static_cast<T*>(s.windows[k].data), s.window_shapes[k],
-                               *s.windows[k].strides);
+  template <class S>
+  void check_output(const S& o) const {
+    if constexpr (requires { typename S::value_type; }) {
+      detail::check_shape(o.shape, int64_t{sizeof(typename S::value_type)}, "pallas_call",
+                          "a pallas_call output", spec_.where);
     }
   }
 
-  // The ref a body parameter declared in `Space` receives for an operand of T (inputs read-only).
-  template <MemorySpace Space, class T, bool IsOutput>
-  using passed_ref = std::conditional_t<Space == MemorySpace::ANY,
-                                        pltpu::HbmRef<std::conditional_t<IsOutput, T, const T>>,
-                                        pl::Ref<T, Space>>;
+  // The parameter the body gets for argument K of type A, and for output O.
+  template <size_t K, class A>
+  static constexpr auto arg_param() {
+    if constexpr (K < static_cast<size_t>(NP)) {
+      static_assert(Arg<A>::prefetch,
+                    "tessera: a scalar-prefetch operand is an Array or a std::tuple of Arrays");
+      return std::type_identity<typename Arg<A>::prefetch_param>{};
+    } else {
+      static_assert(Arg<A>::input,
+                    "tessera: a pallas_call input is an Array, a VmemArray, a std::optional<Array> "
+                    "or std::nullopt (no operand), or a SemaphoreArray");
+      return std::type_identity<typename Arg<A>::template param<Body, K>>{};
+    }
+  }
+  template <size_t K, class O>
+  static constexpr auto out_param() {
+    return std::type_identity<typename detail::PallasOut<O>::template param<Body, K>>{};
+  }
 
-  // P: prefetch positions, I: input positions (after the prefetch args), O: outputs, S: user
-  // scratch.
-  template <size_t... P, size_t... I, size_t... O, size_t... S, class... Args>
-  auto call(std::index_sequence<P...>, std::index_sequence<I...>, std::index_sequence<O...>,
-            std::index_sequence<S...>, const Array<Args>&... args) const {
+  // The body's argument K at a step.
+  template <size_t K, class A>
+  auto make_arg(const detail::PallasStep& s, const detail::PallasSlot& slot, const A& a) const {
+    if constexpr (K < static_cast<size_t>(NP)) {
+      return Arg<A>::make_prefetch(s, slot.leaf);
+    } else if constexpr (detail::is_semaphore_arg_v<A>) {
+      return pltpu::BasicSemaphoreRef<A::kind>(s.semaphores[slot.semaphore], a.shape());
+    } else {
+      return Arg<A>::template make<Body, K>(s, slot);
+    }
+  }
+  template <size_t K, size_t O>
+  auto make_out(const detail::PallasStep& s, const detail::PallasSlot& slot) const {
+    using Ot = std::tuple_element_t<O, std::tuple<Outs...>>;
+    if constexpr (detail::is_semaphore_out_v<Ot>) {
+      return pltpu::BasicSemaphoreRef<Ot::kind>(s.semaphores[slot.semaphore],
+                                                std::get<O>(out_.outs).shape);
+    } else {
+      return detail::PallasOut<Ot>::template make<Body, K>(s, slot);
+    }
+  }
+
+  // The call's operands, prefetch arrays and semaphores, and where each argument and output is.
+  struct Plan {
+    std::vector<detail::PallasPrefetch> prefetch;
+    std::vector<detail::PallasOperand> operands;
+    std::vector<detail::PallasSemaphore> semaphores;
+    std::vector<detail::PallasSlot> slots;  // per argument, then per output
+    int input_leaves = 0;                   // the alias index of the next input
+  };
+  template <size_t K, class A>
+  void plan_arg(Plan& p, const A& a, const pl::BlockSpec* spec) const {
+    detail::PallasSlot& slot = p.slots[K];
+    if constexpr (K < static_cast<size_t>(NP)) {
+      slot.leaf = static_cast<int>(p.prefetch.size());
+      if constexpr (Arg<A>::leaves == 1) {
+        p.prefetch.push_back(
+            detail::PallasPrefetch{A::dtype(), a.shape(), static_cast<int>(K), a.data()});
+      } else {
+        std::apply(
+            [&](const auto&... e) {
+              (p.prefetch.push_back(
+                   detail::PallasPrefetch{e.dtype(), e.shape(), static_cast<int>(K), e.data()}),
+               ...);
+            },
+            a);
+      }
+      p.input_leaves += Arg<A>::leaves;
+    } else if constexpr (detail::is_semaphore_arg_v<A>) {
+      slot.semaphore = static_cast<int>(p.semaphores.size());
+      p.semaphores.push_back(
+          detail::PallasSemaphore{A::kind, a.shape(), &a.state(), spec, false, p.input_leaves++});
+    } else if constexpr (!std::is_same_v<A, std::nullopt_t>) {
+      if (const auto* arr = Arg<A>::array(a)) {
+        using T = typename std::decay_t<decltype(*arr)>::value_type;
+        slot.operand = static_cast<int>(p.operands.size());
+        p.operands.push_back(detail::PallasOperand{
+            dtype_of<T>, arr->shape(), spec, false, detail::param_is_const_ref<Body, K>(),
+            detail::declared_space<Body, K>(), Arg<A>::source, arr->data(), p.input_leaves++,
+            static_cast<int>(K) - NP});
+      }
+    }
+  }
+  template <size_t K, size_t O, class R>
+  void plan_out(Plan& p, R& result, const pl::BlockSpec* spec) const {
+    using Ot = std::tuple_element_t<O, std::tuple<Outs...>>;
+    detail::PallasSlot& slot = p.slots[K];
+    if constexpr (detail::is_semaphore_out_v<Ot>) {
+      slot.semaphore = static_cast<int>(p.semaphores.size());
+      p.semaphores.push_back(detail::PallasSemaphore{R::kind, result.shape(), &result.state(), spec,
+                                                     true, static_cast<int>(O)});
+    } else {
+      using T = typename R::value_type;
+      slot.operand = static_cast<int>(p.operands.size());
+      p.operands.push_back(detail::PallasOperand{
+          dtype_of<T>, result.shape(), spec, true, false, detail::declared_space<Body, K>(),
+          detail::PallasOut<Ot>::source, result.data(), static_cast<int>(O), static_cast<int>(O)});
+    }
+  }
+
+  template <size_t O>
+  auto make_result() const {
+    using Ot = std::tuple_element_t<O, std::tuple<Outs...>>;
+    using R = typename detail::OutResult<Ot>::type;
+    const auto& d = std::get<O>(out_.outs);
+    if constexpr (detail::is_semaphore_out_v<Ot>) {
+      return R(d.shape);
+    } else {
+      return R(detail::Uninitialized{}, d.shape, spec_.where, "a pallas_call output");
+    }
+  }
+
+  // I: argument positions (scalar prefetch first), O: outputs, S: user scratch.
+  template <size_t... I, size_t... O, size_t... S, class... Args>
+  auto call(std::index_sequence<I...>, std::index_sequence<O...>, std::index_sequence<S...>,
+            const Args&... args) const {
+    constexpr size_t NA = sizeof...(Args);
+    constexpr size_t NI = NA - static_cast<size_t>(NP);
     using ArgT = std::tuple<Args...>;
-    constexpr size_t NI = sizeof...(I);
-    constexpr size_t NPs = sizeof...(P);
     constexpr bool body_fits = detail::check_pallas_body<
-        Body, pltpu::SmemRef<std::tuple_element_t<P, ArgT>>...,
-        passed_ref<detail::declared_space<Body, NPs + I>(), std::tuple_element_t<NPs + I, ArgT>,
-                   false>...,
-        passed_ref<detail::declared_space<Body, NPs + NI + O>(), Outs, true>...,
-        typename Scrs::ref_type...>();
+        Body, typename decltype(arg_param<I, std::tuple_element_t<I, ArgT>>())::type...,
+        typename decltype(out_param<NA + O, Outs>())::type..., typename Scrs::ref_type...>();
     if constexpr (!body_fits) {
       return;  // check_pallas_body said why; nothing below would compile
     } else {
@@ -252,48 +364,38 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         static_assert(std::tuple_size_v<decltype(OutS::specs)> == NO,
                       "tessera: pallas_call has a different number of out_specs than outputs");
       }
-      const auto argv = std::forward_as_tuple(args...);
-      static_cast<void>(argv);  // unused when there are no inputs
-      std::array<BlockSpec, NI + NO> specs;
+      std::array<BlockSpec, NI + NO + 1> specs;  // inputs (after the prefetch), then outputs
       if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
         for (size_t k = 0; k < NI; ++k) specs[k] = in_specs_.specs[k];
       }
       if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
         for (size_t k = 0; k < NO; ++k) specs[NI + k] = out_specs_.specs[k];
       }
-      const std::vector<detail::PallasOperand> operands{
-          detail::PallasOperand{dtype_of<std::tuple_element_t<NPs + I, ArgT>>,
-                                std::get<NPs + I>(argv).shape(), &specs[I], false,
-                                detail::param_is_const_ref<Body, NPs + I>(),
-                                detail::declared_space<Body, NPs + I>()}...,
-          detail::PallasOperand{dtype_of<Outs>, std::get<O>(out_.outs).shape, &specs[NI + O], true,
-                                false, detail::declared_space<Body, NPs + NI + O>()}...};
-      const std::vector<detail::PallasPrefetch> prefetch{detail::PallasPrefetch{
-          dtype_of<std::tuple_element_t<P, ArgT>>, std::get<P>(argv).shape()}...};
-      std::tuple<Array<Outs>...> outs{Array<Outs>(detail::Uninitialized{},
-                                                  std::get<O>(out_.outs).shape, spec_.where,
-                                                  "a pallas_call output")...};
-      const void* arg_data[sizeof...(Args) + 1] = {static_cast<const void*>(args.data())...,
-                                                   nullptr};
-      void* const out_data[NO + 1] = {static_cast<void*>(std::get<O>(outs).data())..., nullptr};
-      auto step = [this](const detail::PallasStep& s) {
-        body_(pltpu::SmemRef<std::tuple_element_t<P, ArgT>>(
-                  static_cast<std::tuple_element_t<P, ArgT>*>(s.prefetch[P].data),
-                  s.prefetch[P].shape)...,
-              operand_ref<detail::declared_space<Body, NPs + I>(),
-                          std::tuple_element_t<NPs + I, ArgT>, false>(s, I)...,
-              operand_ref<detail::declared_space<Body, NPs + NI + O>(), Outs, true>(s, NI + O)...,
+      auto spec_of = [&](size_t k) {
+        return k < static_cast<size_t>(NP) ? nullptr : &specs[k - static_cast<size_t>(NP)];
+      };
+      std::tuple<typename detail::OutResult<Outs>::type...> outs{make_result<O>()...};
+      Plan plan;
+      plan.slots.resize(NA + NO);
+      (plan_arg<I>(plan, args, spec_of(I)), ...);
+      (plan_out<NA + O, O>(plan, std::get<O>(outs), &specs[NI + O]), ...);
+      const auto argv = std::forward_as_tuple(args...);
+      static_cast<void>(argv);  // unused when there are no arguments
+      auto step = [&](const detail::PallasStep& s) {
+        body_(make_arg<I>(s, plan.slots[I], std::get<I>(argv))...,
+              make_out<NA + O, O>(s, plan.slots[NA + O])...,
               std::get<S>(scratch_.items).make_ref(s.scratch[S])...);
       };
-      detail::run_pallas_call(spec_, prefetch, operands, arg_data, out_data, step);
+      detail::run_pallas_call(spec_, plan.prefetch, plan.operands, plan.semaphores, step);
       return finish(std::move(outs));
     }
   }
 
-  static auto finish(std::tuple<Array<Outs>...>&& outs) {
-    if constexpr (NO == 0) {
+  template <class... R>
+  static auto finish(std::tuple<R...>&& outs) {
+    if constexpr (sizeof...(R) == 0) {
       return;
-    } else if constexpr (NO == 1) {
+    } else if constexpr (sizeof...(R) == 1) {
       return std::move(std::get<0>(outs));
     } else {
       return std::move(outs);
@@ -363,13 +465,11 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
                                         std::decay_t<Opts>...>::type;
   using In = typename detail::FindType<IsIn, detail::NoSpecs, std::decay_t<Opts>...>::type;
   using OutS = typename detail::FindType<IsOut, detail::NoSpecs, std::decay_t<Opts>...>::type;
-  static_assert(!std::is_same_v<Out, OutType<>>,
-                "tessera: pallas_call needs its outputs: pl::out_shape<T>({...})");
   Out out{};
   Scr scratch{};
   In in{};
   OutS outs{};
-  Shape grid{};
+  pltpu::Grid grid{};
   std::source_location where{};
   pltpu::CompilerParams params{};
   std::optional<pltpu::TensorCoreMesh> mesh;
@@ -388,7 +488,7 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
         else if constexpr (std::is_same_v<O, OutS>)
           outs = o;
         else if constexpr (std::is_same_v<O, pltpu::Grid>) {
-          grid = o.dims;
+          grid = o;
           where = o.where;
         } else if constexpr (std::is_same_v<O, pltpu::CompilerParams>)
           params = o;
@@ -402,7 +502,8 @@ auto make_pallas_call(Body&& body, Opts&&... opts) {
           interpret = o;
       }(std::forward<Opts>(opts)),
       ...);
-  if (where.line() == 0) where = out.where;  // no grid: errors point at pl::out_shape
+  if (where.line() == 0) where = out.where;              // no grid: errors point at pl::out_shape
+  if (where.line() == 0 && mesh) where = mesh->where();  // nor out_shape: at the mesh
   if (name.empty()) name = detail::default_kernel_name(where);
   return PallasCall<std::decay_t<Body>, NP, Out, Scr, In, OutS>(
       std::forward<Body>(body), std::move(out), std::move(scratch), std::move(in), std::move(outs),

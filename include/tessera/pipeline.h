@@ -31,14 +31,25 @@
 // written there directly with streaming stores — and prefetches the next step's input blocks
 // while the body computes. Operands whose arrays overlap always go through VMEM copies.
 // `pl::Buffered(n)` counts n windows per operand against the VMEM budget (inputs n >= 1,
-// outputs 1 or 2; lookahead is for inputs only).
+// outputs 1 or 2; lookahead is for inputs only); without it a block takes 2, or 1 when its index
+// never changes over the grid.
+//
+// Operands may also be refs that already live in the block's space: VMEM refs (scratch,
+// run_scoped buffers, the windows of an enclosing pipeline: nested pipelines) walked with VMEM
+// specs, and HBM/ANY refs walked with `pltpu::HBM` / `pl::ANY` specs (the body takes an HbmRef).
+// Their blocks are used where they lie, as Pallas aliases them, so each block must lie wholly
+// inside its ref. A spec in SMEM (`pltpu::SMEM`) stages its blocks in SMEM windows. The body's
+// parameter types say which ref each operand gets; they must match the specs' spaces. With
+// `pltpu::allocations(...)` last, the windows are BufferedRefs made ahead (buffered_ref.h).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -77,21 +88,41 @@ requires(std::is_same_v<std::decay_t<S>, BlockSpec>&&...) OutSpecs<sizeof...(S)>
 int64_t program_id(int axis, std::source_location where = std::source_location::current());
 /// `pl.num_programs(axis)`: the extent of the innermost grid along `axis`.
 int64_t num_programs(int axis, std::source_location where = std::source_location::current());
+/// The same by the name of an axis of a named grid (`pl::grid({{"i", 4}, {"j", 8}})`), which
+/// `lax::axis_index("i")` also reports, as in Pallas.
+int64_t program_id(std::string_view axis_name,
+                   std::source_location where = std::source_location::current());
+int64_t num_programs(std::string_view axis_name,
+                     std::source_location where = std::source_location::current());
 }  // namespace pl
 
 namespace pltpu {
-/// The grid of a pipeline: one extent per axis, each at least 1. Its call site is the
-/// pipeline's location in errors.
+/// The grid of a pipeline: one extent per axis, each at least 1, and for a named grid one name
+/// per axis. Its call site is the pipeline's location in errors.
 struct Grid {
   Shape dims;
   std::source_location where;
+  std::vector<std::string> names;  // empty: the axes have no names
 };
 inline Grid grid(std::initializer_list<int64_t> dims,
                  std::source_location where = std::source_location::current()) {
-  return Grid{Shape(dims), where};
+  return Grid{Shape(dims), where, {}};
 }
 inline Grid grid(Shape dims, std::source_location where = std::source_location::current()) {
-  return Grid{std::move(dims), where};
+  return Grid{std::move(dims), where, {}};
+}
+/// A named grid, Pallas' `grid=(("i", 4), ("j", 8))`: `pl::grid({{"i", 4}, {"j", 8}})`. Inside
+/// the body `lax::axis_index("i")` (or `pl::program_id("i")`) is the step's index on axis "i".
+inline Grid grid(std::initializer_list<std::pair<std::string, int64_t>> named_dims,
+                 std::source_location where = std::source_location::current()) {
+  Grid g{Shape{}, where, {}};
+  detail::SmallVec dims;
+  for (const auto& [name, extent] : named_dims) {
+    g.names.push_back(name);
+    dims.push_back(extent);
+  }
+  g.dims = Shape(std::move(dims));
+  return g;
 }
 
 /// `core_axis_name=`: split the grid over the cores of this mesh axis.
@@ -117,17 +148,59 @@ using pltpu::grid;
 using pltpu::Grid;
 }  // namespace pl
 
+namespace pltpu {
+template <class T>
+class BufferedRef;  // tessera/buffered_ref.h
+/// `pltpu.BufferType`: which way a BufferedRef's blocks move (tessera/buffered_ref.h).
+enum class BufferType { INPUT, OUTPUT, INPUT_OUTPUT };
+}  // namespace pltpu
+
 namespace detail {
+/// The allocations a pipeline is called with (pltpu::allocations): one BufferedRef per operand.
+template <class... T>
+struct Allocations {
+  std::tuple<pltpu::BufferedRef<T>...> refs;
+};
+template <class T>
+inline constexpr bool is_allocations_v = false;
+template <class... T>
+inline constexpr bool is_allocations_v<Allocations<T...>> = true;
+/// Whether the last of R is pltpu::allocations(...).
+template <class... R>
+constexpr bool last_is_allocations() {
+  if constexpr (sizeof...(R) == 0) {
+    return false;
+  } else {
+    return is_allocations_v<std::tuple_element_t<sizeof...(R) - 1, std::tuple<R...>>>;
+  }
+}
 
 /// One operand of a pipeline as the runtime sees it.
 struct PipelineOperand {
-  RawRef hbm;
+  RawRef hbm;  // the whole ref (in HBM, ANY, VMEM or SMEM)
   const pl::BlockSpec* spec = nullptr;
   bool is_output = false;
   /// An input the body takes as a ref to const elements: it cannot write its window, so the
   /// native engine may let the body read a full block where it lies in HBM instead of copying it.
   bool read_only = false;
+  /// Where the body's parameter lives (ANY for an HBM/ANY ref); checked against the spec.
+  MemorySpace declared = MemorySpace::VMEM;
+  /// A BufferedRef's windows (pltpu::allocations): `storage_buffers` windows at `storage`, used
+  /// instead of windows on the core's stack; `input_output`: an output copied in at each visit.
+  void* storage = nullptr;
+  int storage_buffers = 0;
+  bool input_output = false;
+  Shape storage_window;  // the BufferedRef's window shape, checked against the block's
 };
+
+/// The buffers a pipeline gives a block of `spec` over `grid` by default: 2, or 1 when its index
+/// never changes over the grid (pl::Buffered overrides both). For make_allocations.
+int default_buffer_count(const pl::BlockSpec& spec, const Shape& grid);
+/// BufferedRef's checks (src/runtime/pipeline.cc): a buffer count of 1.. (outputs 1..2) and
+/// windows in VMEM; a spec without a block shape.
+void check_buffered_ref(int buffer_count, bool is_output, MemorySpace space,
+                        std::source_location where);
+[[noreturn]] void buffered_ref_needs_block_shape(std::source_location where);
 
 /// What the body sees of one operand at a step: its window's first element and its element
 /// strides (row-major for a window in VMEM; the array's own strides for a block read or
@@ -139,7 +212,8 @@ struct WindowRef {
 
 struct PipelineConfig {
   Shape grid;
-  std::string core_axis;  // empty: no split
+  std::vector<std::string> grid_names;  // a named grid's axis names (empty: none)
+  std::string core_axis;                // empty: no split
   std::vector<pltpu::GridDimensionSemantics> semantics;
   std::source_location where;
   // pallas_call: only the linear steps [range_begin, range_end) of the grid run on this core
@@ -157,6 +231,30 @@ struct PipelineConfig {
 void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperand>& operands,
                   FunctionRef<void(const WindowRef*)> body);
 
+template <class P>
+struct UnwrapOptional {
+  using type = P;
+};
+template <class R>
+struct UnwrapOptional<std::optional<R>> {
+  using type = R;
+};
+
+/// The memory space a body declares for parameter `K`: ANY for a Ref in HBM or ANY, SMEM or
+/// VMEM for those (through a std::optional); VMEM when the body is generic or the parameter is
+/// not a Ref.
+template <class Body, size_t K>
+constexpr MemorySpace declared_space() {
+  using P = typename UnwrapOptional<typename BodyParam<Body, K>::type>::type;
+  if constexpr (is_ref_v<P>) return P::space == MemorySpace::HBM ? MemorySpace::ANY : P::space;
+  return MemorySpace::VMEM;
+}
+
+/// HBM and ANY as one space (both are "in HBM" for a block).
+constexpr MemorySpace canonical_space(MemorySpace s) noexcept {
+  return s == MemorySpace::HBM ? MemorySpace::ANY : s;
+}
+
 /// True when parameter `K` of `Body` is declared as a Ref to const elements (a non-generic
 /// lambda or function); such a window is only read.
 template <class Body, size_t K>
@@ -170,11 +268,6 @@ constexpr bool param_is_const_ref() {
 /// array for a default BlockSpec).
 Shape window_shape(const pl::BlockSpec& spec, const Shape& array);
 
-template <class T>
-inline constexpr bool is_hbm_ref_v = false;
-template <class T, MemorySpace S>
-inline constexpr bool is_hbm_ref_v<pl::Ref<T, S>> = S == MemorySpace::HBM || S == MemorySpace::ANY;
-
 }  // namespace detail
 
 namespace pltpu {
@@ -186,30 +279,117 @@ class Pipeline {
   Pipeline(Body body, pl::InSpecs<NIn> in, pl::OutSpecs<NOut> out, detail::PipelineConfig cfg)
       : body_(std::move(body)), in_(std::move(in)), out_(std::move(out)), cfg_(std::move(cfg)) {}
 
-  /// Runs the pipeline over `refs` (inputs then outputs, in HBM or ANY).
+  /// Runs the pipeline over `refs` (inputs then outputs): refs in HBM or ANY, whose blocks are
+  /// copied into windows in the spec's space (VMEM, or SMEM), or refs that already live in the
+  /// spec's space (a VMEM ref, a window of an enclosing pipeline; an HBM ref with an HBM/ANY
+  /// BlockSpec), whose blocks the body gets where they lie.
+  ///
+  /// `pipeline(refs..., pltpu::allocations(brefs...))` runs it with BufferedRefs' windows, their
+  /// specs and directions (tessera/buffered_ref.h).
   template <class... R>
-  void operator()(const R&... refs) const {
+  void operator()(const R&... args) const {
+    if constexpr (detail::last_is_allocations<R...>()) {
+      const auto all = std::forward_as_tuple(args...);
+      run_allocated(std::make_index_sequence<sizeof...(R) - 1>{}, all);
+    } else {
+      static_assert(sizeof...(R) == NIn + NOut,
+                    "tessera: emit_pipeline(...) is called with one ref per in_spec and "
+                    "out_spec, inputs first (or with pltpu::allocations(...) last)");
+      static_assert(((is_ref_v<R> && R::space != MemorySpace::SEMAPHORE) && ...),
+                    "tessera: emit_pipeline operands are refs (in HBM, ANY, VMEM or SMEM)");
+      run(std::index_sequence_for<R...>{}, static_cast<const std::nullptr_t*>(nullptr), args...);
+    }
+  }
+
+  /// The BufferedRefs of `refs` (inputs, then outputs) for emit_pipeline_with_allocations.
+  template <class... R>
+  auto make_allocations(const R&... refs) const {
     static_assert(sizeof...(R) == NIn + NOut,
-                  "tessera: emit_pipeline(...) is called with one HBM ref per in_spec and "
-                  "out_spec, inputs first");
-    static_assert((detail::is_hbm_ref_v<R> && ...),
-                  "tessera: emit_pipeline operands are refs in HBM or ANY (the pipeline stages "
-                  "their blocks in VMEM for the body)");
-    run(std::index_sequence_for<R...>{}, refs...);
+                  "tessera: make_allocations takes one ref per in_spec and out_spec");
+    return make_allocations_at(std::index_sequence_for<R...>{}, refs...);
   }
 
  private:
   const pl::BlockSpec& spec(size_t k) const { return k < NIn ? in_.specs[k] : out_.specs[k - NIn]; }
 
   template <size_t... K, class... R>
-  void run(std::index_sequence<K...>, const R&... refs) const {
-    std::vector<detail::PipelineOperand> ops{detail::PipelineOperand{
-        refs.raw(), &spec(K), K >= NIn, K < NIn && detail::param_is_const_ref<Body, K>()}...};
-    const std::array<Shape, sizeof...(R)> shapes{detail::window_shape(spec(K), refs.shape())...};
+  auto make_allocations_at(std::index_sequence<K...>, const R&... refs) const {
+    using std::remove_cv_t;
+    return std::tuple<pltpu::BufferedRef<remove_cv_t<typename R::element_type>>...>{
+        pltpu::BufferedRef<remove_cv_t<typename R::element_type>>(
+            spec(K), K < NIn ? pltpu::BufferType::INPUT : pltpu::BufferType::OUTPUT,
+            spec(K).has_pipeline_mode() ? spec(K).pipeline_mode().buffer_count
+                                        : detail::default_buffer_count(spec(K), cfg_.grid),
+            refs.shape(), cfg_.where)...};
+  }
+
+  template <size_t... K, class All>
+  void run_allocated(std::index_sequence<K...>, const All& all) const {
+    const auto& alloc = std::get<sizeof...(K)>(all).refs;
+    static_assert(std::tuple_size_v<std::decay_t<decltype(alloc)>> == sizeof...(K),
+                  "tessera: pltpu::allocations(...) gives one BufferedRef per operand");
+    run(std::index_sequence<K...>{}, &alloc, std::get<K>(all)...);
+  }
+
+  // Operand K's description; with allocations (`alloc` a tuple of BufferedRefs), its spec,
+  // direction and windows are the BufferedRef's.
+  template <size_t K, class R, class Alloc>
+  detail::PipelineOperand operand(const R& ref, const Alloc* alloc) const {
+    detail::PipelineOperand op;
+    op.hbm = ref.raw();
+    op.declared = detail::declared_space<Body, K>();
+    if constexpr (std::is_same_v<Alloc, std::nullptr_t>) {
+      op.spec = &spec(K);
+      op.is_output = K >= NIn;
+      op.read_only = K < NIn && detail::param_is_const_ref<Body, K>();
+      return op;
+    } else {
+      const auto& b = std::get<K>(*alloc);
+      static_assert(std::is_same_v<typename std::decay_t<decltype(b)>::value_type,
+                                   std::remove_cv_t<typename R::element_type>>,
+                    "tessera: a BufferedRef's dtype differs from its operand's");
+      const bool input = b.buffer_type() == pltpu::BufferType::INPUT;
+      op.spec = &b.spec();
+      op.is_output = !input;
+      op.read_only = input && detail::param_is_const_ref<Body, K>();
+      op.storage = b.window();
+      op.storage_buffers = b.buffer_count();
+      op.input_output = b.buffer_type() == pltpu::BufferType::INPUT_OUTPUT;
+      op.storage_window = b.window_shape();
+      return op;
+    }
+  }
+  template <size_t K, class R, class Alloc>
+  const pl::BlockSpec& spec_of(const Alloc* alloc) const {
+    if constexpr (std::is_same_v<Alloc, std::nullptr_t>) {
+      return spec(K);
+    } else {
+      return std::get<K>(*alloc).spec();
+    }
+  }
+
+  // The body's ref for operand K (a ref R) at a step: in the space its parameter declares; a
+  // block used where it lies keeps R's element constness, a window is the pipeline's own.
+  template <size_t K, class R>
+  static auto window_ref(const detail::WindowRef& w, const Shape& shape) {
+    constexpr MemorySpace S = detail::declared_space<Body, K>();
+    using E = typename R::element_type;
+    using T = std::conditional_t<detail::canonical_space(R::space) == S, E, std::remove_cv_t<E>>;
+    if constexpr (S == MemorySpace::ANY) {
+      return pltpu::HbmRef<T>(static_cast<T*>(w.data), shape, *w.strides);
+    } else {
+      return pl::Ref<T, S>(static_cast<T*>(w.data), shape, *w.strides);
+    }
+  }
+
+  template <size_t... K, class Alloc, class... R>
+  void run(std::index_sequence<K...>, const Alloc* alloc, const R&... refs) const {
+    static_cast<void>(alloc);  // unused without operands
+    std::vector<detail::PipelineOperand> ops{operand<K, R>(refs, alloc)...};
+    const std::array<Shape, sizeof...(R)> shapes{
+        detail::window_shape(spec_of<K, R>(alloc), refs.shape())...};
     auto per_step = [&](const detail::WindowRef* windows) {
-      body_(pltpu::VmemRef<std::remove_cv_t<typename R::element_type>>(
-          static_cast<std::remove_cv_t<typename R::element_type>*>(windows[K].data), shapes[K],
-          *windows[K].strides)...);
+      body_(window_ref<K, R>(windows[K], shapes[K])...);
     };
     detail::run_pipeline(cfg_, ops, per_step);
   }
@@ -271,6 +451,7 @@ auto emit_pipeline(Body&& body, Opts&&... opts) {
         if constexpr (std::is_same_v<O, Grid>) {
           cfg.grid = o.dims;
           cfg.where = o.where;
+          cfg.grid_names = o.names;
         } else if constexpr (std::is_same_v<O, CoreAxisName>)
           cfg.core_axis = o.name;
         else if constexpr (std::is_same_v<O, DimensionSemantics>)

@@ -65,6 +65,12 @@ ScratchType<T, MemorySpace::SMEM> SMEM(
   return {std::move(shape), where};
 }
 
+/// `pltpu.VMEM` / `pltpu.SMEM` as a memory space (not called): `pl::BlockSpec(pltpu::SMEM)`,
+/// `pl::BlockSpec({8, 128}, map, pltpu::VMEM)`. Calling them gives the marker, which names
+/// nothing else.
+inline detail::SpaceMarker<MemorySpace::VMEM> VMEM() noexcept { return {}; }
+inline detail::SpaceMarker<MemorySpace::SMEM> SMEM() noexcept { return {}; }
+
 }  // namespace pltpu
 
 template <class S>

@@ -17,6 +17,7 @@
 
 #include "tessera/array.h"
 #include "tessera/block_spec.h"
+#include "tessera/buffered_ref.h"
 #include "tessera/compiler_params.h"
 #include "tessera/control.h"
 #include "tessera/dma.h"
@@ -31,6 +32,7 @@
 #include "tessera/pallas_call.h"
 #include "tessera/pipeline.h"
 #include "tessera/ref.h"
+#include "tessera/resident.h"
 #include "tessera/run_scoped.h"
 #include "tessera/scratch.h"
 #include "tessera/semaphore.h"

@@ -64,6 +64,14 @@ class CheckedEngine final : public Engine {
                 const WaitSite& site) override {
     checked_dma_wait(ctx, sem, slot, bytes, site);
   }
+  void carry_copies_out(CoreContext& ctx, SemaphoreCell* sem,
+                        std::vector<CarriedCopy>& out) override {
+    checked_carry_out(ctx, sem, out);
+  }
+  void carry_copies_in(CoreContext& ctx, SemaphoreCell* sem,
+                       const std::vector<CarriedCopy>& copies) override {
+    checked_carry_in(ctx, sem, copies);
+  }
   void signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) override {
     checked_signal(ctx, target, slot, inc);
   }

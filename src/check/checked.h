@@ -48,6 +48,11 @@ void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, S
                        SourceLocation made, SourceLocation where);
 void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                       const WaitSite& site);
+/// A semaphore that outlives the kernel (runtime/resident.h): hands over the copies in flight on
+/// `sem` whose source and destination are arrays of the launch (an unexecuted copy's destination
+/// then counts as written: the copy will write it), and takes in copies an earlier kernel left.
+void checked_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out);
+void checked_carry_in(CoreContext& ctx, SemaphoreCell* sem, const std::vector<CarriedCopy>& in);
 /// A signal of `slot` on core `target`: records the happens-before edge and adds `inc`.
 void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc);
 /// Takes `amount` from `cell` under the launch's lock, acquiring the semaphore's clock; a core

@@ -317,6 +317,48 @@ void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, S
   if (now) execute(ctx, cc.inflight.back());
 }
 
+void checked_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  for (size_t i = 0; i < cc.inflight.size();) {
+    Dma& d = cc.inflight[i];
+    HbmBuffer* src = d.src_runs.empty() ? nullptr : hbm_of(L, d.src_runs.lo);
+    HbmBuffer* dst = d.dst_runs.empty() ? nullptr : hbm_of(L, d.dst_runs.lo);
+    // A copy into or out of scratch cannot outlive the kernel: checked_core_end reports it.
+    if (d.sem != sem || src == nullptr || dst == nullptr) {
+      ++i;
+      continue;
+    }
+    if (!d.executed && dst->region.init != nullptr) mark(dst->region, d.dst_runs, kDefined);
+    out.push_back(CarriedCopy{d.src, d.dst, d.bytes, d.made, d.started, d.executed});
+    cc.inflight.erase(cc.inflight.begin() + static_cast<long>(i));
+  }
+}
+
+void checked_carry_in(CoreContext& ctx, SemaphoreCell* sem, const std::vector<CarriedCopy>& in) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  for (const CarriedCopy& c : in) {
+    Dma d;
+    d.src = c.src;
+    d.dst = c.dst;
+    d.sem = sem;
+    d.bytes = c.bytes;
+    d.made = c.made;
+    d.started = c.started;
+    d.src_runs = runs_of(c.src);
+    d.dst_runs = runs_of(c.dst);
+    d.executed = c.executed;
+    {
+      // Started before this kernel: ordered after nothing of it.
+      std::lock_guard<std::mutex> lock(L.mu);
+      d.id = L.next_dma++;
+      d.vc_start.assign(L.vc[static_cast<size_t>(cc.core)].size(), 0);
+    }
+    cc.inflight.push_back(std::move(d));
+  }
+}
+
 void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                       const WaitSite& site) {
   CheckedCore& cc = core_of(ctx);

@@ -22,8 +22,8 @@ namespace tessera::detail {
 
 /// One operand of a grid walk as the caller has it.
 struct MappedOperand {
-  RawRef hbm;                 // the whole array
-  const pl::BlockSpec* spec;  // its BlockSpec
+  RawRef hbm;                           // the whole array; its space is where it lives
+  const pl::BlockSpec* spec = nullptr;  // its BlockSpec
   bool is_output = false;
   /// An input the body takes as a ref to const elements: it never writes its window, so an
   /// engine may let the body read a full block where it lies.
@@ -31,6 +31,15 @@ struct MappedOperand {
   /// pallas_call: where the body's parameter lives (ANY: the body takes the HBM ref itself and
   /// the operand is not pipelined). emit_pipeline: VMEM.
   MemorySpace declared = MemorySpace::VMEM;
+  /// Its number in messages ("input 2"); -1: its position among the inputs or outputs.
+  int index = -1;
+  /// A BufferedRef's windows (emit_pipeline with pltpu::allocations): `storage_buffers` windows
+  /// of `storage_window` at `storage`; `input_output`: an output whose block is copied in at the
+  /// start of each visit.
+  void* storage = nullptr;
+  int storage_buffers = 0;
+  bool input_output = false;
+  Shape storage_window;
 };
 
 /// A BlockSpec canonicalised against its operand.
@@ -40,14 +49,23 @@ struct BlockMapping {
   bool whole = true;                    // the whole array is one block
   bool is_output = false;
   bool read_only = false;
-  int index = 0;    // among the inputs, or among the outputs
-  int buffers = 1;  // windows the pipeline keeps (pl::Buffered; 1 for a whole array)
+  int index = 0;              // among the inputs, or among the outputs
+  int buffers = 1;            // windows the pipeline keeps (pl::Buffered; 1 for a whole array)
+  void* storage = nullptr;    // the windows, made ahead by a BufferedRef (null: on the stack)
+  bool input_output = false;  // an output copied in at the start of each visit
   MemorySpace space = MemorySpace::VMEM;  // where the window lives: VMEM, SMEM or ANY (none)
   SmallVec block;  // per array axis: the block's extent (1 for a squeezed axis)
   Shape window;    // the body's view: the block without squeezed axes
   int64_t window_bytes = 0;
 
   bool pipelined() const noexcept { return space != MemorySpace::ANY; }
+  /// The block's space is where the array already lives (a VMEM ref walked in VMEM, an HBM ref
+  /// in HBM/ANY), or ANY ("wherever it lies"): no window and no copies, the body works on the
+  /// block where it lies (Pallas aliases such a block in the source ref).
+  bool resident() const noexcept {
+    const auto canon = [](MemorySpace s) { return s == MemorySpace::HBM ? MemorySpace::ANY : s; };
+    return space == MemorySpace::ANY || canon(hbm.space) == canon(space);
+  }
   /// "input 1", "output 0".
   std::string name() const;
 };
@@ -60,8 +78,12 @@ struct GridRequest {
   std::source_location where;
   const std::string* kernel_name = nullptr;  // pallas_call: named in errors before launch
   Shape grid;
+  const std::vector<std::string>* grid_names = nullptr;  // a named grid's axis names
   std::vector<pltpu::GridDimensionSemantics> semantics;  // empty: every axis ARBITRARY
-  int num_prefetch = 0;                                  // scalar-prefetch refs of index maps
+  // pallas_call with scalar prefetch: per operand, the SMEM refs it holds (1, or a grouped
+  // operand's size), and every ref's dtype in order; index maps take a prefix of the operands.
+  std::vector<int> prefetch_leaves;
+  std::vector<DType> prefetch_dtypes;
 };
 
 /// A validated grid walk: the grid, one semantics per axis, and a mapping per operand.
@@ -71,6 +93,10 @@ struct GridMapping {
   std::vector<BlockMapping> blocks;  // inputs, then outputs
   int num_inputs = 0;
 };
+
+/// Whether every point of `grid` maps `s` to the same block: no index map, or one of the grid
+/// indices alone that is constant over the grid (evaluated, for grids up to 2^16 points).
+bool constant_block(const pl::BlockSpec& s, const Shape& grid);
 
 /// Validates and canonicalises a grid walk (see the file comment). Raises UsageError before a
 /// pallas_call's launch (naming the kernel), KernelError for emit_pipeline inside a kernel.

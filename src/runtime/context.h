@@ -9,6 +9,7 @@
 #include <mutex>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error_context.h"
@@ -51,6 +52,8 @@ struct CoreContext : ErrorContext {
   int num_cores = 0;
   const std::string* axis_name = nullptr;
   std::vector<int64_t> grid_extent;  // the innermost grid's extents; empty outside a grid
+  // The innermost grid's axis names (a named grid, pl::grid({{"i", 4}})), else null.
+  const std::vector<std::string>* grid_names = nullptr;
   LaunchState* launch = nullptr;
   CoreArena* arena = nullptr;  // this core's VMEM, SMEM and semaphores
   ArenaStack stack;            // what the kernel's scratch and live scopes hold of them
@@ -58,6 +61,11 @@ struct CoreContext : ErrorContext {
   Engine* engine = nullptr;                        // how this launch runs
   void* engine_core = nullptr;                     // the engine's books for this core
 };
+
+/// The running step's index on the innermost grid's axis named `name` (pl::grid({{"i", 4}}),
+/// pipeline.cc), or -1 when the innermost grid has no such name (lax::axis_index then tries the
+/// mesh's axis).
+int grid_axis_index(std::string_view name) noexcept;
 
 /// The calling thread's context, or null outside a kernel body.
 CoreContext* current_context() noexcept;

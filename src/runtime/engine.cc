@@ -29,6 +29,10 @@ void Engine::element_access(CoreContext& /*ctx*/, const void* /*p*/, int /*size*
 void Engine::fresh(CoreContext& /*ctx*/, void* /*data*/, int64_t /*bytes*/, DType /*dtype*/,
                    FunctionRef<std::string()> /*what*/) {}
 void Engine::pad(CoreContext& /*ctx*/, void* /*data*/, int64_t /*bytes*/, DType /*dtype*/) {}
+void Engine::carry_copies_out(CoreContext& /*ctx*/, SemaphoreCell* /*sem*/,
+                              std::vector<CarriedCopy>& /*out*/) {}
+void Engine::carry_copies_in(CoreContext& /*ctx*/, SemaphoreCell* /*sem*/,
+                             const std::vector<CarriedCopy>& /*copies*/) {}
 bool Engine::may_use_blocks_in_place() const noexcept { return true; }
 void Engine::check_block_shape(CoreContext& /*ctx*/, const Shape& /*array*/,
                                const SmallVec& /*block*/, DType /*dtype*/, int /*operand*/,

@@ -43,6 +43,18 @@ struct WaitSite {
   const char* unit() const noexcept { return dma_src != nullptr ? " bytes" : ""; }
 };
 
+/// An async copy in flight when its kernel ends, on a semaphore that outlives the kernel (a
+/// pallas_call's semaphore output, runtime/resident.h): carried to the kernel that waits for it.
+/// `executed`: its bytes have moved (and are counted on the semaphore).
+struct CarriedCopy {
+  RawRef src;
+  RawRef dst;
+  int64_t bytes = 0;
+  SourceLocation made;
+  SourceLocation started;
+  bool executed = false;
+};
+
 /// The capacities a core of a launch works with, resolved when the core starts.
 struct CoreBudget {
   int64_t vmem = 0;  // bytes of VMEM (the kernel's limit, capped by a checked chip's VMEM)
@@ -86,6 +98,14 @@ class Engine {
   /// descriptor's wait (`site.dma_src` is the copy's source).
   virtual void dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                         const WaitSite& site) = 0;
+  /// A semaphore outlives the kernel (runtime/resident.h): hands over the copies this engine
+  /// still has in flight on `sem` (appended to `out`, forgotten here), and takes in copies an
+  /// earlier kernel left in flight on it. The native engine completes every copy when it
+  /// starts, so it has none.
+  virtual void carry_copies_out(CoreContext& ctx, SemaphoreCell* sem,
+                                std::vector<CarriedCopy>& out);
+  virtual void carry_copies_in(CoreContext& ctx, SemaphoreCell* sem,
+                               const std::vector<CarriedCopy>& copies);
 
   // ---- semaphores ----
 

@@ -137,6 +137,9 @@ int axis_index(std::string_view name, std::source_location where) {
                       "core, so call it inside the body passed to pl::kernel",
                       name));
   }
+  // A named grid's axes (pl::grid({{"i", 4}})) come first, as Pallas binds them around the
+  // body (pipeline.cc keeps the innermost grid's names).
+  if (const int step = grid_axis_index(name); step >= 0) return step;
   if (ctx->axis_name == nullptr || name != *ctx->axis_name) {
     raise(ErrorKind::kUnknownAxis, "lax::axis_index", where,
           fmt::format("the mesh has no axis \"{}\"; its only axis is \"{}\" (the name given to "

@@ -67,6 +67,7 @@ bool overlaps(const RawRef& a, const RawRef& b) {
 
 // What one operand's window is while the pipeline runs.
 struct OperandState {
+  bool resident = false;    // the block is used where it lies, always (BlockMapping::resident)
   void* buffer = nullptr;   // the window on the core's stack (VMEM or SMEM)
   SmallVec buffer_strides;  // its row-major strides
   SmallVec hbm_strides;     // the array's strides on the window's axes (in-place windows)
@@ -98,6 +99,7 @@ class PipelineRun {
   void check_rules();
   void allocate_windows();
   void begin_step(const PipelineCursor& cursor);
+  void* resident_block(const BlockMapping& m, const pl::Indices& b) const;
   void set_hints(const PipelineCursor& cursor);
   void end_step(const PipelineCursor& cursor);
   size_t num_outputs() const { return g_.blocks.size() - static_cast<size_t>(g_.num_inputs); }
@@ -140,7 +142,7 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
   try {
     for (int k = 0; k < src.g->num_inputs; ++k) {
       const BlockMapping& m = src.g->blocks[static_cast<size_t>(k)];
-      if (!m.pipelined()) continue;
+      if (m.resident()) continue;
       const pl::Indices& next = src.cursor->next_block(k);
       if (next.v == src.cursor->block(k).v) continue;
       if (const auto w = try_block_window(m, next)) {
@@ -158,7 +160,7 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
 // The target's tiling rules for blocks in VMEM (the checked engine against a chip).
 void PipelineRun::check_rules() {
   for (const BlockMapping& m : g_.blocks) {
-    if (m.whole || m.space != MemorySpace::VMEM) continue;
+    if (m.whole || m.space != MemorySpace::VMEM || m.resident()) continue;
     engine_.check_block_shape(ctx_, m.hbm.shape, m.block, m.hbm.dtype, m.index, m.is_output,
                               config_.op, m.spec->where());
   }
@@ -173,28 +175,38 @@ void PipelineRun::allocate_windows() {
   for (size_t k = 0; k < n; ++k) {
     const BlockMapping& m = g_.blocks[k];
     OperandState& st = state_[k];
-    if (!m.pipelined()) {  // a pallas_call operand the body takes in HBM: no window
-      st.win = WindowRef{m.hbm.data, &m.hbm.strides};
+    if (m.resident()) {  // in the block's space already (an HBM/ANY block, a VMEM ref): no window
+      st.resident = true;
+      for (int d = 0; d < m.hbm.shape.rank(); ++d) {
+        if (m.whole || !m.spec->block_shape()[static_cast<size_t>(d)].is_squeezed) {
+          st.hbm_strides.push_back(m.hbm.strides[d]);
+        }
+      }
+      st.win = WindowRef{m.hbm.data, &st.hbm_strides};
       continue;
     }
     const bool in_smem = m.space == MemorySpace::SMEM;
-    st.buffer = ctx_.stack.push(
-        m.space, m.window_bytes * m.buffers, StackUse::kWindow,
-        in_smem ? "an SMEM block" : "a pipeline window",
-        [&] {
-          return fmt::format(
-              "(for {}: {}<{}>{}{})", m.name(), to_string(m.space), dtype_name(m.hbm.dtype),
-              m.window.to_string(),
-              m.buffers == 1 ? std::string() : fmt::format(" x {} buffers", m.buffers));
-        },
-        config_.op, config_.where);
+    st.buffer =
+        m.storage != nullptr
+            ? m.storage
+            : ctx_.stack.push(
+                  m.space, m.window_bytes * m.buffers, StackUse::kWindow,
+                  in_smem ? "an SMEM block" : "a pipeline window",
+                  [&] {
+                    return fmt::format(
+                        "(for {}: {}<{}>{}{})", m.name(), to_string(m.space),
+                        dtype_name(m.hbm.dtype), m.window.to_string(),
+                        m.buffers == 1 ? std::string() : fmt::format(" x {} buffers", m.buffers));
+                  },
+                  config_.op, config_.where);
     st.buffer_strides = row_major_strides(m.window);
     for (int d = 0; d < m.hbm.shape.rank(); ++d) {
       if (m.whole || !m.spec->block_shape()[static_cast<size_t>(d)].is_squeezed) {
         st.hbm_strides.push_back(m.hbm.strides[d]);
       }
     }
-    st.may_alias = (m.is_output || m.read_only) && !in_smem && engine_.may_use_blocks_in_place();
+    st.may_alias = (m.is_output || m.read_only) && !in_smem && !m.input_output &&
+                   engine_.may_use_blocks_in_place();
     engine_.fresh(ctx_, st.buffer, m.window_bytes * m.buffers, m.hbm.dtype, [&] {
       return fmt::format("the VMEM window of {} ({}<{}>{})", m.name(), config_.op,
                          dtype_name(m.hbm.dtype), m.window.to_string());
@@ -214,11 +226,35 @@ void PipelineRun::allocate_windows() {
   }
 }
 
+// Where the block `b` of a resident operand lies: Pallas views block_size elements at the
+// block's start in the ref itself, so the whole block must lie inside it.
+void* PipelineRun::resident_block(const BlockMapping& m, const pl::Indices& b) const {
+  if (m.whole) return m.hbm.data;
+  const BlockWindow w = block_window(m, b);
+  for (int d = 0; d < m.hbm.shape.rank(); ++d) {
+    if (w.skip[d] == 0 && w.start[d] + w.block[d] <= m.hbm.shape[d]) continue;
+    raise(ErrorKind::kOutOfBounds, config_.op, m.spec->where(),
+          fmt::format("block {} of {} covers elements {}..{} on axis {}, past the {} ref of "
+                      "shape {}; a block of a ref that already lives in the block's memory "
+                      "space ({}) is used where it lies, so all of it must lie inside the ref "
+                      "(a partial edge block needs a copy: walk an HBM ref instead)",
+                      indices_str(b.v), m.name(), w.start[d] - w.skip[d],
+                      w.start[d] - w.skip[d] + w.block[d] - 1, d, to_string(m.hbm.space),
+                      m.hbm.shape.to_string(), to_string(m.hbm.space)));
+  }
+  return block_data(m, w);
+}
+
 void PipelineRun::begin_step(const PipelineCursor& cursor) {
   for (size_t k = 0; k < g_.blocks.size(); ++k) {
     const BlockMapping& m = g_.blocks[k];
     OperandState& st = state_[k];
-    if (!m.pipelined()) continue;
+    if (st.resident) {
+      const bool changed = m.is_output ? starting_[k - static_cast<size_t>(g_.num_inputs)]
+                                       : cursor.copy_in(static_cast<int>(k));
+      if (changed) st.win.data = resident_block(m, cursor.block(static_cast<int>(k)));
+      continue;
+    }
     if (!m.is_output) {
       if (!cursor.copy_in(static_cast<int>(k))) continue;  // same block: the copy is elided
       const BlockWindow w = block_window(m, cursor.block(static_cast<int>(k)));
@@ -240,6 +276,20 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
     // A new visit of this output block: its window starts unspecified (never read from HBM), so
     // a block that was already written back would lose its first visit's data.
     const pl::Indices& b = cursor.block(static_cast<int>(k));
+    if (m.input_output) {  // a BufferedRef::input_output block: read from HBM at each visit
+      const BlockWindow w = block_window(m, b);
+      engine_.fresh(ctx_, st.buffer, m.window_bytes, m.hbm.dtype, [&] {
+        return fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config_.op,
+                           dtype_name(m.hbm.dtype), m.window.to_string(), indices_str(b.v));
+      });
+      if (!is_full(w)) engine_.pad(ctx_, st.buffer, m.window_bytes, m.hbm.dtype);
+      const BlockViews v = block_views(m, w, st.buffer);
+      dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config_.where);
+      st.single_visit = cursor.write_back(static_cast<int>(o));
+      st.in_place = false;
+      st.win = WindowRef{st.buffer, &st.buffer_strides};
+      continue;
+    }
     if (const auto earlier = revisits_[o].earlier_visit(b)) {
       raise(ErrorKind::kRevisit, config_.op, config_.where,
             fmt::format("output {} revisits block {} at grid step {}; it was already written "
@@ -296,7 +346,7 @@ void PipelineRun::end_step(const PipelineCursor& cursor) {
     const size_t k = static_cast<size_t>(g_.num_inputs) + o;
     const BlockMapping& m = g_.blocks[k];
     starting_[o] = cursor.write_back(static_cast<int>(o));
-    if (!starting_[o] || !m.pipelined()) continue;
+    if (!starting_[o] || state_[k].resident) continue;
     const pl::Indices& b = cursor.block(static_cast<int>(k));
     if (!state_[k].in_place) {
       const BlockViews v = block_views(m, block_window(m, b), state_[k].buffer);
@@ -328,16 +378,20 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
   const std::vector<int64_t> outer_step = ctx_.grid_step;
   const std::vector<int64_t> outer_extent = ctx_.grid_extent;
+  const std::vector<std::string>* outer_names = ctx_.grid_names;
   ctx_.grid_extent.assign(grid.begin(), grid.end());
+  ctx_.grid_names = config_.grid_names.empty() ? nullptr : &config_.grid_names;
   struct Restore {
     CoreContext& c;
     const std::vector<int64_t>& step;
     const std::vector<int64_t>& extent;
+    const std::vector<std::string>* names;
     ~Restore() {
       c.grid_step = step;
       c.grid_extent = extent;
+      c.grid_names = names;
     }
-  } restore{ctx_, outer_step, outer_extent};
+  } restore{ctx_, outer_step, outer_extent, outer_names};
   const HintsScope hints_scope(&hints_);
   engine_.pipeline_begins(ctx_);
   struct End {
@@ -389,15 +443,53 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
   request.op = config.op;
   request.where = config.where;
   request.grid = config.grid;
+  request.grid_names = &config.grid_names;
   request.semantics = config.semantics;
-  request.num_prefetch = static_cast<int>(config.scalar_prefetch.size());
   std::vector<MappedOperand> mapped;
   mapped.reserve(operands.size());
   for (const PipelineOperand& op : operands) {
-    mapped.push_back(MappedOperand{op.hbm, op.spec, op.is_output, op.read_only});
+    MappedOperand m;
+    m.hbm = op.hbm;
+    m.spec = op.spec;
+    m.is_output = op.is_output;
+    m.read_only = op.read_only;
+    m.declared = op.declared;
+    m.storage = op.storage;
+    m.storage_buffers = op.storage_buffers;
+    m.input_output = op.input_output;
+    m.storage_window = op.storage_window;
+    mapped.push_back(std::move(m));
   }
   const GridMapping g = map_grid(request, mapped);
   PipelineRun(*ctx, config, g).run(body);
+}
+
+int default_buffer_count(const pl::BlockSpec& spec, const Shape& grid) {
+  if (spec.is_whole_array()) return 1;
+  return constant_block(spec, grid) ? 1 : 2;
+}
+
+void check_buffered_ref(int buffer_count, bool is_output, MemorySpace space,
+                        std::source_location where) {
+  if (buffer_count < 1 || (is_output && buffer_count > 2)) {
+    raise(ErrorKind::kInvalidArgument, "pltpu::BufferedRef", where,
+          fmt::format("buffer_count={} for {}; inputs take 1 or more buffers, outputs (and "
+                      "input_output) 1 or 2",
+                      buffer_count, is_output ? "an output" : "an input"));
+  }
+  if (space != MemorySpace::VMEM) {
+    raise(ErrorKind::kUnsupported, "pltpu::BufferedRef", where,
+          fmt::format("the BlockSpec puts the windows in {}; a BufferedRef's windows live in "
+                      "VMEM (let the pipeline make SMEM windows itself)",
+                      to_string(space)));
+  }
+}
+
+void buffered_ref_needs_block_shape(std::source_location where) {
+  raise(ErrorKind::kInvalidArgument, "pltpu::BufferedRef", where,
+        "the BlockSpec has no block shape, so the window's shape is not known; give the spec a "
+        "block shape, or make the BufferedRefs with emit_pipeline_with_allocations' "
+        "make_allocations(refs...), which knows the arrays");
 }
 
 Shape window_shape(const pl::BlockSpec& spec, const Shape& array) {
@@ -437,5 +529,46 @@ int64_t pl::program_id(int axis, std::source_location where) {
 int64_t pl::num_programs(int axis, std::source_location where) {
   return innermost_grid("pl::num_programs", axis, where).grid_extent[static_cast<size_t>(axis)];
 }
+
+namespace {
+// The axis of the innermost grid named `name`.
+int named_axis(const char* op, std::string_view name, std::source_location where) {
+  const detail::CoreContext& ctx = innermost_grid(op, 0, where);
+  if (ctx.grid_names != nullptr) {
+    for (size_t a = 0; a < ctx.grid_names->size(); ++a) {
+      if ((*ctx.grid_names)[a] == name) return static_cast<int>(a);
+    }
+  }
+  detail::raise(
+      ErrorKind::kUnknownAxis, op, where,
+      fmt::format("the innermost grid has no axis named \"{}\"{}; name the axes with "
+                  "pl::grid({{{{\"i\", n}}, ...}}), or pass the axis number",
+                  name,
+                  ctx.grid_names == nullptr
+                      ? std::string(" (its axes have no names)")
+                      : fmt::format(" (its axes are {})", fmt::join(*ctx.grid_names, ", "))));
+}
+}  // namespace
+
+int64_t pl::program_id(std::string_view axis_name, std::source_location where) {
+  const int a = named_axis("pl::program_id", axis_name, where);
+  return detail::current_context()->grid_step[static_cast<size_t>(a)];
+}
+
+int64_t pl::num_programs(std::string_view axis_name, std::source_location where) {
+  const int a = named_axis("pl::num_programs", axis_name, where);
+  return detail::current_context()->grid_extent[static_cast<size_t>(a)];
+}
+
+namespace detail {
+int grid_axis_index(std::string_view name) noexcept {
+  const CoreContext* ctx = current_context();
+  if (ctx == nullptr || ctx->grid_names == nullptr) return -1;
+  for (size_t a = 0; a < ctx->grid_names->size(); ++a) {
+    if ((*ctx->grid_names)[a] == name) return static_cast<int>(ctx->grid_step[a]);
+  }
+  return -1;
+}
+}  // namespace detail
 
 }  // namespace tessera

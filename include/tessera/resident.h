@@ -1,0 +1,172 @@
+// File: tessera/resident.h
+//
+// What a `pl::pallas_call` may leave on the chip for the next call: arrays in VMEM and
+// semaphores, Pallas' `out_shape=pltpu.VMEM(shape, dtype)` and `out_shape=pltpu.SemaphoreType.DMA`.
+// A DMA started in one call can then be waited in the next (Pallas' tpu_pallas_async_test):
+//
+//   Pallas                                          Tessera
+//   out_shape=(pltpu.VMEM((8, 128), jnp.float32),   pl::out_shape(pltpu::VMEM<float>({8, 128}),
+//              pltpu.SemaphoreType.DMA(()))                       pltpu::SemaphoreType::DMA)
+//   out_specs=(pl.BlockSpec(memory_space=pltpu.VMEM),
+//              pl.BlockSpec(memory_space=pltpu.SEMAPHORE))
+//                                                   pl::out_specs(pl::BlockSpec(pltpu::VMEM),
+//                                                                 pl::BlockSpec(pltpu::SEMAPHORE))
+//   out, sem = f(x)                                 auto [out, sem] = f(x);
+//   # out: a VMEM array, sem: a semaphore array     // pltpu::VmemArray<float>, DmaSemaphoreArray
+//
+// The body takes a VMEM output as a `pltpu::VmemRef<T>` of the whole array and a semaphore
+// output as a semaphore ref (`pltpu::DmaSemaphoreRef`); a later call takes them as inputs with
+// `pl::BlockSpec(pltpu::VMEM)` (used where they lie, never copied) and
+// `pl::BlockSpec(pltpu::SEMAPHORE)`.
+//
+// Semantics. A VmemArray is an Array whose storage stands for VMEM: a call that takes it in
+// VMEM works on it in place, and it counts against that call's VMEM budget. A SemaphoreArray is
+// a handle on counters that outlive the call: copies of the handle share them, a call that takes
+// it starts from the counts the previous one left (they may be non-zero at that call's exit: a
+// copy in flight), and leaves its own counts in it. The counters live on the call's first core
+// (core 0), which is the one that starts and waits the copies on them; the other cores of the
+// call see their own semaphores, zero. In checked mode a copy still in flight at the end of a
+// call travels with the semaphore to the call that waits for it: that call must take the copy's
+// source and destination arrays (aliased where it writes them, as Pallas' async kernels do),
+// otherwise it raises before its body runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/array.h"
+#include "tessera/kernel.h"
+#include "tessera/memory_space.h"
+#include "tessera/scratch.h"
+#include "tessera/semaphore.h"
+#include "tessera/shape.h"
+
+namespace tessera {
+namespace detail {
+/// The counters of a SemaphoreArray and the copies still in flight on them (runtime-defined).
+struct SemaphoreState;
+std::shared_ptr<SemaphoreState> make_semaphore_state(int64_t count);
+int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, std::source_location where);
+}  // namespace detail
+
+namespace pltpu {
+
+/// An array whose storage stands for VMEM: a pallas_call output of `pltpu::VMEM<T>(shape)`,
+/// taken by a later call with `pl::BlockSpec(pltpu::VMEM)` where it lies. Otherwise an Array.
+template <class T>
+class VmemArray : public Array<T> {
+ public:
+  using Array<T>::Array;
+  /// Takes over an Array's storage (it then stands for VMEM).
+  explicit VmemArray(Array<T>&& a) noexcept : Array<T>(std::move(a)) {}
+};
+
+/// Semaphores that outlive a call: a pallas_call output of `pltpu::SemaphoreType::DMA` (or
+/// `::REGULAR`, `::DMA({n})`), passed to a later call with `pl::BlockSpec(pltpu::SEMAPHORE)`.
+/// Copying the handle shares the counters.
+template <SemaphoreKind Kind>
+class SemaphoreArray {
+ public:
+  static constexpr SemaphoreKind kind = Kind;
+  /// `shape` semaphores of this kind, all zero.
+  explicit SemaphoreArray(Shape shape)
+      : shape_(std::move(shape)), state_(detail::make_semaphore_state(shape_.size())) {}
+
+  const Shape& shape() const noexcept { return shape_; }
+  int64_t size() const noexcept { return shape_.size(); }
+  /// The count semaphore `flat` (row-major) holds between calls: signals not yet waited, or the
+  /// bytes of completed copies not yet waited (a copy completes when it starts, natively).
+  int64_t value(int64_t flat = 0,
+                std::source_location where = std::source_location::current()) const {
+    return detail::semaphore_state_value(*state_, flat, where);
+  }
+  /// The runtime's state (for pallas_call).
+  detail::SemaphoreState& state() const noexcept { return *state_; }
+
+ private:
+  Shape shape_;
+  std::shared_ptr<detail::SemaphoreState> state_;
+};
+using DmaSemaphoreArray = SemaphoreArray<SemaphoreKind::DMA>;
+using RegularSemaphoreArray = SemaphoreArray<SemaphoreKind::REGULAR>;
+
+}  // namespace pltpu
+
+namespace detail {
+/// Output markers of a pallas_call's out_shape: a VMEM array of T, and semaphores of a kind.
+template <class T>
+struct VmemOut {};
+template <SemaphoreKind K>
+struct SemaphoreOut {
+  static constexpr SemaphoreKind kind = K;
+};
+
+template <class T>
+struct OutStorage<VmemOut<T>> {
+  using type = pltpu::ScratchType<T, MemorySpace::VMEM>;
+};
+template <SemaphoreKind K>
+struct OutStorage<SemaphoreOut<K>> {
+  using type = pltpu::SemaphoreArrayType<K>;
+};
+
+/// What out_shape(item) makes of an item: the OutType parameter (an element type, VmemOut<T> or
+/// SemaphoreOut<K>) and its stored description.
+template <class O>
+struct OutItem {
+  static constexpr bool ok = false;
+};
+template <class T>
+struct OutItem<ShapeDtypeStruct<T>> {
+  static constexpr bool ok = true;
+  using param = T;
+  static ShapeDtypeStruct<T> store(const ShapeDtypeStruct<T>& o) { return o; }
+  static std::source_location where(const ShapeDtypeStruct<T>&) { return {}; }
+};
+template <class T>
+struct OutItem<pltpu::ScratchType<T, MemorySpace::VMEM>> {
+  static constexpr bool ok = true;
+  using param = VmemOut<T>;
+  static pltpu::ScratchType<T, MemorySpace::VMEM> store(
+      const pltpu::ScratchType<T, MemorySpace::VMEM>& o) {
+    return o;
+  }
+  static std::source_location where(const pltpu::ScratchType<T, MemorySpace::VMEM>& o) {
+    return o.where;
+  }
+};
+template <SemaphoreKind K>
+struct OutItem<pltpu::SemaphoreTypeTag<K>> {
+  static constexpr bool ok = true;
+  using param = SemaphoreOut<K>;
+  static pltpu::SemaphoreArrayType<K> store(const pltpu::SemaphoreTypeTag<K>&) {
+    return {Shape{}, {}};
+  }
+  static std::source_location where(const pltpu::SemaphoreTypeTag<K>&) { return {}; }
+};
+template <SemaphoreKind K>
+struct OutItem<pltpu::SemaphoreArrayType<K>> {
+  static constexpr bool ok = true;
+  using param = SemaphoreOut<K>;
+  static pltpu::SemaphoreArrayType<K> store(const pltpu::SemaphoreArrayType<K>& o) { return o; }
+  static std::source_location where(const pltpu::SemaphoreArrayType<K>& o) { return o.where; }
+};
+
+/// What a pallas_call returns for an output: an Array, a VmemArray or a SemaphoreArray.
+template <class O>
+struct OutResult {
+  using type = Array<O>;
+};
+template <class T>
+struct OutResult<VmemOut<T>> {
+  using type = pltpu::VmemArray<T>;
+};
+template <SemaphoreKind K>
+struct OutResult<SemaphoreOut<K>> {
+  using type = pltpu::SemaphoreArray<K>;
+};
+}  // namespace detail
+}  // namespace tessera

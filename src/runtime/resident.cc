@@ -1,0 +1,104 @@
+// The semaphores a pallas_call leaves for the next one (runtime/resident.h): their state between
+// calls, and moving it into core 0's semaphore scratch for a call and back out of it.
+#include "runtime/resident.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <optional>
+
+#include "runtime/context.h"
+#include "tessera/resident.h"
+
+namespace tessera::detail {
+
+std::shared_ptr<SemaphoreState> make_semaphore_state(int64_t count) {
+  auto s = std::make_shared<SemaphoreState>();
+  s->counts.assign(static_cast<size_t>(count), 0);
+  s->copies.resize(static_cast<size_t>(count));
+  return s;
+}
+
+int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, std::source_location where) {
+  if (flat < 0 || flat >= static_cast<int64_t>(s.counts.size())) {
+    raise(ErrorKind::kOutOfBounds, "SemaphoreArray.value", where,
+          fmt::format("semaphore {} is outside 0..{}; the array holds {} semaphores", flat,
+                      static_cast<int64_t>(s.counts.size()) - 1, s.counts.size()));
+  }
+  return s.counts[static_cast<size_t>(flat)];
+}
+
+namespace {
+
+// `r` moved to where this call's kernel sees its array, or nothing when no array of the call
+// holds all of it.
+std::optional<RawRef> place(const RawRef& r, const std::vector<ArrayPlace>& places) {
+  int64_t lo = 0;
+  int64_t hi = 0;
+  for (int d = 0; d < r.shape.rank(); ++d) {
+    if (r.shape[d] == 0) return r;  // an empty view touches no memory
+    const int64_t e = (r.shape[d] - 1) * r.strides[d];
+    (e < 0 ? lo : hi) += e;
+  }
+  const int item = itemsize(r.dtype);
+  const auto* first = static_cast<const std::byte*>(r.data) + lo * item;
+  const auto* last = static_cast<const std::byte*>(r.data) + (hi + 1) * item;
+  for (const ArrayPlace& p : places) {
+    const auto* base = static_cast<const std::byte*>(p.caller);
+    if (first >= base && last <= base + p.bytes) {
+      RawRef moved = r;
+      moved.data =
+          static_cast<std::byte*>(p.kernel) + (static_cast<const std::byte*>(r.data) - base);
+      return moved;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void load_semaphores(CoreContext& ctx, const std::vector<ResidentSemaphore>& sems,
+                     const std::vector<ArrayPlace>& places) {
+  for (const ResidentSemaphore& s : sems) {
+    for (int64_t i = 0; i < s.count; ++i) {
+      const auto k = static_cast<size_t>(i);
+      s.cells[i].store(s.state->counts[k]);
+      if (s.state->copies[k].empty()) continue;
+      std::vector<CarriedCopy> copies = s.state->copies[k];
+      for (CarriedCopy& c : copies) {
+        const std::optional<RawRef> src = place(c.src, places);
+        const std::optional<RawRef> dst = place(c.dst, places);
+        if (!src || !dst) {
+          raise(ErrorKind::kInvalidArgument, "pallas_call", c.started,
+                fmt::format("the async copy started here is still in flight on semaphore {} of "
+                            "{}, but this call does not take its {} array ({} {}); on a TPU that "
+                            "memory may already hold something else: pass the copy's source and "
+                            "destination to the call that waits for it (alias the destination "
+                            "to an output, as Pallas' async kernels do)",
+                            i, s.what, !src ? "source" : "destination", dtype_name(c.src.dtype),
+                            (!src ? c.src : c.dst).shape.to_string()));
+        }
+        c.src = *src;
+        c.dst = *dst;
+      }
+      ctx.engine->carry_copies_in(ctx, &s.cells[i], copies);
+    }
+  }
+}
+
+void save_semaphores(CoreContext& ctx, const std::vector<ResidentSemaphore>& sems,
+                     std::vector<SemaphoreState>& out) {
+  out.assign(sems.size(), SemaphoreState{});
+  for (size_t j = 0; j < sems.size(); ++j) {
+    const ResidentSemaphore& s = sems[j];
+    out[j].counts.resize(static_cast<size_t>(s.count));
+    out[j].copies.resize(static_cast<size_t>(s.count));
+    for (int64_t i = 0; i < s.count; ++i) {
+      const auto k = static_cast<size_t>(i);
+      ctx.engine->carry_copies_out(ctx, &s.cells[i], out[j].copies[k]);
+      out[j].counts[k] = s.cells[i].exchange(0);
+    }
+  }
+}
+
+}  // namespace tessera::detail
