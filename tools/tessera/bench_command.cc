@@ -272,6 +272,31 @@ nlohmann::ordered_json suite_line(const std::string& kernel, nlohmann::json shap
   return j;
 }
 
+// The decode-sized dots of the suite and of `bench dot` without a shape: M of 1-32 rows against a
+// transposed right operand (a block of keys: K = 128 is a head's width, K = 4096 a long
+// contraction), in each dtype, and one non-transposed shape per dtype.
+std::vector<DotBenchOptions> dot_shapes(bool quick) {
+  std::vector<DotBenchOptions> v;
+  for (const char* dtype : {"f32", "bf16", "int8"}) {
+    if (quick) {
+      v.push_back(DotBenchOptions{8, 64, 64, dtype, true, 2});
+      continue;
+    }
+    for (const int64_t m : {int64_t{1}, int64_t{8}, int64_t{32}}) {
+      v.push_back(DotBenchOptions{m, 512, 128, dtype, true, 7});
+      v.push_back(DotBenchOptions{m, 256, 4096, dtype, true, 7});
+    }
+    v.push_back(DotBenchOptions{8, 512, 128, dtype, false, 7});
+  }
+  return v;
+}
+
+std::string dot_label(const DotBenchOptions& d) {
+  return d.dtype + " (" + std::to_string(d.m) + ", " + std::to_string(d.k) + ") x " +
+         (d.transpose_rhs ? "(" + std::to_string(d.n) + ", " + std::to_string(d.k) + ").T"
+                          : "(" + std::to_string(d.k) + ", " + std::to_string(d.n) + ")");
+}
+
 // `tessera bench suite`: every benchmark at its default size (`quick`: tiny sizes, for tests).
 int run_suite(int cores, bool quick, bool json, int repeats_override) {
   const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
@@ -335,6 +360,29 @@ int run_suite(int cores, bool quick, bool json, int repeats_override) {
                                          flops / best_t / 1e9, d);
                      }});
   }
+  for (const DotBenchOptions& shape : dot_shapes(quick)) {
+    DotBenchOptions d = shape;
+    d.repeats = quick ? 2 : 7;
+    items.push_back({"dot " + dot_label(d), [d] {
+                       const nlohmann::json j = dot_bench_json(d);
+                       const double t = j["seconds"]["median"].get<double>();
+                       return suite_line("dot", j["shape"], d.dtype, 1, t,
+                                         j["gflops"].get<double>(), "GFLOP/s",
+                                         j["reference"]["name"].get<std::string>(),
+                                         j["reference"]["gflops"].get<double>(), j);
+                     }});
+  }
+  for (const int64_t rows : {int64_t{128}, int64_t{512}}) {
+    items.push_back({"convert bf16->f32 (" + std::to_string(rows) + ", 128)", [rows, quick] {
+                       const nlohmann::json j = convert_bench_json(rows, 128, quick ? 2 : 7);
+                       const double t = j["seconds"]["median"].get<double>();
+                       const double bytes = 8.0 * static_cast<double>(rows * 128);
+                       // Rates in the memcpy's terms (bytes of the float32 result read + written).
+                       return suite_line("convert", j["shape"], "bf16->f32", 1, t, bytes / t / 1e9,
+                                         "GB/s", j["reference"]["name"].get<std::string>(),
+                                         j["reference"]["gbps"].get<double>(), j);
+                     }});
+  }
   std::cerr << "tessera bench suite: " << items.size() << " benchmarks on " << cpu.model << " ("
             << cpu.simd_target << "), " << cores << " cores" << (quick ? ", quick sizes" : "")
             << "\n";
@@ -347,6 +395,9 @@ int run_suite(int cores, bool quick, bool json, int repeats_override) {
     const auto& d = line["detail"];
     if (d.contains("max_error") && line["kernel"] == "add") ok = ok && d["max_error"] == 0;
     if (d.contains("right")) ok = ok && d["right"].get<bool>();
+    if (line["kernel"] == "dot" && line["dtype"] == "int8") {
+      ok = ok && d["max_abs_diff_from_reference"] == 0;
+    }
     if (json) {
       std::cout << line.dump() << "\n" << std::flush;
     } else {
@@ -377,6 +428,11 @@ struct BenchArgs {
   bool check = false;
   std::vector<int64_t> block{128, 128};
   std::string trace_path;
+  bool transpose_rhs = false;
+  bool no_transpose_rhs = false;
+  // Set when the user gave them (dot's defaults differ from matmul's).
+  CLI::Option* m_opt = nullptr;
+  CLI::Option* dtype_opt = nullptr;
   MatmulBenchOptions mm{2048,
                         2048,
                         2048,
@@ -392,11 +448,11 @@ struct BenchArgs {
 void add_common_options(CLI::App* bench, BenchArgs& a) {
   bench->add_option("kernel", a.kernel, "The kernel to time")
       ->required()
-      ->check(CLI::IsMember({"add", "matmul", "steps", "launch", "suite"}));
+      ->check(CLI::IsMember({"add", "matmul", "dot", "convert", "steps", "launch", "suite"}));
   bench
       ->add_option("--size", a.size,
                    "add: N for N x N inputs (default 8192); steps: grid steps "
-                   "(default 4096)")
+                   "(default 4096); convert: rows of a (rows, 128) block (default 512)")
       ->check(integer_in(1, 65536));
   bench->add_option("--cores", a.cores, "Mesh cores (default: this machine's; steps: 1)")
       ->check(integer_in(1, 256));
@@ -417,16 +473,77 @@ void add_common_options(CLI::App* bench, BenchArgs& a) {
                   "ratio to native");
 }
 
-void add_matmul_options(CLI::App* bench, MatmulBenchOptions& mm) {
-  bench->add_option("--m", mm.m, "matmul: M (default 2048)")->check(integer_in(1, 1 << 16));
-  bench->add_option("--n", mm.n, "matmul: N (default 2048)")->check(integer_in(1, 1 << 16));
-  bench->add_option("--k", mm.k, "matmul: K (default 2048)")->check(integer_in(1, 1 << 16));
+void add_matmul_options(CLI::App* bench, BenchArgs& a) {
+  MatmulBenchOptions& mm = a.mm;
+  a.m_opt = bench->add_option("--m", mm.m, "matmul, dot: M (default 2048; dot: a sweep)")
+                ->check(integer_in(1, 1 << 16));
+  bench->add_option("--n", mm.n, "matmul, dot: N (default 2048; dot 512)")
+      ->check(integer_in(1, 1 << 16));
+  bench->add_option("--k", mm.k, "matmul, dot: K (default 2048; dot 128)")
+      ->check(integer_in(1, 1 << 16));
   bench->add_option("--bm", mm.bm, "matmul: block rows (default: the example's)")
       ->check(integer_in(1, 1 << 16));
   bench->add_option("--bn", mm.bn, "matmul: block columns")->check(integer_in(1, 1 << 16));
   bench->add_option("--bk", mm.bk, "matmul: block depth")->check(integer_in(1, 1 << 16));
-  bench->add_option("--dtype", mm.dtype, "matmul: f32 or bf16 (default f32)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  a.dtype_opt = bench
+                    ->add_option("--dtype", mm.dtype,
+                                 "matmul: f32 or bf16 (default f32); dot: also int8 (default: "
+                                 "each)")
+                    ->check(CLI::IsMember({"f32", "bf16", "int8"}));
+  bench->add_flag("--transpose-rhs", a.transpose_rhs, "dot: x @ y.T with y (N, K) (the default)");
+  bench->add_flag("--no-transpose-rhs", a.no_transpose_rhs, "dot: x @ y with y (K, N)");
+}
+
+// `bench dot`: one shape when --m is given, else the suite's sweep (in the dtype given, or each).
+int run_dot_command(const BenchArgs& a) {
+  std::vector<DotBenchOptions> shapes;
+  if (a.m_opt->count() > 0) {
+    DotBenchOptions d;
+    d.m = a.mm.m;
+    d.n = a.mm.n == 2048 ? 512 : a.mm.n;
+    d.k = a.mm.k == 2048 ? 128 : a.mm.k;
+    d.dtype = a.dtype_opt->count() > 0 ? a.mm.dtype : "bf16";
+    d.transpose_rhs = !a.no_transpose_rhs;
+    shapes.push_back(d);
+  } else {
+    for (const DotBenchOptions& d : dot_shapes(false)) {
+      if (a.dtype_opt->count() == 0 || d.dtype == a.mm.dtype) shapes.push_back(d);
+    }
+  }
+  bool ok = true;
+  for (DotBenchOptions d : shapes) {
+    if (a.repeats > 0) d.repeats = a.repeats;
+    const nlohmann::json j = dot_bench_json(d);
+    if (d.dtype == "int8") ok = ok && j["max_abs_diff_from_reference"] == 0;
+    if (a.json) {
+      std::cout << j.dump() << "\n" << std::flush;
+      continue;
+    }
+    std::cout << "dot " << dot_label(d)
+              << ", 1 core: " << j["seconds"]["median"].get<double>() * 1e6 << " us ("
+              << j["gflops"].get<double>() << " GFLOP/s), "
+              << j["reference"]["name"].get<std::string>() << " "
+              << j["reference"]["seconds"]["median"].get<double>() * 1e6 << " us, ratio "
+              << j["ratio"].get<double>() << ", max diff "
+              << j["max_abs_diff_from_reference"].get<double>() << "\n"
+              << std::flush;
+  }
+  return ok ? 0 : 1;
+}
+
+int run_convert_command(const BenchArgs& a) {
+  const int64_t rows = a.size > 0 ? a.size : 512;
+  const nlohmann::json j = convert_bench_json(rows, 128, a.repeats > 0 ? a.repeats : 7);
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "astype bf16 -> f32 of a (" << rows
+              << ", 128) VMEM block, 1 core: " << j["seconds"]["median"].get<double>() * 1e6
+              << " us (" << j["gbps"].get<double>() << " GB/s read + written), memcpy of the f32 "
+              << "bytes " << j["reference"]["seconds"]["median"].get<double>() * 1e6
+              << " us, ratio " << j["ratio"].get<double>() << "\n";
+  }
+  return j["right"].get<bool>() ? 0 : 1;
 }
 
 int run_steps_command(const BenchArgs& a) {
@@ -461,6 +578,11 @@ int run_launch_command(const BenchArgs& a, int cores) {
 int run_bench_kernel(BenchArgs& a) {
   const int c = a.cores > 0 ? a.cores : pltpu::get_tpu_info().num_cores;
   if (a.kernel == "matmul") {
+    if (a.mm.dtype == "int8") {
+      std::cerr << "tessera bench matmul: --dtype int8 is for `bench dot`; the matmul runs f32 or "
+                   "bf16\n";
+      return 2;
+    }
     a.mm.cores = c;
     a.mm.repeats = a.repeats > 0 ? a.repeats : 5;
     a.mm.json = a.json;
@@ -469,6 +591,8 @@ int run_bench_kernel(BenchArgs& a) {
     return run_matmul_bench(a.mm);
   }
   if (a.kernel == "steps") return run_steps_command(a);
+  if (a.kernel == "dot") return run_dot_command(a);
+  if (a.kernel == "convert") return run_convert_command(a);
   if (a.kernel == "launch") return run_launch_command(a, c);
   if (a.kernel == "suite") return run_suite(c, a.quick, a.json, a.repeats);
   AddOptions o;
@@ -490,12 +614,14 @@ void register_bench_command(CLI::App& app) {
       "Time a kernel against a reference computed in the same process.\nKernels:\n  "
       "add     the pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
       "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS\n  "
+      "dot     skinny and transposed dots (1-32 rows; f32, bf16, int8) vs oneDNN matmul\n  "
+      "convert astype bf16 -> f32 of a VMEM block vs memcpy\n  "
       "steps   an empty-body pipeline's cost per grid step (target 100 ns)\n  "
       "launch  a tiny kernel launch vs an OpenMP parallel region doing the same work\n  "
       "suite   all of them at their default sizes, one JSON object per line with --json");
   static BenchArgs args;  // CLI11 keeps pointers into it until the callback runs
   add_common_options(bench, args);
-  add_matmul_options(bench, args.mm);
+  add_matmul_options(bench, args);
   bench->callback([] {
     if (const int rc = run_bench_kernel(args); rc != 0) throw CLI::RuntimeError(rc);
   });

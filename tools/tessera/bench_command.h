@@ -26,4 +26,15 @@ int run_matmul_bench(const MatmulBenchOptions& options);
 /// The same run, returning its JSON object (printing the text summary too when `print`); nullopt
 /// (after a message on stderr) when the blocks do not divide the shape.
 std::optional<nlohmann::json> matmul_bench_json(const MatmulBenchOptions& options, bool print);
+
+/// `tessera bench dot` (bench_dot.cc): one dot of (m, k) x (k, n) on one core against oneDNN.
+struct DotBenchOptions {
+  int64_t m = 8, n = 512, k = 128;
+  std::string dtype = "bf16";  // "f32", "bf16" or "int8"
+  bool transpose_rhs = true;   // x @ y.T with y (n, k), as lax::dot_general ((1,), (1,))
+  int repeats = 7;
+};
+nlohmann::json dot_bench_json(const DotBenchOptions& options);
+/// `tessera bench convert`: a bfloat16 (rows, cols) VMEM block to float32 against memcpy.
+nlohmann::json convert_bench_json(int64_t rows, int64_t cols, int repeats);
 }  // namespace tessera::cli
