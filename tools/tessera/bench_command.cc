@@ -481,7 +481,7 @@ void add_matmul_options(CLI::App* bench, BenchArgs& a) {
       ->check(integer_in(1, 1 << 16));
   bench->add_option("--k", mm.k, "matmul, dot: K (default 2048; dot 128)")
       ->check(integer_in(1, 1 << 16));
-  bench->add_option("--bm", mm.bm, "matmul: block rows (default: the example's)")
+  bench->add_option("--bm", mm.bm, "matmul: block rows (default: chosen from the CPU's caches)")
       ->check(integer_in(1, 1 << 16));
   bench->add_option("--bn", mm.bn, "matmul: block columns")->check(integer_in(1, 1 << 16));
   bench->add_option("--bk", mm.bk, "matmul: block depth")->check(integer_in(1, 1 << 16));
