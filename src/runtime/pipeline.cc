@@ -74,7 +74,45 @@ struct OperandState {
   bool in_place = false;    // the current block is used where it lies
   bool single_visit = false;
   WindowRef win;
+  // Full blocks found without a BlockWindow (every axis blocked or squeezed): per array axis,
+  // the bytes from one block index to the next and how many blocks along it are full.
+  bool fast = false;
+  SmallVec block_step;
+  SmallVec full_blocks;
 };
+
+// Sets up `st`'s fast full-block addresses when every axis of `m`'s blocks is blocked or squeezed.
+void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
+  if (m.whole) return;
+  const std::vector<pl::BlockDim>& dims = m.spec->block_shape();
+  const int rank = m.hbm.shape.rank();
+  if (static_cast<int>(dims.size()) != rank) return;
+  const int64_t item = itemsize(m.hbm.dtype);
+  st.block_step = SmallVec(rank, 0);
+  st.full_blocks = SmallVec(rank, 0);
+  for (int a = 0; a < rank; ++a) {
+    const pl::BlockDim& b = dims[static_cast<size_t>(a)];
+    if (b.is_element() || b.size <= 0) return;
+    const int64_t size = b.is_squeezed ? 1 : b.size;
+    st.block_step[a] = size * m.hbm.strides[a] * item;
+    st.full_blocks[a] = m.hbm.shape[a] / size;
+  }
+  st.fast = true;
+}
+
+// Where block `b` lies when it is a full block of a fast mapping (prepare_fast_blocks), else null
+// (then block_window decides, and raises for a block out of bounds).
+std::byte* full_block_address(const BlockMapping& m, const OperandState& st, const pl::Indices& b) {
+  const int rank = st.full_blocks.size();
+  if (!st.fast || b.v.size() != rank) return nullptr;
+  auto* p = static_cast<std::byte*>(m.hbm.data);
+  for (int a = 0; a < rank; ++a) {
+    const int64_t i = b.v[a];
+    if (i < 0 || i >= st.full_blocks[a]) return nullptr;
+    p += i * st.block_step[a];
+  }
+  return p;
+}
 
 // One run of a pipeline on the calling core: allocate the windows, then per step begin it
 // (copy-ins, new output visits), set the evaluator's hints, run the body, end it (write-backs).
@@ -111,7 +149,7 @@ class PipelineRun {
   std::vector<WindowRef> windows_;
   std::vector<RevisitTracker> revisits_;
   std::vector<int64_t> visit_start_;
-  std::vector<bool> starting_;
+  std::vector<uint8_t> starting_;  // per output: a new visit begins at this step
   StepHints hints_;
   PrefetchSource prefetch_{nullptr, nullptr, 0};
   int64_t window_bytes_ = 0;  // what a step's body reads and writes, for the prefetch rate
@@ -207,6 +245,7 @@ void PipelineRun::allocate_windows() {
       }
     }
     st.win = WindowRef{st.buffer, &st.buffer_strides};
+    prepare_fast_blocks(m, st);
     window_bytes_ += m.window_bytes;
     if (m.is_output) output_bytes_ += m.window_bytes;
     array_bytes_ += m.hbm.shape.size() * itemsize(m.hbm.dtype);
@@ -221,6 +260,14 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
     if (!m.pipelined()) continue;
     if (!m.is_output) {
       if (!cursor.copy_in(static_cast<int>(k))) continue;  // same block: the copy is elided
+      if (st.may_alias) {
+        if (std::byte* p = full_block_address(m, st, cursor.block(static_cast<int>(k)))) {
+          st.in_place = true;
+          st.win = WindowRef{p, &st.hbm_strides};
+          block_in_place_event(p, m.window_bytes, true, &hints_.prefetch);
+          continue;
+        }
+      }
       const BlockWindow w = block_window(m, cursor.block(static_cast<int>(k)));
       st.in_place = st.may_alias && is_full(w);
       if (st.in_place) {
@@ -250,14 +297,19 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
                         earlier->last));
     }
     visit_start_[o] = cursor.step();
-    const BlockWindow w = block_window(m, b);  // validates the block index before the body runs
     // Only a visit of one step is written in place: a block that several steps accumulate into
     // is read back each step, and a contiguous VMEM window is the better place for that (the
     // packing argument of a GEMM's C tile), so it keeps its window and its write-back.
     st.single_visit = cursor.write_back(static_cast<int>(o));
-    st.in_place = st.may_alias && st.single_visit && is_full(w);
-    st.win = st.in_place ? WindowRef{block_data(m, w), &st.hbm_strides}
-                         : WindowRef{st.buffer, &st.buffer_strides};
+    // Validates the block index before the body runs (a full block needs no BlockWindow).
+    void* data = full_block_address(m, st, b);
+    if (data == nullptr) {
+      const BlockWindow w = block_window(m, b);
+      if (is_full(w)) data = block_data(m, w);
+    }
+    st.in_place = st.may_alias && st.single_visit && data != nullptr;
+    st.win =
+        st.in_place ? WindowRef{data, &st.hbm_strides} : WindowRef{st.buffer, &st.buffer_strides};
     engine_.fresh(ctx_, st.buffer, m.window_bytes, m.hbm.dtype, [&] {
       return fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config_.op,
                          dtype_name(m.hbm.dtype), m.window.to_string(), indices_str(b.v));
@@ -295,7 +347,7 @@ void PipelineRun::end_step(const PipelineCursor& cursor) {
   for (size_t o = 0; o < num_outputs(); ++o) {
     const size_t k = static_cast<size_t>(g_.num_inputs) + o;
     const BlockMapping& m = g_.blocks[k];
-    starting_[o] = cursor.write_back(static_cast<int>(o));
+    starting_[o] = cursor.write_back(static_cast<int>(o)) ? 1 : 0;
     if (!starting_[o] || !m.pipelined()) continue;
     const pl::Indices& b = cursor.block(static_cast<int>(k));
     if (!state_[k].in_place) {
@@ -355,10 +407,15 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   prefetch_ = PrefetchSource{&cursor, &g_, 0};
   revisits_.assign(num_outputs(), RevisitTracker{});
   visit_start_.assign(num_outputs(), 0);
-  starting_.assign(num_outputs(), true);
+  starting_.assign(num_outputs(), 1);
   for (; !cursor.done(); cursor.advance()) {
     const SpanEvent step_event(EventKind::kStep, config_.op, cursor.step());
-    ctx_.grid_step.assign(cursor.grid_point().begin(), cursor.grid_point().end());
+    // The error context's grid point: same rank every step, so copied in place.
+    const SmallVec& point = cursor.grid_point();
+    if (ctx_.grid_step.size() != static_cast<size_t>(point.size())) {
+      ctx_.grid_step.resize(static_cast<size_t>(point.size()));
+    }
+    std::copy(point.begin(), point.end(), ctx_.grid_step.begin());
     engine_.pipeline_step_begins(ctx_);
     begin_step(cursor);
     set_hints(cursor);
