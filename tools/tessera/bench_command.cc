@@ -29,16 +29,6 @@
 
 namespace tessera::cli {
 
-namespace {
-struct AddOptions {
-  int64_t n = 8192;
-  int64_t bm = 128, bn = 128;
-  int cores = 1;
-  int repeats = 5;
-  std::string trace_path;
-  bool check = false;
-};
-
 // The pipelined add against the plain loop; the JSON object that `bench add --json` prints.
 nlohmann::json bench_add(const AddOptions& o) {
   const int64_t n = o.n;
@@ -125,6 +115,7 @@ nlohmann::json bench_add(const AddOptions& o) {
   return j;
 }
 
+namespace {
 int run_add(const AddOptions& o, bool json) {
   const nlohmann::json j = bench_add(o);
   const double max_error = j["max_error"].get<double>();
@@ -146,6 +137,8 @@ int run_add(const AddOptions& o, bool json) {
   }
   return max_error == 0 ? 0 : 1;
 }
+
+}  // namespace
 
 // Per grid step cost of the pipeline machinery: emit_pipeline over `steps` (8, 128) blocks of a
 // read-only input and an output with an empty body (the native engine uses both blocks where
@@ -249,171 +242,6 @@ nlohmann::json bench_launch(int cores, int repeats, int batch) {
   j["time_ratio"] = so.median / sr.median;  // ours / OpenMP: <= 1 is as fast or faster
   return j;
 }
-
-// One line of `bench suite --json`: the common fields of every benchmark. `rate` and
-// `ref_rate` are in `unit` (higher is better), so `ratio` > 1 means ours is faster.
-nlohmann::ordered_json suite_line(const std::string& kernel, nlohmann::json shape,
-                                  const std::string& dtype, int cores, double secs, double rate,
-                                  const std::string& unit, const std::string& ref_name,
-                                  double ref_rate, nlohmann::json detail) {
-  nlohmann::ordered_json j;
-  j["kernel"] = kernel;
-  j["shape"] = std::move(shape);
-  j["dtype"] = dtype;
-  j["cores"] = cores;
-  j["seconds"] = secs;
-  j["rate"] = rate;
-  j["unit"] = unit;
-  j["reference"] = {{"name", ref_name}, {"rate", ref_rate}};
-  j["ratio"] = rate / ref_rate;
-  const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
-  j["cpu"] = {{"model", cpu.model}, {"simd_target", cpu.simd_target}};
-  j["detail"] = std::move(detail);
-  return j;
-}
-
-// The decode-sized dots of the suite and of `bench dot` without a shape: M of 1-32 rows against a
-// transposed right operand (a block of keys: K = 128 is a head's width, K = 4096 a long
-// contraction), in each dtype, and one non-transposed shape per dtype.
-std::vector<DotBenchOptions> dot_shapes(bool quick) {
-  std::vector<DotBenchOptions> v;
-  for (const char* dtype : {"f32", "bf16", "int8"}) {
-    if (quick) {
-      v.push_back(DotBenchOptions{8, 64, 64, dtype, true, 2});
-      continue;
-    }
-    for (const int64_t m : {int64_t{1}, int64_t{8}, int64_t{32}}) {
-      v.push_back(DotBenchOptions{m, 512, 128, dtype, true, 7});
-      v.push_back(DotBenchOptions{m, 256, 4096, dtype, true, 7});
-    }
-    v.push_back(DotBenchOptions{8, 512, 128, dtype, false, 7});
-  }
-  return v;
-}
-
-std::string dot_label(const DotBenchOptions& d) {
-  return d.dtype + " (" + std::to_string(d.m) + ", " + std::to_string(d.k) + ") x " +
-         (d.transpose_rhs ? "(" + std::to_string(d.n) + ", " + std::to_string(d.k) + ").T"
-                          : "(" + std::to_string(d.k) + ", " + std::to_string(d.n) + ")");
-}
-
-// `tessera bench suite`: every benchmark at its default size (`quick`: tiny sizes, for tests).
-int run_suite(int cores, bool quick, bool json, int repeats_override) {
-  const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
-  const int reps = repeats_override > 0 ? repeats_override : (quick ? 2 : 7);
-  struct Item {
-    std::string what;
-    std::function<nlohmann::ordered_json()> run;
-  };
-  std::vector<Item> items;
-  const int64_t add_n = quick ? 512 : 8192;
-  items.push_back({"add " + std::to_string(add_n) + "^2 f32", [&] {
-                     AddOptions o;
-                     o.n = add_n;
-                     o.cores = cores;
-                     o.repeats = reps;
-                     const nlohmann::json d = bench_add(o);
-                     const double bytes = 12.0 * static_cast<double>(add_n * add_n);
-                     return suite_line(
-                         "add", {add_n, add_n}, "f32", cores, d["seconds"]["median"].get<double>(),
-                         d["gbps"].get<double>(), "GB/s", "plain loop (OpenMP)",
-                         bytes / d["reference"]["seconds"]["median"].get<double>() / 1e9, d);
-                   }});
-  const int64_t steps = quick ? 256 : 4096;
-  items.push_back({"steps " + std::to_string(steps) + " (empty body, 1 core)", [&] {
-                     const nlohmann::json d = bench_steps(steps, 1, quick ? 3 : 21);
-                     const double per_step = d["seconds_per_step"]["median"].get<double>();
-                     return suite_line("steps", {steps}, "f32", 1,
-                                       per_step * static_cast<double>(steps), 1.0 / per_step,
-                                       "steps/s", "target: 100 ns per step", 1e7, d);
-                   }});
-  items.push_back({"launch (" + std::to_string(cores) + " cores)", [&] {
-                     const nlohmann::json d = bench_launch(cores, quick ? 3 : 9, quick ? 50 : 2000);
-                     const double t = d["seconds"]["median"].get<double>();
-                     const double tr = d["reference"]["seconds"]["median"].get<double>();
-                     return suite_line("launch", {128 * cores}, "f32", cores, t, 1.0 / t,
-                                       "launches/s", "OpenMP parallel region", 1.0 / tr, d);
-                   }});
-  const int64_t mm = quick ? 256 : 2048;
-  for (const char* dtype : {"f32", "bf16"}) {
-    items.push_back({std::string("matmul ") + std::to_string(mm) + "^3 " + dtype, [&, dtype] {
-                       MatmulBenchOptions o{mm,
-                                            mm,
-                                            mm,
-                                            quick ? 128 : examples::kDefaultMatmulBlocks.bm,
-                                            quick ? 128 : examples::kDefaultMatmulBlocks.bn,
-                                            quick ? 128 : examples::kDefaultMatmulBlocks.bk,
-                                            dtype,
-                                            cores,
-                                            quick ? 2 : 5,
-                                            true};
-                       const nlohmann::json d = *matmul_bench_json(o, false);
-                       const double t = d["seconds"]["median"].get<double>();
-                       double best_t = 0;
-                       for (const auto& r : d["references"]) {
-                         if (r["name"] == d["best_reference"])
-                           best_t = r["seconds"]["median"].get<double>();
-                       }
-                       const double flops = 2.0 * static_cast<double>(mm * mm * mm);
-                       return suite_line("matmul", {mm, mm, mm}, dtype, cores, t, flops / t / 1e9,
-                                         "GFLOP/s", d["best_reference"].get<std::string>(),
-                                         flops / best_t / 1e9, d);
-                     }});
-  }
-  for (const DotBenchOptions& shape : dot_shapes(quick)) {
-    DotBenchOptions d = shape;
-    d.repeats = quick ? 2 : 7;
-    items.push_back({"dot " + dot_label(d), [d] {
-                       const nlohmann::json j = dot_bench_json(d);
-                       const double t = j["seconds"]["median"].get<double>();
-                       return suite_line("dot", j["shape"], d.dtype, 1, t,
-                                         j["gflops"].get<double>(), "GFLOP/s",
-                                         j["reference"]["name"].get<std::string>(),
-                                         j["reference"]["gflops"].get<double>(), j);
-                     }});
-  }
-  for (const int64_t rows : {int64_t{128}, int64_t{512}}) {
-    items.push_back({"convert bf16->f32 (" + std::to_string(rows) + ", 128)", [rows, quick] {
-                       const nlohmann::json j = convert_bench_json(rows, 128, quick ? 2 : 7);
-                       const double t = j["seconds"]["median"].get<double>();
-                       const double bytes = 8.0 * static_cast<double>(rows * 128);
-                       // Rates in the memcpy's terms (bytes of the float32 result read + written).
-                       return suite_line("convert", j["shape"], "bf16->f32", 1, t, bytes / t / 1e9,
-                                         "GB/s", j["reference"]["name"].get<std::string>(),
-                                         j["reference"]["gbps"].get<double>(), j);
-                     }});
-  }
-  std::cerr << "tessera bench suite: " << items.size() << " benchmarks on " << cpu.model << " ("
-            << cpu.simd_target << "), " << cores << " cores" << (quick ? ", quick sizes" : "")
-            << "\n";
-  int i = 0;
-  bool ok = true;
-  for (const Item& it : items) {
-    std::cerr << "tessera bench suite: [" << ++i << "/" << items.size() << "] " << it.what << "\n"
-              << std::flush;
-    const nlohmann::ordered_json line = it.run();
-    const auto& d = line["detail"];
-    if (d.contains("max_error") && line["kernel"] == "add") ok = ok && d["max_error"] == 0;
-    if (d.contains("right")) ok = ok && d["right"].get<bool>();
-    if (line["kernel"] == "dot" && line["dtype"] == "int8") {
-      ok = ok && d["max_abs_diff_from_reference"] == 0;
-    }
-    if (json) {
-      std::cout << line.dump() << "\n" << std::flush;
-    } else {
-      std::cout << line["kernel"].get<std::string>() << " " << line["shape"].dump() << " "
-                << line["dtype"].get<std::string>() << ", " << cores
-                << " cores: " << line["rate"].get<double>() << " "
-                << line["unit"].get<std::string>() << " vs "
-                << line["reference"]["name"].get<std::string>() << " "
-                << line["reference"]["rate"].get<double>() << ", ratio "
-                << line["ratio"].get<double>() << "\n"
-                << std::flush;
-    }
-  }
-  return ok ? 0 : 1;
-}
-}  // namespace
 
 namespace {
 

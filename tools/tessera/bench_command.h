@@ -6,9 +6,27 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessera::cli {
 void register_bench_command(CLI::App& app);
+
+/// `tessera bench add` (bench_command.cc): the pipelined add against the plain loop.
+struct AddOptions {
+  int64_t n = 8192;
+  int64_t bm = 128, bn = 128;
+  int cores = 1;
+  int repeats = 5;
+  std::string trace_path;
+  bool check = false;
+};
+nlohmann::json bench_add(const AddOptions& o);
+/// `tessera bench steps`: an empty-body pipeline's time per grid step.
+nlohmann::json bench_steps(int64_t steps, int cores, int repeats);
+/// `tessera bench launch`: a tiny kernel's launch against an OpenMP region.
+nlohmann::json bench_launch(int cores, int repeats, int batch);
+/// `tessera bench suite` (bench_suite.cc).
+int run_suite(int cores, bool quick, bool json, int repeats_override);
 
 /// `tessera bench matmul` (bench_matmul.cc).
 struct MatmulBenchOptions {
@@ -35,6 +53,10 @@ struct DotBenchOptions {
   int repeats = 7;
 };
 nlohmann::json dot_bench_json(const DotBenchOptions& options);
+/// The decode-sized dots of the suite (and of `bench dot` without a shape); `quick`: tiny ones.
+std::vector<DotBenchOptions> dot_shapes(bool quick);
+/// "bf16 (8, 128) x (512, 128).T".
+std::string dot_label(const DotBenchOptions& d);
 /// `tessera bench convert`: a bfloat16 (rows, cols) VMEM block to float32 against memcpy.
 nlohmann::json convert_bench_json(int64_t rows, int64_t cols, int repeats);
 }  // namespace tessera::cli
