@@ -79,6 +79,10 @@ struct OperandState {
   bool fast = false;
   SmallVec block_step;
   SmallVec full_blocks;
+  // A full block's rows for the prefetch queue (its base set per block), and their lines; 0 when
+  // the queue cannot describe them.
+  PrefetchQueue::Block prefetch_rows;
+  int64_t prefetch_lines = 0;
 };
 
 // Sets up `st`'s fast full-block addresses when every axis of `m`'s blocks is blocked or squeezed.
@@ -98,6 +102,11 @@ void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
     st.full_blocks[a] = m.hbm.shape[a] / size;
   }
   st.fast = true;
+  // The rows of a full block, as queue_prefetch describes them for the first block.
+  PrefetchQueue probe;
+  const RawRef view{m.hbm.data, m.hbm.dtype, MemorySpace::HBM, m.window, st.hbm_strides};
+  st.prefetch_lines = queue_prefetch(probe, view);
+  if (probe.num == 1) st.prefetch_rows = probe.blocks[0];
 }
 
 // Where block `b` lies when it is a full block of a fast mapping (prepare_fast_blocks), else null
@@ -130,6 +139,7 @@ class PipelineRun {
     const PipelineCursor* cursor;
     const GridMapping* g;
     int64_t paid_by;
+    const std::vector<OperandState>* state;
     static void fill_queue(const void* self, PrefetchQueue& q) noexcept;
   };
 
@@ -151,7 +161,7 @@ class PipelineRun {
   std::vector<int64_t> visit_start_;
   std::vector<uint8_t> starting_;  // per output: a new visit begins at this step
   StepHints hints_;
-  PrefetchSource prefetch_{nullptr, nullptr, 0};
+  PrefetchSource prefetch_{nullptr, nullptr, 0, nullptr};
   int64_t window_bytes_ = 0;  // what a step's body reads and writes, for the prefetch rate
   int64_t output_bytes_ = 0;
   int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
@@ -181,6 +191,16 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
       if (!m.pipelined()) continue;
       const pl::Indices& next = src.cursor->next_block(k);
       if (next.v == src.cursor->block(k).v) continue;
+      const OperandState& st = (*src.state)[static_cast<size_t>(k)];
+      if (st.prefetch_lines > 0 && q.num < PrefetchQueue::kMaxBlocks) {
+        // A full block: its rows' geometry is the mapping's, only the start moves.
+        if (const std::byte* p = full_block_address(m, st, next)) {
+          q.blocks[q.num] = st.prefetch_rows;
+          q.blocks[q.num++].base = p;
+          lines += st.prefetch_lines;
+          continue;
+        }
+      }
       if (const auto w = try_block_window(m, next)) {
         lines += queue_prefetch(q, block_hbm_view(m, *w));
       }
@@ -404,7 +424,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   PipelineCursor cursor(part.grid, part.offset, std::move(specs), g_.num_inputs,
                         config_.range_begin, config_.range_end, config_.scalar_prefetch,
                         engine_.parallel_order(ctx_, grid, g_.semantics));
-  prefetch_ = PrefetchSource{&cursor, &g_, 0};
+  prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_};
   revisits_.assign(num_outputs(), RevisitTracker{});
   visit_start_.assign(num_outputs(), 0);
   starting_.assign(num_outputs(), 1);
