@@ -355,7 +355,7 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
     hints_.stream_hi[hints_.num_stream] = span.second;
     ++hints_.num_stream;
   }
-  if (cursor.has_next()) {
+  if (cursor.has_next() && prefetch_next_blocks()) {
     prefetch_.paid_by = output_bytes_ > 0 ? output_bytes_ : window_bytes_;
     hints_.prefetch.fill = &PrefetchSource::fill_queue;
     hints_.prefetch.fill_ctx = &prefetch_;
