@@ -450,11 +450,27 @@ void edge_block(C* c, int64_t c_rs, int64_t m, int64_t n, int64_t i0, int64_t j0
 }
 
 // C (+)= A · B on tiles, C's blocks NA x NB tiles (fewer than 32 rows or columns in all: 1).
+// C's block at (i0, j0), added to (`accumulate`) or written into D = C^T (row stride d_rs)
+// instead of C: through a buffer on the stack, transposed on the way out. One pass over k only.
+template <bool kInt8, int NA, int NB, class C>
+void transposed_block(C* d, int64_t d_rs, int64_t m, int64_t n, int64_t i0, int64_t j0,
+                      bool accumulate, const std::byte* a, int64_t a_stride, const uint32_t* bp,
+                      int64_t steps) {
+  alignas(64) C tmp[32 * 32];
+  block<kInt8, NA, NB>(reinterpret_cast<std::byte*>(tmp), 32 * sizeof(C), false, a, a_stride, bp,
+                       steps);
+  const int64_t rows = std::min<int64_t>(16 * NA, m - i0);
+  const int64_t cols = std::min<int64_t>(16 * NB, n - j0);
+  transpose_into(d + j0 * d_rs + i0, d_rs, tmp, 32, cols, rows, accumulate);
+}
+
 // `c_cols` >= n: the columns of C that may be written (a padded temporary's), so that blocks
-// inside them are stored directly.
+// inside them are stored directly. With `d`, C's blocks go transposed into D = C^T instead
+// (transposed_block; k must fit one pass).
 template <class T, class C, int NA, int NB>
 void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const MatrixView<T>& b,
-                C* c, int64_t c_rs, int64_t c_cols, bool accumulate) {
+                C* c, int64_t c_rs, int64_t c_cols, bool accumulate, C* d = nullptr,
+                int64_t d_rs = 0) {
   constexpr bool kInt8 = sizeof(T) == 1;
   constexpr int64_t kStepK = 64 / sizeof(T);  // k per tile step
   constexpr int64_t kRows = 16 * NA;
@@ -475,7 +491,10 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
       for (int64_t jp = 0; jp < panels; ++jp) {
         const uint32_t* bpp = bp + (jp * steps + s0) * 512;
         const int64_t j0 = jp * 32;
-        if (i0 + kRows <= m && j0 + 16 * NB <= c_cols) {
+        if (d != nullptr) {
+          transposed_block<kInt8, NA, NB>(d, d_rs, m, n, i0, j0, accumulate, arow, a_stride, bpp,
+                                          ns);
+        } else if (i0 + kRows <= m && j0 + 16 * NB <= c_cols) {
           // The next block: the next panel of this row of blocks, else the first of the next row.
           const int64_t njp = jp + 1 < panels ? jp + 1 : 0;
           const int64_t ni0 = jp + 1 < panels ? i0 : i0 + kRows;
@@ -519,10 +538,24 @@ bool amx_swapped(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const 
                  C* c, int64_t c_rs, bool accumulate) {
   constexpr int64_t kStepK = 64 / sizeof(T);
   if (b.rs != 1 || k % kStepK != 0 || m * (k + 2 * n) >= k * n) return false;
+  const MatrixView<T> yt{b.data, b.cs, 1};     // y, (n, k): C^T's "A"
+  const MatrixView<T> xt{a.data, a.cs, a.rs};  // x^T, (k, m): C^T's "B"
+  if (steps_per_pass(k / kStepK) >= k / kStepK) {
+    // One pass over k: each block of C^T goes transposed into C as it leaves the tiles.
+    if (n <= 16 && m <= 16) {
+      amx_blocks<T, C, 1, 1>(n, m, k, yt, xt, nullptr, 0, 0, accumulate, c, c_rs);
+    } else if (n <= 16) {
+      amx_blocks<T, C, 1, 2>(n, m, k, yt, xt, nullptr, 0, 0, accumulate, c, c_rs);
+    } else if (m <= 16) {
+      amx_blocks<T, C, 2, 1>(n, m, k, yt, xt, nullptr, 0, 0, accumulate, c, c_rs);
+    } else {
+      amx_blocks<T, C, 2, 2>(n, m, k, yt, xt, nullptr, 0, 0, accumulate, c, c_rs);
+    }
+    return true;
+  }
   const int64_t ld = (m + 15) / 16 * 16;
   C* ct = tl_amx_ct.get<C>(n * ld);
-  amx_direct(n, m, k, MatrixView<T>{b.data, b.cs, 1}, MatrixView<T>{a.data, a.cs, a.rs}, ct, ld, ld,
-             false);
+  amx_direct(n, m, k, yt, xt, ct, ld, ld, false);
   transpose_into(c, c_rs, ct, ld, m, n, accumulate);
   return true;
 }

@@ -21,20 +21,23 @@ namespace {
 constexpr __mmask16 kAll = 0xffff;
 
 // r[0..15] (rows of a 16 x 16 block) become its columns: r[c][i] = old r[i][c].
-[[gnu::target(TESSERA_TRANSPOSE_TARGET)]] void transpose16(__m512* r) {
+[[gnu::always_inline, gnu::target(TESSERA_TRANSPOSE_TARGET)]] inline void transpose16(__m512* r) {
   __m512 t[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_maskz_unpacklo_ps(kAll, r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[2 * i], r[2 * i + 1]);
   }
   // u[4g + q], 128-bit lane L: column 4L + q of rows 4g .. 4g + 3.
   __m512 u[16];
+#pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     u[4 * g + 0] = _mm512_maskz_shuffle_ps(kAll, t[4 * g], t[4 * g + 2], 0x44);
     u[4 * g + 1] = _mm512_maskz_shuffle_ps(kAll, t[4 * g], t[4 * g + 2], 0xEE);
     u[4 * g + 2] = _mm512_maskz_shuffle_ps(kAll, t[4 * g + 1], t[4 * g + 3], 0x44);
     u[4 * g + 3] = _mm512_maskz_shuffle_ps(kAll, t[4 * g + 1], t[4 * g + 3], 0xEE);
   }
+#pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) {
     const __m512 v0 = _mm512_maskz_shuffle_f32x4(kAll, u[q], u[4 + q], 0x88);
     const __m512 w0 = _mm512_maskz_shuffle_f32x4(kAll, u[q], u[4 + q], 0xDD);
@@ -58,12 +61,15 @@ template <class C>
       const int64_t cols = std::min<int64_t>(16, m - i0);
       const auto imask = static_cast<__mmask16>(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
       __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j) {
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
         r[j] =
             j < rows ? _mm512_maskz_loadu_ps(imask, t + (j0 + j) * t_rs + i0) : _mm512_setzero_ps();
       }
       transpose16(r);
-      for (int64_t i = 0; i < cols; ++i) {
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        if (i >= cols) break;
         C* row = c + (i0 + i) * c_rs + j0;
         __m512 v = r[i];
         if (accumulate) {
