@@ -312,6 +312,10 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
       skinny_dot_bf16(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;
   }
+  if (!portable() && !gemm_amx_bf16() && m <= kSkinnyNnMaxRows && a.cs == 1 && b.cs == 1 &&
+      skinny_nn_bf16(m, n, k, a.data, a.rs, b.data, b.rs, c, c_rs, accumulate)) {
+    return;
+  }
   if (gemm_amx_bf16()) {
     amx_gemm_bf16(m, n, k, a, b, c, c_rs, accumulate);
     return;
@@ -386,6 +390,10 @@ void gemm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   if (m == 1) c_rs = n;
   if (k > 0 && skinny(m, a, b) &&
       skinny_dot_s8(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
+    return;
+  }
+  if (k > 0 && !portable() && !gemm_amx_int8() && m <= kSkinnyNnMaxRows && a.cs == 1 && b.cs == 1 &&
+      skinny_nn_s8(m, n, k, a.data, a.rs, b.data, b.rs, c, c_rs, accumulate)) {
     return;
   }
   if (k > 0 && gemm_amx_int8()) {

@@ -76,11 +76,13 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-[[gnu::target("amx-tile")]] void load_tile_config() noexcept {
+// `rows`: the rows of the C and A tiles (16, or fewer for a C of fewer rows: the tiles then
+// read and write only those, and a tile multiply takes time in proportion); B's are always 16.
+[[gnu::target("amx-tile")]] void load_tile_config(int rows) noexcept {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) {
     cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
+    cfg.rows[t] = static_cast<uint8_t>(t < 6 ? rows : 16);
   }
   // GCC 12's _tile_loadconfig names only the first 8 bytes of the configuration as its memory
   // operand, so the compiler may drop the stores to the rest as dead; the whole struct is the
@@ -432,10 +434,11 @@ ARows prepare_a(const MatrixView<T>& a, int64_t m, int64_t k, int64_t kpad, int6
 
 // C's block at (i0, j0), partial at the edges: through a buffer on the stack.
 template <bool kInt8, int NA, int NB, class C>
-void edge_block(C* c, int64_t c_rs, int64_t m, int64_t n, int64_t i0, int64_t j0, bool load,
-                const std::byte* a, int64_t a_stride, const uint32_t* bp, int64_t steps) {
+void edge_block(C* c, int64_t c_rs, int64_t m, int64_t n, int64_t i0, int64_t j0,
+                int64_t block_rows, bool load, const std::byte* a, int64_t a_stride,
+                const uint32_t* bp, int64_t steps) {
   alignas(64) C tmp[32 * 32] = {};
-  const int64_t rows = std::min<int64_t>(16 * NA, m - i0);
+  const int64_t rows = std::min<int64_t>(block_rows, m - i0);
   const int64_t cols = std::min<int64_t>(16 * NB, n - j0);
   if (load) {
     for (int64_t i = 0; i < rows; ++i) {
@@ -454,12 +457,12 @@ void edge_block(C* c, int64_t c_rs, int64_t m, int64_t n, int64_t i0, int64_t j0
 // instead of C: through a buffer on the stack, transposed on the way out. One pass over k only.
 template <bool kInt8, int NA, int NB, class C>
 void transposed_block(C* d, int64_t d_rs, int64_t m, int64_t n, int64_t i0, int64_t j0,
-                      bool accumulate, const std::byte* a, int64_t a_stride, const uint32_t* bp,
-                      int64_t steps) {
+                      int64_t block_rows, bool accumulate, const std::byte* a, int64_t a_stride,
+                      const uint32_t* bp, int64_t steps) {
   alignas(64) C tmp[32 * 32];
   block<kInt8, NA, NB>(reinterpret_cast<std::byte*>(tmp), 32 * sizeof(C), false, a, a_stride, bp,
                        steps);
-  const int64_t rows = std::min<int64_t>(16 * NA, m - i0);
+  const int64_t rows = std::min<int64_t>(block_rows, m - i0);
   const int64_t cols = std::min<int64_t>(16 * NB, n - j0);
   transpose_into(d + j0 * d_rs + i0, d_rs, tmp, 32, cols, rows, accumulate);
 }
@@ -473,14 +476,16 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
                 int64_t d_rs = 0) {
   constexpr bool kInt8 = sizeof(T) == 1;
   constexpr int64_t kStepK = 64 / sizeof(T);  // k per tile step
-  constexpr int64_t kRows = 16 * NA;
+  // A C of fewer than 16 rows takes tiles of that many rows (no padding, no edge buffer).
+  const int tile_rows = NA == 1 && m < 16 ? static_cast<int>(m) : 16;
+  const int64_t kRows = NA * tile_rows;
   const int64_t steps = (k + kStepK - 1) / kStepK;
   const int64_t panels = (n + 31) / 32;
   uint32_t* bp = tl_amx_b.get<uint32_t>(panels * steps * 512);
   pack_b(bp, b, k, n, steps, panels);
   const ARows ar = prepare_a(a, m, k, steps * kStepK, kRows);
   const int64_t pass = steps_per_pass(steps);
-  load_tile_config();
+  load_tile_config(tile_rows);
   for (int64_t s0 = 0; s0 < steps; s0 += pass) {
     const int64_t ns = std::min(pass, steps - s0);
     const bool load = accumulate || s0 > 0;
@@ -492,8 +497,8 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
         const uint32_t* bpp = bp + (jp * steps + s0) * 512;
         const int64_t j0 = jp * 32;
         if (d != nullptr) {
-          transposed_block<kInt8, NA, NB>(d, d_rs, m, n, i0, j0, accumulate, arow, a_stride, bpp,
-                                          ns);
+          transposed_block<kInt8, NA, NB>(d, d_rs, m, n, i0, j0, kRows, accumulate, arow, a_stride,
+                                          bpp, ns);
         } else if (i0 + kRows <= m && j0 + 16 * NB <= c_cols) {
           // The next block: the next panel of this row of blocks, else the first of the next row.
           const int64_t njp = jp + 1 < panels ? jp + 1 : 0;
@@ -511,7 +516,7 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
                                c_rs * static_cast<int64_t>(sizeof(C)), load, arow, a_stride, bpp,
                                ns, next);
         } else {
-          edge_block<kInt8, NA, NB>(c, c_rs, m, n, i0, j0, load, arow, a_stride, bpp, ns);
+          edge_block<kInt8, NA, NB>(c, c_rs, m, n, i0, j0, kRows, load, arow, a_stride, bpp, ns);
         }
       }
     }

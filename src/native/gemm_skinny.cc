@@ -259,7 +259,9 @@ void skinny(int64_t m, int64_t n, int64_t k, const typename Ops::T* a, int64_t a
   }
 }
 
-bool cpu_has(bool bf16, bool vnni) {
+}  // namespace
+
+bool skinny_cpu_has(bool bf16, bool vnni) {
   static const bool f = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   static const bool b = __builtin_cpu_supports("avx512bf16");
@@ -267,25 +269,23 @@ bool cpu_has(bool bf16, bool vnni) {
   return gemm_avx512_allowed() && f && (!bf16 || b) && (!vnni || v);
 }
 
-}  // namespace
-
 bool skinny_dot_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, const float* bt,
                     int64_t bt_rs, float* c, int64_t c_rs, bool accumulate) {
-  if (!cpu_has(false, false)) return false;
+  if (!skinny_cpu_has(false, false)) return false;
   skinny<F32>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   return true;
 }
 
 bool skinny_dot_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
                      const bfloat16* bt, int64_t bt_rs, float* c, int64_t c_rs, bool accumulate) {
-  if (!cpu_has(true, false)) return false;
+  if (!skinny_cpu_has(true, false)) return false;
   skinny<BF16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   return true;
 }
 
 bool skinny_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
                    int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate) {
-  if (!cpu_has(false, true)) return false;
+  if (!skinny_cpu_has(false, true)) return false;
   skinny<S8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   return true;
 }

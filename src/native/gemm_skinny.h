@@ -29,4 +29,19 @@ bool skinny_dot_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t
 bool skinny_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
                    int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate);
 
+/// x @ y with y row-major, for few rows of x (src/native/gemm_skinny_nn.cc): B(p, j) =
+/// b[p * b_rs + j], A's rows contiguous along k; B's rows are read where they lie, interleaved
+/// in registers into the pairs (bfloat16) or quads (int8) of k that the dot-product
+/// instructions take, without the packing of B that libxsmm's kernels need. gemm.cc takes them
+/// where the CPU has no AMX (the tile unit is faster even with B packed).
+inline constexpr int64_t kSkinnyNnMaxRows = 16;
+bool skinny_nn_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
+                    const bfloat16* b, int64_t b_rs, float* c, int64_t c_rs, bool accumulate);
+bool skinny_nn_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* b,
+                  int64_t b_rs, int32_t* c, int64_t c_rs, bool accumulate);
+
+/// Whether the CPU and the SIMD cap allow these kernels: AVX-512 (F, BW, VL, DQ), and AVX512-BF16
+/// / AVX512-VNNI when asked.
+bool skinny_cpu_has(bool bf16, bool vnni);
+
 }  // namespace tessera::detail
