@@ -11,7 +11,7 @@ namespace tessera::detail {
 /// stride t_rs. int32 sums wrap modulo 2^32.
 void transpose_into(float* c, int64_t c_rs, const float* t, int64_t t_rs, int64_t m, int64_t n,
                     bool accumulate);
-void transpose_into(int32_t* c, int64_t c_rs, const int32_t* t, int64_t t_rs, int64_t m,
-                    int64_t n, bool accumulate);
+void transpose_into(int32_t* c, int64_t c_rs, const int32_t* t, int64_t t_rs, int64_t m, int64_t n,
+                    bool accumulate);
 
 }  // namespace tessera::detail

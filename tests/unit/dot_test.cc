@@ -102,10 +102,10 @@ void expect_close(const O& out, const Reference& ref, int64_t k, const std::vect
 struct Shape3 {
   int64_t m, k, n;
 };
-const Shape3 kShapes[] = {{1, 1, 1},     {1, 7, 1},    {3, 5, 7},      {2, 1, 9},
-                          {8, 128, 128}, {17, 33, 65}, {64, 64, 64},   {1, 300, 2},
-                          {130, 1, 129}, {5, 257, 3},  {128, 96, 144}, {40, 1024, 70},
-                          {70, 1000, 40}, {3, 4100, 9},  {16, 256, 40}};
+const Shape3 kShapes[] = {{1, 1, 1},      {1, 7, 1},    {3, 5, 7},      {2, 1, 9},
+                          {8, 128, 128},  {17, 33, 65}, {64, 64, 64},   {1, 300, 2},
+                          {130, 1, 129},  {5, 257, 3},  {128, 96, 144}, {40, 1024, 70},
+                          {70, 1000, 40}, {3, 4100, 9}, {16, 256, 40}};
 
 class DotModes : public ::testing::TestWithParam<detail::GemmMode> {
  protected:
