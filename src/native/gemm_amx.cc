@@ -467,6 +467,46 @@ void transposed_block(C* d, int64_t d_rs, int64_t m, int64_t n, int64_t i0, int6
   transpose_into(d + j0 * d_rs + i0, d_rs, tmp, 32, cols, rows, accumulate);
 }
 
+// One row of blocks (C has at most 16 * NA rows) in one pass over k: each panel of B (two for
+// int8, whose packing works 64 columns at a time) is packed just before its blocks run, into a
+// buffer that stays in L1: the tile unit multiplies one panel while the core packs the next,
+// and no packed B is written out to L2 and read back (measured: a (8, 128) x (128, 512) bf16
+// dot 5.3-5.9 -> 3.2-3.6 us).
+template <class T, class C, int NA, int NB>
+void amx_one_row(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const MatrixView<T>& b,
+                 C* c, int64_t c_rs, int64_t c_cols, bool accumulate, int tile_rows,
+                 int64_t steps) {
+  constexpr bool kInt8 = sizeof(T) == 1;
+  constexpr int64_t kStepK = 64 / sizeof(T);
+  constexpr int64_t kPack = kInt8 ? 2 : 1;  // panels packed at a time
+  const int64_t rows = NA * tile_rows;
+  const int64_t panels = (n + 31) / 32;
+  const ARows ar = prepare_a(a, m, k, steps * kStepK, rows);
+  uint32_t* buf = tl_amx_b.get<uint32_t>(kPack * steps * 512);
+  const int64_t a_stride = ar.direct_rows > 0 ? ar.stride : ar.tail_stride;
+  const std::byte* arow = ar.direct_rows > 0 ? ar.a : ar.tail;
+  load_tile_config(tile_rows);
+  for (int64_t jp0 = 0; jp0 < panels; jp0 += kPack) {
+    const int64_t j00 = jp0 * 32;
+    const int64_t np = std::min(kPack, panels - jp0);
+    pack_b(buf, MatrixView<T>{b.data + j00 * b.cs, b.rs, b.cs}, k, std::min(np * 32, n - j00),
+           steps, np);
+    for (int64_t q = 0; q < np; ++q) {
+      const uint32_t* bpp = buf + q * steps * 512;
+      const int64_t j0 = j00 + q * 32;
+      if (rows <= m && j0 + 16 * NB <= c_cols) {
+        block<kInt8, NA, NB>(reinterpret_cast<std::byte*>(c + j0),
+                             c_rs * static_cast<int64_t>(sizeof(C)), accumulate, arow, a_stride,
+                             bpp, steps);
+      } else {
+        edge_block<kInt8, NA, NB>(c, c_rs, m, n, 0, j0, rows, accumulate, arow, a_stride, bpp,
+                                  steps);
+      }
+    }
+  }
+  release_tiles();
+}
+
 // `c_cols` >= n: the columns of C that may be written (a padded temporary's), so that blocks
 // inside them are stored directly. With `d`, C's blocks go transposed into D = C^T instead
 // (transposed_block; k must fit one pass).
@@ -480,6 +520,10 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
   const int tile_rows = NA == 1 && m < 16 ? static_cast<int>(m) : 16;
   const int64_t kRows = NA * tile_rows;
   const int64_t steps = (k + kStepK - 1) / kStepK;
+  if (d == nullptr && m <= kRows && steps_per_pass(steps) >= steps) {
+    amx_one_row<T, C, NA, NB>(m, n, k, a, b, c, c_rs, c_cols, accumulate, tile_rows, steps);
+    return;
+  }
   const int64_t panels = (n + 31) / 32;
   uint32_t* bp = tl_amx_b.get<uint32_t>(panels * steps * 512);
   pack_b(bp, b, k, n, steps, panels);
