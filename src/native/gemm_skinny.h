@@ -16,11 +16,19 @@
 
 namespace tessera::detail {
 
-/// The most rows of A for which gemm.cc takes these kernels: one block of the micro-kernel's rows,
-/// so that B is read once and A's rows stay in registers' reach. With more rows the swapped
-/// products of gemm.cc / gemm_amx.cc (C^T = y · x^T) do better: they need no reduction across
-/// vector lanes.
+/// The most rows of A for which gemm.cc takes these kernels, measured on a Sapphire Rapids class
+/// Xeon against the alternative, x @ y.T computed as C^T = y · x^T (gemm.cc, gemm_amx.cc):
+/// - float32: 8, two blocks of the micro-kernel's 4 rows ((8, 4096) x (256, 4096).T 176-182 us
+///   here, 336-352 us swapped; (8, 128) x (512, 128).T 10.0 against 12.3 us; with 16 rows the
+///   swapped product wins, 12.1 against 18.8 us);
+/// - without AMX, bfloat16 and int8: 4, one block of rows (B is then read once);
+/// - with AMX, bfloat16: 1 ((1, 4096) 35 us here, 67 us on tiles; with 2 to 4 rows the tiles
+///   win, 2.2 against 3.3-6.0 us at k = 128); int8: none (the tiles win from 1 row on: 1.6
+///   against 2.4 us).
+inline constexpr int64_t kSkinnyMaxRowsF32 = 8;
 inline constexpr int64_t kSkinnyMaxRows = 4;
+inline constexpr int64_t kSkinnyMaxRowsAmxBf16 = 1;
+inline constexpr int64_t kSkinnyMaxRowsAmxInt8 = 0;
 
 bool skinny_dot_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, const float* bt,
                     int64_t bt_rs, float* c, int64_t c_rs, bool accumulate);

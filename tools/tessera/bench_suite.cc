@@ -195,8 +195,10 @@ std::vector<DotBenchOptions> dot_shapes(bool quick) {
       v.push_back(DotBenchOptions{8, 64, 64, dtype, true, 2});
       continue;
     }
-    for (const int64_t m : {int64_t{1}, int64_t{8}, int64_t{32}}) {
+    for (const int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}}) {
       v.push_back(DotBenchOptions{m, 512, 128, dtype, true, 7});
+    }
+    for (const int64_t m : {int64_t{1}, int64_t{8}, int64_t{32}}) {
       v.push_back(DotBenchOptions{m, 256, 4096, dtype, true, 7});
     }
     v.push_back(DotBenchOptions{8, 512, 128, dtype, false, 7});
