@@ -4,6 +4,7 @@
 // once, after the last one.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -30,6 +31,14 @@ pltpu::CompilerParams params(MatmulBlocks b, int64_t item, int64_t scratch_bytes
       .vmem_limit_bytes = std::max<int64_t>(need + (1 << 20), int64_t{16} << 20)};
 }
 
+// The largest divisor of `n` that is at most `cap` (n itself when n <= cap).
+int64_t divisor_up_to(int64_t n, int64_t cap) {
+  for (int64_t d = std::min(n, cap); d > 1; --d) {
+    if (n % d == 0) return d;
+  }
+  return 1;
+}
+
 pl::BlockSpec x_spec(MatmulBlocks b) {
   return pl::BlockSpec({b.bm, b.bk}, [](int i, int, int k) { return pl::idx(i, k); });
 }
@@ -42,8 +51,33 @@ pl::BlockSpec z_spec(MatmulBlocks b) {
 
 }  // namespace
 
+MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item, int cores,
+                                   MatmulBlocks given) {
+  const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
+  const int64_t l2 = cpu && cpu->l2_bytes > 0 ? cpu->l2_bytes : int64_t{1} << 20;
+  cores = cores_or_default(cores);
+  MatmulBlocks b = given;
+  if (b.bk <= 0) b.bk = divisor_up_to(k, 256);
+  int64_t cap = 8;
+  for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
+    if (2 * c * b.bk * item <= l2 && c * c * 4 <= 2 * l2) cap = c;
+  }
+  if (b.bm <= 0) b.bm = divisor_up_to(m, cap);
+  if (b.bn <= 0) b.bn = divisor_up_to(n, cap);
+  // Every core gets an output block (the grid's PARALLEL axes are what the cores share).
+  while ((m / b.bm) * (n / b.bn) < cores && (given.bm <= 0 || given.bn <= 0)) {
+    const bool rows = given.bm <= 0 && (b.bm >= b.bn || given.bn > 0);
+    int64_t& side = rows ? b.bm : b.bn;
+    const int64_t smaller = divisor_up_to(rows ? m : n, side / 2);
+    if (side <= 8 || smaller == side) break;
+    side = smaller;
+  }
+  return b;
+}
+
 Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b, int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  b = default_matmul_blocks(m, n, k, 4, num_cores, b);
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
@@ -58,6 +92,7 @@ Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b
 Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, MatmulBlocks b,
                             int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  b = default_matmul_blocks(m, n, k, 2, num_cores, b);
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<bfloat16> x_ref, pltpu::VmemRef<bfloat16> y_ref,
          pltpu::VmemRef<bfloat16> z_ref, pltpu::VmemRef<float> acc_ref) {
@@ -75,6 +110,7 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
 Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
                                   int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[0];
+  b = default_matmul_blocks(m, n, k, 4, num_cores, b);
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
@@ -92,6 +128,7 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
 Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
                          int num_cores) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  b = default_matmul_blocks(m, n, k, 4, num_cores, b);
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);

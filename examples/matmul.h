@@ -9,14 +9,24 @@
 
 namespace tessera::examples {
 
-/// Block sizes of the matmul grid (bm, bn, bk): grid (M / bm, N / bn, K / bk).
+/// Block sizes of the matmul grid (bm, bn, bk): grid (M / bm, N / bn, K / bk). A size of 0 is
+/// chosen for the shape and this CPU by default_matmul_blocks.
 struct MatmulBlocks {
-  int64_t bm = 512;
-  int64_t bn = 512;
-  int64_t bk = 256;
+  int64_t bm = 0;
+  int64_t bn = 0;
+  int64_t bk = 0;
 };
-/// The default blocks, measured best on the development machine (docs/performance.md).
+/// The default: every block size chosen at run time from the CPU's caches.
 inline constexpr MatmulBlocks kDefaultMatmulBlocks{};
+
+/// Blocks for an (m, k) x (k, n) product of `item`-byte elements on `cores` cores (0: this
+/// machine's), from the L2 cache the CPU reports (docs/performance.md, "Choosing the blocks"):
+/// bk is the largest divisor of k up to 256; bm = bn is the largest power of two up to which a
+/// step's input blocks, (bm + bn) * bk * item bytes, fit in the L2 and the float32 accumulator
+/// block, bm * bn * 4 bytes, in twice the L2 (each then the largest divisor of m, n up to it);
+/// then halved until every core has an output block. Sizes already given in `given` are kept.
+MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item, int cores,
+                                   MatmulBlocks given = {});
 
 /// z = x @ y for float32 x (M, K), y (K, N): grid (M/bm, N/bn, K/bk) with (PARALLEL, PARALLEL,
 /// ARBITRARY) semantics, the output block zeroed at k == 0 and accumulated in place. The block

@@ -17,6 +17,7 @@
 // as libxsmm's docs advise; libxsmm's own registry is thread-safe behind that.
 #include "native/gemm.h"
 
+#include <hwy/targets.h>
 #include <immintrin.h>
 #include <libxsmm.h>
 
@@ -28,47 +29,47 @@
 #include <mutex>
 #include <new>
 
+#include "core/simd_target.h"
+#include "native/gemm_amx.h"
+#include "native/gemm_scratch.h"
+#include "native/gemm_skinny.h"
+#include "native/gemm_transpose.h"
+
 namespace tessera::detail {
 
 namespace {
 
 std::atomic<GemmMode> g_mode{GemmMode::kAuto};
 
+// Whether the SIMD target cap (TESSERA_SIMD_TARGET, core/simd_target.h) allows AVX-512: a cap
+// below it also keeps libxsmm and the AMX kernels to what such a CPU runs.
+bool avx512_allowed() noexcept {
+  static const bool allowed = [] {
+    apply_simd_target_override();
+    return (hwy::SupportedTargets() & (HWY_AVX3 | HWY_AVX3_DL)) != 0;
+  }();
+  return allowed;
+}
+
 void init_libxsmm() {
   static std::once_flag once;
-  std::call_once(once, [] { libxsmm_init(); });
+  std::call_once(once, [] {
+    libxsmm_init();
+    if (!avx512_allowed() && libxsmm_get_target_archid() > LIBXSMM_X86_AVX2) {
+      libxsmm_set_target_archid(LIBXSMM_X86_AVX2);
+    }
+  });
 }
 
 bool portable() noexcept { return g_mode.load(std::memory_order_relaxed) == GemmMode::kPortable; }
 
-// A growable 64-byte aligned buffer, one set per thread (each core packs into its own).
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { std::free(p_); }
-  template <class T>
-  T* get(int64_t count) {
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T);
-    if (bytes > cap_) {
-      std::free(p_);
-      cap_ = (bytes + 4095) / 4096 * 4096;
-      p_ = std::aligned_alloc(64, cap_);
-      if (p_ == nullptr) {
-        cap_ = 0;
-        throw std::bad_alloc();
-      }
-    }
-    return static_cast<T*>(p_);
-  }
+// The AMX kernels: in kAuto mode, where the CPU, the OS and the SIMD cap allow them.
+bool amx_allowed() noexcept {
+  return g_mode.load(std::memory_order_relaxed) == GemmMode::kAuto && avx512_allowed();
+}
 
- private:
-  void* p_ = nullptr;
-  size_t cap_ = 0;
-};
-thread_local Scratch tl_pack_a;
-thread_local Scratch tl_pack_b;
+thread_local GemmScratch tl_pack_a;
+thread_local GemmScratch tl_pack_b;
 
 // The stride of an axis of extent 1 never matters; give it the value a contiguous layout would
 // have so that the layout tests below see through it.
@@ -205,6 +206,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void interleave_rows_avx512
   }
 }
 
+// A few rows of A against a B whose columns are contiguous along k (x @ y.T): the dot-product
+// kernels of gemm_skinny.h read both where they lie, where packing B would cost as much as the
+// product.
+template <class T>
+bool skinny(int64_t m, const MatrixView<T>& a, const MatrixView<T>& b, int64_t max_rows) {
+  return !portable() && m <= max_rows && a.cs == 1 && b.rs == 1;
+}
+
 // An empty product (no rows, columns or contraction): C is zero, or unchanged when accumulating.
 // True when there is nothing more to do.
 template <class C>
@@ -228,18 +237,48 @@ const char* gemm_target() noexcept {
   return libxsmm_get_target_arch();
 }
 
+bool gemm_avx512_allowed() noexcept { return avx512_allowed(); }
+
+bool gemm_amx_bf16() noexcept { return amx_allowed() && amx_support().bf16; }
+bool gemm_amx_int8() noexcept { return amx_allowed() && amx_support().int8; }
+
 bool gemm_bf16_native() noexcept {
   if (portable()) return false;
   init_libxsmm();
   return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CPX;
 }
 
-void gemm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b, float* c,
-              int64_t c_rs, bool accumulate) {
+namespace {
+
+thread_local GemmScratch tl_swap;
+
+void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                   float* c, int64_t c_rs, bool accumulate, bool may_swap);
+
+// x @ y.T (B's columns contiguous along k) with few rows of x: C^T = y · x^T reads y's rows where
+// they lie and packs only x (gemm_transpose.h); packing B would move k·n elements, this moves
+// m·k + 2·n·m.
+bool swapped_f32(int64_t m, int64_t n, int64_t k, const MatrixView<float>& a,
+                 const MatrixView<float>& b, float* c, int64_t c_rs, bool accumulate) {
+  if (portable() || b.rs != 1 || b.cs < k || m * (k + 2 * n) >= k * n) return false;
+  float* ct = tl_swap.get<float>(n * m);
+  gemm_f32_impl(n, m, k, MatrixView<float>{b.data, b.cs, 1}, MatrixView<float>{a.data, a.cs, a.rs},
+                ct, m, false, false);
+  transpose_into(c, c_rs, ct, m, m, n, accumulate);
+  return true;
+}
+
+void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                   float* c, int64_t c_rs, bool accumulate, bool may_swap) {
   if (empty_product(m, n, k, c, c_rs, accumulate)) return;
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
+  if (skinny(m, a, b, kSkinnyMaxRowsF32) &&
+      skinny_dot_f32(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
+    return;
+  }
+  if (may_swap && swapped_f32(m, n, k, a, b, c, c_rs, accumulate)) return;
   // Our B must be row-contiguous (n fastest) for libxsmm and for the portable loop.
   if (b.cs != 1 || b.rs < n) {
     float* pb = tl_pack_b.get<float>(k * n);
@@ -257,12 +296,31 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<f
   portable_f32(m, n, k, a, b, c, c_rs, accumulate);
 }
 
+}  // namespace
+
+void gemm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b, float* c,
+              int64_t c_rs, bool accumulate) {
+  gemm_f32_impl(m, n, k, a, b, c, c_rs, accumulate, true);
+}
+
 void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixView<bfloat16> b,
                float* c, int64_t c_rs, bool accumulate) {
   if (empty_product(m, n, k, c, c_rs, accumulate)) return;
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
+  if (skinny(m, a, b, gemm_amx_bf16() ? kSkinnyMaxRowsAmxBf16 : kSkinnyMaxRows) &&
+      skinny_dot_bf16(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
+    return;
+  }
+  if (!portable() && !gemm_amx_bf16() && m <= kSkinnyNnMaxRows && a.cs == 1 && b.cs == 1 &&
+      skinny_nn_bf16(m, n, k, a.data, a.rs, b.data, b.rs, c, c_rs, accumulate)) {
+    return;
+  }
+  if (gemm_amx_bf16()) {
+    amx_gemm_bf16(m, n, k, a, b, c, c_rs, accumulate);
+    return;
+  }
   const int64_t k2 = (k + 1) / 2 * 2;  // k padded to pairs
   if (gemm_bf16_native() && fits_blasint(m) && fits_blasint(n) && fits_blasint(k2) && c_rs >= n &&
       fits_blasint(c_rs)) {
@@ -330,6 +388,19 @@ void gemm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   if (m <= 0 || n <= 0) return;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
+  if (m == 1) c_rs = n;
+  if (k > 0 && skinny(m, a, b, gemm_amx_int8() ? kSkinnyMaxRowsAmxInt8 : kSkinnyMaxRows) &&
+      skinny_dot_s8(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
+    return;
+  }
+  if (k > 0 && !portable() && !gemm_amx_int8() && m <= kSkinnyNnMaxRows && a.cs == 1 && b.cs == 1 &&
+      skinny_nn_s8(m, n, k, a.data, a.rs, b.data, b.rs, c, c_rs, accumulate)) {
+    return;
+  }
+  if (k > 0 && gemm_amx_int8()) {
+    amx_gemm_s8(m, n, k, a, b, c, c_rs, accumulate);
+    return;
+  }
   if (k > 0 && (b.cs != 1 || b.rs < n)) {
     auto* pb = tl_pack_b.get<int8_t>(k * n);
     pack_rows(pb, n, k, b, k, n);

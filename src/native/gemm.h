@@ -31,13 +31,20 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
 void gemm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<int8_t> b,
              int32_t* c, int64_t c_rs, bool accumulate);
 
-/// Which implementation the GEMMs use. kAuto picks libxsmm (and AVX512-BF16) where available;
-/// kPortable forces the portable paths (tests use it to check the fallbacks on any CPU).
-enum class GemmMode { kAuto, kPortable };
+/// Which implementation the GEMMs use. kAuto picks the best the CPU runs (AMX tiles, else
+/// libxsmm with AVX512-BF16, else libxsmm on what the CPU has); kNoAmx skips AMX (the path of a
+/// CPU without it); kPortable forces the portable paths. Tests use them to check every path.
+enum class GemmMode { kAuto, kNoAmx, kPortable };
 void set_gemm_mode(GemmMode mode) noexcept;
 GemmMode gemm_mode() noexcept;
 /// True when bfloat16 products run on AVX512-BF16 (libxsmm's CPX or later target) now.
 bool gemm_bf16_native() noexcept;
+/// Whether the SIMD target cap (TESSERA_SIMD_TARGET) allows AVX-512 kernels (it does unless it
+/// names a lesser target).
+bool gemm_avx512_allowed() noexcept;
+/// True when bfloat16 / int8 products run on AMX tiles now (gemm_amx.h).
+bool gemm_amx_bf16() noexcept;
+bool gemm_amx_int8() noexcept;
 /// The libxsmm target in use ("cpx", "hsw", ...), or "none".
 const char* gemm_target() noexcept;
 

@@ -36,6 +36,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "native/vector_convert-inl.h"
 #include "native/vector_lanes-inl.h"
 #include "native/vector_ops-inl.h"
 
@@ -242,6 +243,7 @@ bool EvaluateFused(const plan::Plan& p) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const int nd = p.extent.size();
+  if (EvaluateFusedConvert(p)) return true;
   if (p.dst_dtype != DType::kFloat32 || p.dst_stride[nd - 1] != 1) return false;
   FusedOperand fa, fb;
   if (p.nodes.size() == 1) {

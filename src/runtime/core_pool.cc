@@ -74,6 +74,7 @@ void CorePool::worker_main(int core, Slot* slot) {
       slot->sleeping.store(0);
     }
     seen = slot->seq.load();
+    if (slot->taken.exchange(1) != 0) continue;  // the launcher ran this core's job itself
     slot->job(core);
     // seq_cst (hence also release): publishes this core's writes to the launcher, and pairs with
     // the launcher's seq_cst store of launcher_sleeping_ so that a sleeping launcher is woken.
@@ -104,10 +105,22 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
   for (int core = 1; core < n; ++core) {
     Slot& s = slots_[static_cast<size_t>(core)];
     s.job = job;
+    // Release: a worker that claims the job (taken 0 -> 1) sees `job`, even one that woke for
+    // an earlier launch whose job the launcher ran itself and claims this launch's instead.
+    s.taken.store(0, std::memory_order_release);
     s.seq.fetch_add(1);
     if (s.sleeping.load() != 0) futex_wake(s.seq, false);
   }
   job(0);
+  // Cores whose workers have not started yet run here, one after another: a core's job starts
+  // only once every core below it has finished or been started by its worker, so a job that
+  // waits for another core's signal still finds that core running.
+  for (int core = 1; core < n; ++core) {
+    Slot& s = slots_[static_cast<size_t>(core)];
+    if (s.taken.exchange(1) != 0) continue;
+    job(core);
+    remaining_.fetch_sub(1);
+  }
   auto done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
   if (!spin_.load(std::memory_order_relaxed) || !spin_until(done)) {
     launcher_sleeping_.store(1);

@@ -2,9 +2,11 @@
 //
 // A launch of n cores runs core 0 on the calling thread and cores 1..n-1 on pool workers, which
 // are created once (the pool grows to the largest mesh seen) and then reused: a launch costs a
-// wake-up, not a thread start. Idle workers spin briefly (so back-to-back launches cost well
-// under a microsecond to start) and then sleep on a futex (std::atomic::wait). Launches are
-// serialised by a mutex, which makes concurrent launches from several host threads safe.
+// wake-up, not a thread start. A core whose worker has not started its job by the time the
+// calling thread has finished core 0 is run by the calling thread (Slot::taken). Idle workers spin
+// briefly (so back-to-back launches cost well under a microsecond to start) and then sleep on a
+// futex (std::atomic::wait). Launches are serialised by a mutex, which makes concurrent launches
+// from several host threads safe.
 #pragma once
 
 #include <atomic>
@@ -52,9 +54,14 @@ class CorePool {
   // when T is 4 bytes; for 8 bytes libstdc++ 12 waits on a shared proxy counter instead, and
   // there a notify could be missed until an unrelated wake (launches took ~400 µs instead of
   // ~10). Wrap-around is harmless: a worker only compares for inequality.
+  // `taken` says who runs this launch's job for the slot's core: the worker, or the launcher
+  // itself when it has finished its own core before the worker started (a worker descheduled
+  // on a busy machine would otherwise hold up every launch for a time slice); whichever
+  // exchanges it from 0 to 1 runs the job.
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq{0};
     std::atomic<int> sleeping{0};
+    std::atomic<int> taken{1};
     FunctionRef<void(int)> job;
   };
 

@@ -75,7 +75,55 @@ struct OperandState {
   bool in_place = false;    // the current block is used where it lies
   bool single_visit = false;
   WindowRef win;
+  // Full blocks found without a BlockWindow (every axis blocked or squeezed): per array axis,
+  // the bytes from one block index to the next and how many blocks along it are full.
+  bool fast = false;
+  SmallVec block_step;
+  SmallVec full_blocks;
+  // A full block's rows for the prefetch queue (its base set per block), and their lines; 0 when
+  // the queue cannot describe them.
+  PrefetchQueue::Block prefetch_rows;
+  int64_t prefetch_lines = 0;
 };
+
+// Sets up `st`'s fast full-block addresses when every axis of `m`'s blocks is blocked or squeezed.
+void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
+  if (m.whole) return;
+  const std::vector<pl::BlockDim>& dims = m.spec->block_shape();
+  const int rank = m.hbm.shape.rank();
+  if (static_cast<int>(dims.size()) != rank) return;
+  const int64_t item = itemsize(m.hbm.dtype);
+  st.block_step = SmallVec(rank, 0);
+  st.full_blocks = SmallVec(rank, 0);
+  for (int a = 0; a < rank; ++a) {
+    const pl::BlockDim& b = dims[static_cast<size_t>(a)];
+    if (b.is_element() || b.is_bounded() || b.size <= 0) return;
+    const int64_t size = b.is_squeezed ? 1 : b.size;
+    st.block_step[a] = size * m.hbm.strides[a] * item;
+    st.full_blocks[a] = m.hbm.shape[a] / size;
+  }
+  st.fast = true;
+  // The rows of a full block, as queue_prefetch describes them for the first block.
+  PrefetchQueue probe;
+  const RawRef view{m.hbm.data, m.hbm.dtype, MemorySpace::HBM, m.window, st.hbm_strides};
+  st.prefetch_lines = queue_prefetch(probe, view);
+  if (probe.num == 1) st.prefetch_rows = probe.blocks[0];
+}
+
+// Where block `b` lies when it is a full block of a fast mapping (prepare_fast_blocks), else null
+// (then block_window decides, and raises for a block out of bounds).
+std::byte* full_block_address(const BlockMapping& m, const OperandState& st, const pl::Indices& b) {
+  const int rank = st.full_blocks.size();
+  // pl::ds entries (BoundedSlice axes, or a mismatch block_window reports) take the slow path.
+  if (!st.fast || b.v.size() != rank || b.slices != 0) return nullptr;
+  auto* p = static_cast<std::byte*>(m.hbm.data);
+  for (int a = 0; a < rank; ++a) {
+    const int64_t i = b.v[a];
+    if (i < 0 || i >= st.full_blocks[a]) return nullptr;
+    p += i * st.block_step[a];
+  }
+  return p;
+}
 
 // One run of a pipeline on the calling core: allocate the windows, then per step begin it
 // (copy-ins, new output visits), set the evaluator's hints, run the body, end it (write-backs).
@@ -93,6 +141,7 @@ class PipelineRun {
     const PipelineCursor* cursor;
     const GridMapping* g;
     int64_t paid_by;
+    const std::vector<OperandState>* state;
     static void fill_queue(const void* self, PrefetchQueue& q) noexcept;
   };
 
@@ -113,9 +162,9 @@ class PipelineRun {
   std::vector<WindowRef> windows_;
   std::vector<RevisitTracker> revisits_;
   std::vector<int64_t> visit_start_;
-  std::vector<bool> starting_;
+  std::vector<uint8_t> starting_;  // per output: a new visit begins at this step
   StepHints hints_;
-  PrefetchSource prefetch_{nullptr, nullptr, 0};
+  PrefetchSource prefetch_{nullptr, nullptr, 0, nullptr};
   int64_t window_bytes_ = 0;  // what a step's body reads and writes, for the prefetch rate
   int64_t output_bytes_ = 0;
   int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
@@ -145,6 +194,16 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
       if (m.resident()) continue;
       const pl::Indices& next = src.cursor->next_block(k);
       if (next.v == src.cursor->block(k).v) continue;
+      const OperandState& st = (*src.state)[static_cast<size_t>(k)];
+      if (st.prefetch_lines > 0 && q.num < PrefetchQueue::kMaxBlocks) {
+        // A full block: its rows' geometry is the mapping's, only the start moves.
+        if (const std::byte* p = full_block_address(m, st, next)) {
+          q.blocks[q.num] = st.prefetch_rows;
+          q.blocks[q.num++].base = p;
+          lines += st.prefetch_lines;
+          continue;
+        }
+      }
       if (const auto w = try_block_window(m, next)) {
         lines += queue_prefetch(q, block_hbm_view(m, *w));
       }
@@ -219,6 +278,7 @@ void PipelineRun::allocate_windows() {
       }
     }
     st.win = WindowRef{st.buffer, &st.buffer_strides};
+    prepare_fast_blocks(m, st);
     window_bytes_ += m.window_bytes;
     if (m.is_output) output_bytes_ += m.window_bytes;
     array_bytes_ += m.hbm.shape.size() * itemsize(m.hbm.dtype);
@@ -257,6 +317,14 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
     }
     if (!m.is_output) {
       if (!cursor.copy_in(static_cast<int>(k))) continue;  // same block: the copy is elided
+      if (st.may_alias) {
+        if (std::byte* p = full_block_address(m, st, cursor.block(static_cast<int>(k)))) {
+          st.in_place = true;
+          st.win = WindowRef{p, &st.hbm_strides};
+          block_in_place_event(p, m.window_bytes, true, &hints_.prefetch);
+          continue;
+        }
+      }
       const BlockWindow w = block_window(m, cursor.block(static_cast<int>(k)));
       st.in_place = st.may_alias && is_full(w);
       if (st.in_place) {
@@ -300,14 +368,19 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
                         earlier->last));
     }
     visit_start_[o] = cursor.step();
-    const BlockWindow w = block_window(m, b);  // validates the block index before the body runs
     // Only a visit of one step is written in place: a block that several steps accumulate into
     // is read back each step, and a contiguous VMEM window is the better place for that (the
     // packing argument of a GEMM's C tile), so it keeps its window and its write-back.
     st.single_visit = cursor.write_back(static_cast<int>(o));
-    st.in_place = st.may_alias && st.single_visit && is_full(w);
-    st.win = st.in_place ? WindowRef{block_data(m, w), &st.hbm_strides}
-                         : WindowRef{st.buffer, &st.buffer_strides};
+    // Validates the block index before the body runs (a full block needs no BlockWindow).
+    void* data = full_block_address(m, st, b);
+    if (data == nullptr) {
+      const BlockWindow w = block_window(m, b);
+      if (is_full(w)) data = block_data(m, w);
+    }
+    st.in_place = st.may_alias && st.single_visit && data != nullptr;
+    st.win =
+        st.in_place ? WindowRef{data, &st.hbm_strides} : WindowRef{st.buffer, &st.buffer_strides};
     engine_.fresh(ctx_, st.buffer, m.window_bytes, m.hbm.dtype, [&] {
       return fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config_.op,
                          dtype_name(m.hbm.dtype), m.window.to_string(), indices_str(b.v));
@@ -333,7 +406,7 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
     hints_.stream_hi[hints_.num_stream] = span.second;
     ++hints_.num_stream;
   }
-  if (cursor.has_next()) {
+  if (cursor.has_next() && prefetch_next_blocks()) {
     prefetch_.paid_by = output_bytes_ > 0 ? output_bytes_ : window_bytes_;
     hints_.prefetch.fill = &PrefetchSource::fill_queue;
     hints_.prefetch.fill_ctx = &prefetch_;
@@ -345,7 +418,7 @@ void PipelineRun::end_step(const PipelineCursor& cursor) {
   for (size_t o = 0; o < num_outputs(); ++o) {
     const size_t k = static_cast<size_t>(g_.num_inputs) + o;
     const BlockMapping& m = g_.blocks[k];
-    starting_[o] = cursor.write_back(static_cast<int>(o));
+    starting_[o] = cursor.write_back(static_cast<int>(o)) ? 1 : 0;
     if (!starting_[o] || state_[k].resident) continue;
     const pl::Indices& b = cursor.block(static_cast<int>(k));
     if (!state_[k].in_place) {
@@ -406,13 +479,18 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   PipelineCursor cursor(part.grid, part.offset, std::move(specs), g_.num_inputs,
                         config_.range_begin, config_.range_end, config_.scalar_prefetch,
                         engine_.parallel_order(ctx_, grid, g_.semantics));
-  prefetch_ = PrefetchSource{&cursor, &g_, 0};
+  prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_};
   revisits_.assign(num_outputs(), RevisitTracker{});
   visit_start_.assign(num_outputs(), 0);
-  starting_.assign(num_outputs(), true);
+  starting_.assign(num_outputs(), 1);
   for (; !cursor.done(); cursor.advance()) {
     const SpanEvent step_event(EventKind::kStep, config_.op, cursor.step());
-    ctx_.grid_step.assign(cursor.grid_point().begin(), cursor.grid_point().end());
+    // The error context's grid point: same rank every step, so copied in place.
+    const SmallVec& point = cursor.grid_point();
+    if (ctx_.grid_step.size() != static_cast<size_t>(point.size())) {
+      ctx_.grid_step.resize(static_cast<size_t>(point.size()));
+    }
+    std::copy(point.begin(), point.end(), ctx_.grid_step.begin());
     engine_.pipeline_step_begins(ctx_);
     begin_step(cursor);
     set_hints(cursor);

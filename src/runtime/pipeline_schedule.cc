@@ -7,6 +7,20 @@
 
 namespace tessera::detail {
 
+namespace {
+// a == b for the short index vectors of one operand (inline: no library call per step).
+bool same_indices(const SmallVec& a, const SmallVec& b) noexcept {
+  const int n = a.size();
+  if (n != b.size()) return false;
+  const int64_t* x = a.data();
+  const int64_t* y = b.data();
+  for (int i = 0; i < n; ++i) {
+    if (x[i] != y[i]) return false;
+  }
+  return true;
+}
+}  // namespace
+
 PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
                                std::vector<const pl::BlockSpec*> specs, int num_inputs,
                                int64_t begin, int64_t end, std::vector<RawRef> scalar_prefetch,
@@ -22,6 +36,9 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
   begin = std::min(std::max<int64_t>(begin, 0), end);
   num_steps_ = end - begin;
   done_ = num_steps_ == 0;
+  identity_ = true;
+  for (const int64_t o : offset_) identity_ = identity_ && o == 0;
+  for (const auto& p : perm_) identity_ = identity_ && p.empty();
   if (done_) return;
   local_ = detail::grid_point(grid_, begin);
   global_ = to_global(local_);
@@ -33,6 +50,7 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
 }
 
 SmallVec PipelineCursor::to_global(const SmallVec& local) const {
+  if (identity_) return local;
   SmallVec global = local;
   for (int a = 0; a < global.size(); ++a) {
     global[a] += offset_[a];
@@ -44,7 +62,9 @@ SmallVec PipelineCursor::to_global(const SmallVec& local) const {
 }
 
 void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) {
-  const SmallVec global = to_global(local);
+  SmallVec moved;
+  if (!identity_) moved = to_global(local);
+  const SmallVec& global = identity_ ? local : moved;
   // The index maps run for the step at `local`, which is ahead of the running one when they
   // are evaluated for prefetching: errors raised in them name that step (the one that asked).
   ErrorContext* ctx = current_error_context();
@@ -57,21 +77,29 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   } restore{ctx, saved_step_};
   if (ctx != nullptr) {
     ctx->grid_step.swap(saved_step_);
-    ctx->grid_step.assign(global.begin(), global.end());
+    ctx->grid_step.resize(static_cast<size_t>(global.size()));
+    std::copy(global.begin(), global.end(), ctx->grid_step.begin());
   }
   out.resize(specs_.size());
   for (size_t k = 0; k < specs_.size(); ++k) {
-    out[k] = specs_[k]->map_block(global.data(), prefetch_.data());
+    pl::Indices b = specs_[k]->map_block(global.data(), prefetch_.data());
+    // Most index maps return as many indices as the last step's: copy them in place.
+    if (b.v.size() == out[k].v.size()) {
+      std::copy(b.v.begin(), b.v.end(), out[k].v.begin());
+    } else {
+      out[k] = std::move(b);
+    }
   }
 }
 
 bool PipelineCursor::copy_in(int i) const {
-  return step_ == 0 || !(cur_[static_cast<size_t>(i)].v == prev_[static_cast<size_t>(i)].v);
+  return step_ == 0 ||
+         !same_indices(cur_[static_cast<size_t>(i)].v, prev_[static_cast<size_t>(i)].v);
 }
 
 bool PipelineCursor::write_back(int o) const {
   const size_t k = static_cast<size_t>(num_inputs_ + o);
-  return !has_next_ || !(next_[k].v == cur_[k].v);
+  return !has_next_ || !same_indices(next_[k].v, cur_[k].v);
 }
 
 void PipelineCursor::advance() {
@@ -80,8 +108,12 @@ void PipelineCursor::advance() {
     return;
   }
   ++step_;
-  local_ = next_local_;
-  global_ = to_global(local_);
+  std::copy(next_local_.begin(), next_local_.end(), local_.begin());  // same rank: no allocation
+  if (identity_) {
+    std::copy(local_.begin(), local_.end(), global_.begin());
+  } else {
+    global_ = to_global(local_);
+  }
   // Rotate the three index vectors (eval overwrites next_'s elements in place): no allocation
   // per step.
   std::swap(prev_, cur_);
@@ -125,6 +157,28 @@ bool RevisitTracker::contains(const Entry& e, const SmallVec& b) noexcept {
 }
 
 void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64_t step) {
+  if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_) && first == expect_first_ &&
+      step - first == expect_span_) {
+    // The block the last run predicts, at the step it predicts: the run grows by one.
+    Entry& back = log_.back();
+    ++back.length;
+    expect_block_[back.axis] += 1;
+    expect_first_ += back.step_stride;
+    return;
+  }
+  written_back_slow(block, first, step);
+  expect_valid_ = false;
+  if (sorted_ && !log_.empty() && log_.back().axis >= 0) {
+    const Entry& back = log_.back();
+    expect_block_ = back.block;
+    expect_block_[back.axis] += back.length;
+    expect_first_ = back.visit.first + back.length * back.step_stride;
+    expect_span_ = back.visit.last - back.visit.first;
+    expect_valid_ = true;
+  }
+}
+
+void RevisitTracker::written_back_slow(const pl::Indices& block, int64_t first, int64_t step) {
   if (sorted_) {
     if (log_.empty()) {
       log_.push_back(Entry{block.v, Visit{first, step}});
@@ -176,6 +230,8 @@ void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64
 }
 
 std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Indices& block) const {
+  // The block the last run predicts comes after every logged block: never a revisit.
+  if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_)) return std::nullopt;
   if (sorted_) {
     // The last run that does not start after `block`.
     const auto it =

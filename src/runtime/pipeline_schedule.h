@@ -67,6 +67,7 @@ class PipelineCursor {
   int64_t num_steps_ = 0;
   int64_t step_ = 0;
   bool done_ = false;
+  bool identity_ = true;  // no offsets and no permutations: global points are local ones
   bool has_next_ = false;
   SmallVec local_;
   SmallVec next_local_;
@@ -116,8 +117,16 @@ class RevisitTracker {
   struct Eq {
     bool operator()(const SmallVec& a, const SmallVec& b) const noexcept { return a == b; }
   };
+  void written_back_slow(const pl::Indices& block, int64_t first, int64_t step);
   bool sorted_ = true;
-  std::vector<Entry> log_;                              // while sorted_
+  std::vector<Entry> log_;  // while sorted_
+  // While sorted_ and the last run has an axis: the block that would extend it, the step its
+  // visit would start at and its length (last - first); a block written back as predicted
+  // extends the run without a search.
+  bool expect_valid_ = false;
+  SmallVec expect_block_;
+  int64_t expect_first_ = 0;
+  int64_t expect_span_ = 0;
   std::unordered_map<SmallVec, Visit, Hash, Eq> done_;  // once not
 };
 

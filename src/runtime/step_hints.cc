@@ -1,7 +1,13 @@
 // Step hints: the calling thread's current hints, and the prefetch queue's filling and draining.
 #include "runtime/step_hints.h"
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "tessera/ref.h"
 #include "tessera/tpu_info.h"
@@ -13,6 +19,33 @@ thread_local StepHints* t_step_hints = nullptr;
 }  // namespace
 
 StepHints* step_hints() noexcept { return t_step_hints; }
+
+namespace {
+std::atomic<int> g_prefetch_override{-1};
+}  // namespace
+
+void set_prefetch_next_blocks_for_test(int mode) noexcept {
+  g_prefetch_override.store(mode, std::memory_order_relaxed);
+}
+
+bool prefetch_next_blocks() noexcept {
+  const int forced = g_prefetch_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  static const bool on = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return true;
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    return std::strcmp(vendor, "GenuineIntel") != 0;
+#else
+    return true;
+#endif
+  }();
+  return on;
+}
 
 void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
   // The L1 data cache as the CPU reports it (sysfs / sysconf, read once); 32 KiB, the smallest

@@ -56,6 +56,17 @@ struct PrefetchQueue {
 /// Prefetches the lines that `stored_bytes` of evaluator output pay for (see PrefetchQueue).
 void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept;
 
+/// Whether this CPU's pipelines prefetch the next step's blocks in software. Intel cores do not:
+/// their L2 streamer follows a block's rows once the first lines of a row are read, and
+/// software prefetches of every line only compete with it for the L1 fill buffers (measured on a
+/// Sapphire Rapids class Xeon: the (128, 128) pipelined add 0.86x the plain loop with them,
+/// 1.02x without; on an AMD Zen 4 class EPYC the same prefetches took it from 0.8x to 1.15x,
+/// docs/performance.md). Decided from CPUID's vendor, once.
+bool prefetch_next_blocks() noexcept;
+/// Test hook: 1 makes every CPU's pipelines prefetch the next blocks, 0 makes none, -1 restores
+/// the CPU's choice. Not for use while a pipeline runs.
+void set_prefetch_next_blocks_for_test(int mode) noexcept;
+
 /// Sets `q.to_l2` for `lines` queued lines, from this CPU's L1 data cache size.
 void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept;
 

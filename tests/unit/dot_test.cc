@@ -102,9 +102,10 @@ void expect_close(const O& out, const Reference& ref, int64_t k, const std::vect
 struct Shape3 {
   int64_t m, k, n;
 };
-const Shape3 kShapes[] = {{1, 1, 1},     {1, 7, 1},    {3, 5, 7},     {2, 1, 9},
-                          {8, 128, 128}, {17, 33, 65}, {64, 64, 64},  {1, 300, 2},
-                          {130, 1, 129}, {5, 257, 3},  {128, 96, 144}};
+const Shape3 kShapes[] = {{1, 1, 1},      {1, 7, 1},    {3, 5, 7},      {2, 1, 9},
+                          {8, 128, 128},  {17, 33, 65}, {64, 64, 64},   {1, 300, 2},
+                          {130, 1, 129},  {5, 257, 3},  {128, 96, 144}, {40, 1024, 70},
+                          {70, 1000, 40}, {3, 4100, 9}, {16, 256, 40},  {6, 256, 12}};
 
 class DotModes : public ::testing::TestWithParam<detail::GemmMode> {
  protected:
@@ -156,31 +157,51 @@ TEST_P(DotModes, BFloat16ResultIsRoundedOnce) {
   check_all_layouts<bfloat16, bfloat16>("bf16->bf16", std::ldexp(1.0, -8));
 }
 
-INSTANTIATE_TEST_SUITE_P(Gemm, DotModes,
-                         ::testing::Values(detail::GemmMode::kAuto, detail::GemmMode::kPortable),
-                         [](const auto& p) {
-                           return p.param == detail::GemmMode::kAuto ? std::string("Auto")
-                                                                     : std::string("Portable");
-                         });
-
-TEST(Dot, Int8ToInt32IsExact) {
+TEST_P(DotModes, Int8ToInt32IsExact) {
   uint32_t seed = 100;
   for (const Shape3& s : kShapes) {
-    for (int rc : {0, 1}) {
-      auto xv = random_values<int8_t>(s.m * s.k, seed++);
-      auto yv = random_values<int8_t>(s.k * s.n, seed++);
-      auto x = vref(xv, {s.m, s.k});
-      auto y = vref(yv, rc == 0 ? Shape{s.k, s.n} : Shape{s.n, s.k});
-      const Reference ref = reference(x, y, 1, rc);
-      std::vector<int32_t> ov(static_cast<size_t>(s.m * s.n), 5);
-      auto o = vref(ov, {s.m, s.n});
-      o = lax::dot_general<int32_t>(x, y, {{{1}, {rc}}});
-      for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], ref.value[e]) << e;
-      o += lax::dot_general<int32_t>(x, y, {{{1}, {rc}}});
-      for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], 2 * ref.value[e]) << e;
+    for (int lc : {1, 0}) {
+      for (int rc : {0, 1}) {
+        auto xv = random_values<int8_t>(s.m * s.k, seed++);
+        auto yv = random_values<int8_t>(s.k * s.n, seed++);
+        auto x = vref(xv, lc == 1 ? Shape{s.m, s.k} : Shape{s.k, s.m});
+        auto y = vref(yv, rc == 0 ? Shape{s.k, s.n} : Shape{s.n, s.k});
+        const Reference ref = reference(x, y, lc, rc);
+        std::vector<int32_t> ov(static_cast<size_t>(s.m * s.n), 5);
+        auto o = vref(ov, {s.m, s.n});
+        o = lax::dot_general<int32_t>(x, y, {{{lc}, {rc}}});
+        for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], ref.value[e]) << e;
+        o += lax::dot_general<int32_t>(x, y, {{{lc}, {rc}}});
+        for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], 2 * ref.value[e]) << e;
+      }
     }
   }
 }
+
+// Sums that leave int32 wrap modulo 2^32 on every path (a TPU's int32 accumulator does).
+TEST_P(DotModes, Int8SumsWrapInInt32) {
+  constexpr int64_t m = 33, k = 4096 * 33, n = 17;  // 4096 * 33 * 127 * 127 > 2^31
+  std::vector<int8_t> xv(static_cast<size_t>(m * k), 127), yv(static_cast<size_t>(k * n), 127);
+  std::vector<int32_t> ov(static_cast<size_t>(m * n));
+  auto o = vref(ov, {m, n});
+  o = jnp::dot<int32_t>(vref(xv, {m, k}), vref(yv, {k, n}));
+  const auto want = static_cast<int32_t>(static_cast<uint32_t>(k) * 127u * 127u);
+  for (int32_t v : ov) ASSERT_EQ(v, want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemm, DotModes,
+                         ::testing::Values(detail::GemmMode::kAuto, detail::GemmMode::kNoAmx,
+                                           detail::GemmMode::kPortable),
+                         [](const auto& p) {
+                           switch (p.param) {
+                             case detail::GemmMode::kAuto:
+                               return std::string("Auto");
+                             case detail::GemmMode::kNoAmx:
+                               return std::string("NoAmx");
+                             default:
+                               return std::string("Portable");
+                           }
+                         });
 
 TEST(Dot, Int8ResultWraps) {
   std::vector<int8_t> xv{100, 100}, yv{2, 1};
@@ -195,7 +216,8 @@ TEST(Dot, Int8ResultWraps) {
 TEST(Dot, StridedViewsAndSubTiles) {
   // Operands and destinations are sub-views of larger buffers: row strides != columns, and an
   // element stride of 2 along the columns of x.
-  for (auto mode : {detail::GemmMode::kAuto, detail::GemmMode::kPortable}) {
+  for (auto mode :
+       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
     detail::set_gemm_mode(mode);
     auto big_x = random_values<float>(40 * 64, 7);
     auto big_y = random_values<float>(50 * 70, 8);
@@ -223,6 +245,16 @@ TEST(Dot, StridedViewsAndSubTiles) {
     const Reference refb = reference(xb, yb, 1, 1);
     o = lax::dot_general<float>(xb, yb, {{{1}, {1}}});
     expect_close(o, refb, 19, {}, 0.0, "strided bf16, transposed rhs");
+    // int8 through the same views, and a transposed rhs with an element stride of 3.
+    auto bi = random_values<int8_t>(40 * 64, 9);
+    auto ci = random_values<int8_t>(50 * 70, 10);
+    auto xi = vref(bi, {40, 64}).at(pl::ds(3, 21), pl::ds(1, 19, 2));
+    auto yi = vref(ci, {50, 70}).at(pl::ds(2, 16, 3), pl::ds(2, 19));  // (16, 19)
+    std::vector<int32_t> oi(21 * 16, 0);
+    auto oir = vref(oi, {21, 16});
+    oir = lax::dot_general<int32_t>(xi, yi, {{{1}, {1}}});
+    const Reference refi = reference(xi, yi, 1, 1);
+    for (size_t e = 0; e < oi.size(); ++e) ASSERT_EQ(oi[e], refi.value[e]) << e;
   }
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }

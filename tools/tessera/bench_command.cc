@@ -29,16 +29,6 @@
 
 namespace tessera::cli {
 
-namespace {
-struct AddOptions {
-  int64_t n = 8192;
-  int64_t bm = 128, bn = 128;
-  int cores = 1;
-  int repeats = 5;
-  std::string trace_path;
-  bool check = false;
-};
-
 // The pipelined add against the plain loop; the JSON object that `bench add --json` prints.
 nlohmann::json bench_add(const AddOptions& o) {
   const int64_t n = o.n;
@@ -125,6 +115,7 @@ nlohmann::json bench_add(const AddOptions& o) {
   return j;
 }
 
+namespace {
 int run_add(const AddOptions& o, bool json) {
   const nlohmann::json j = bench_add(o);
   const double max_error = j["max_error"].get<double>();
@@ -146,6 +137,8 @@ int run_add(const AddOptions& o, bool json) {
   }
   return max_error == 0 ? 0 : 1;
 }
+
+}  // namespace
 
 // Per grid step cost of the pipeline machinery: emit_pipeline over `steps` (8, 128) blocks of a
 // read-only input and an output with an empty body (the native engine uses both blocks where
@@ -250,120 +243,6 @@ nlohmann::json bench_launch(int cores, int repeats, int batch) {
   return j;
 }
 
-// One line of `bench suite --json`: the common fields of every benchmark. `rate` and
-// `ref_rate` are in `unit` (higher is better), so `ratio` > 1 means ours is faster.
-nlohmann::ordered_json suite_line(const std::string& kernel, nlohmann::json shape,
-                                  const std::string& dtype, int cores, double secs, double rate,
-                                  const std::string& unit, const std::string& ref_name,
-                                  double ref_rate, nlohmann::json detail) {
-  nlohmann::ordered_json j;
-  j["kernel"] = kernel;
-  j["shape"] = std::move(shape);
-  j["dtype"] = dtype;
-  j["cores"] = cores;
-  j["seconds"] = secs;
-  j["rate"] = rate;
-  j["unit"] = unit;
-  j["reference"] = {{"name", ref_name}, {"rate", ref_rate}};
-  j["ratio"] = rate / ref_rate;
-  const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
-  j["cpu"] = {{"model", cpu.model}, {"simd_target", cpu.simd_target}};
-  j["detail"] = std::move(detail);
-  return j;
-}
-
-// `tessera bench suite`: every benchmark at its default size (`quick`: tiny sizes, for tests).
-int run_suite(int cores, bool quick, bool json, int repeats_override) {
-  const pltpu::CpuInfo cpu = *pltpu::get_tpu_info().cpu;
-  const int reps = repeats_override > 0 ? repeats_override : (quick ? 2 : 7);
-  struct Item {
-    std::string what;
-    std::function<nlohmann::ordered_json()> run;
-  };
-  std::vector<Item> items;
-  const int64_t add_n = quick ? 512 : 8192;
-  items.push_back({"add " + std::to_string(add_n) + "^2 f32", [&] {
-                     AddOptions o;
-                     o.n = add_n;
-                     o.cores = cores;
-                     o.repeats = reps;
-                     const nlohmann::json d = bench_add(o);
-                     const double bytes = 12.0 * static_cast<double>(add_n * add_n);
-                     return suite_line(
-                         "add", {add_n, add_n}, "f32", cores, d["seconds"]["median"].get<double>(),
-                         d["gbps"].get<double>(), "GB/s", "plain loop (OpenMP)",
-                         bytes / d["reference"]["seconds"]["median"].get<double>() / 1e9, d);
-                   }});
-  const int64_t steps = quick ? 256 : 4096;
-  items.push_back({"steps " + std::to_string(steps) + " (empty body, 1 core)", [&] {
-                     const nlohmann::json d = bench_steps(steps, 1, quick ? 3 : 21);
-                     const double per_step = d["seconds_per_step"]["median"].get<double>();
-                     return suite_line("steps", {steps}, "f32", 1,
-                                       per_step * static_cast<double>(steps), 1.0 / per_step,
-                                       "steps/s", "target: 100 ns per step", 1e7, d);
-                   }});
-  items.push_back({"launch (" + std::to_string(cores) + " cores)", [&] {
-                     const nlohmann::json d = bench_launch(cores, quick ? 3 : 9, quick ? 50 : 2000);
-                     const double t = d["seconds"]["median"].get<double>();
-                     const double tr = d["reference"]["seconds"]["median"].get<double>();
-                     return suite_line("launch", {128 * cores}, "f32", cores, t, 1.0 / t,
-                                       "launches/s", "OpenMP parallel region", 1.0 / tr, d);
-                   }});
-  const int64_t mm = quick ? 256 : 2048;
-  for (const char* dtype : {"f32", "bf16"}) {
-    items.push_back({std::string("matmul ") + std::to_string(mm) + "^3 " + dtype, [&, dtype] {
-                       MatmulBenchOptions o{mm,
-                                            mm,
-                                            mm,
-                                            quick ? 128 : examples::kDefaultMatmulBlocks.bm,
-                                            quick ? 128 : examples::kDefaultMatmulBlocks.bn,
-                                            quick ? 128 : examples::kDefaultMatmulBlocks.bk,
-                                            dtype,
-                                            cores,
-                                            quick ? 2 : 5,
-                                            true};
-                       const nlohmann::json d = *matmul_bench_json(o, false);
-                       const double t = d["seconds"]["median"].get<double>();
-                       double best_t = 0;
-                       for (const auto& r : d["references"]) {
-                         if (r["name"] == d["best_reference"])
-                           best_t = r["seconds"]["median"].get<double>();
-                       }
-                       const double flops = 2.0 * static_cast<double>(mm * mm * mm);
-                       return suite_line("matmul", {mm, mm, mm}, dtype, cores, t, flops / t / 1e9,
-                                         "GFLOP/s", d["best_reference"].get<std::string>(),
-                                         flops / best_t / 1e9, d);
-                     }});
-  }
-  std::cerr << "tessera bench suite: " << items.size() << " benchmarks on " << cpu.model << " ("
-            << cpu.simd_target << "), " << cores << " cores" << (quick ? ", quick sizes" : "")
-            << "\n";
-  int i = 0;
-  bool ok = true;
-  for (const Item& it : items) {
-    std::cerr << "tessera bench suite: [" << ++i << "/" << items.size() << "] " << it.what << "\n"
-              << std::flush;
-    const nlohmann::ordered_json line = it.run();
-    const auto& d = line["detail"];
-    if (d.contains("max_error") && line["kernel"] == "add") ok = ok && d["max_error"] == 0;
-    if (d.contains("right")) ok = ok && d["right"].get<bool>();
-    if (json) {
-      std::cout << line.dump() << "\n" << std::flush;
-    } else {
-      std::cout << line["kernel"].get<std::string>() << " " << line["shape"].dump() << " "
-                << line["dtype"].get<std::string>() << ", " << cores
-                << " cores: " << line["rate"].get<double>() << " "
-                << line["unit"].get<std::string>() << " vs "
-                << line["reference"]["name"].get<std::string>() << " "
-                << line["reference"]["rate"].get<double>() << ", ratio "
-                << line["ratio"].get<double>() << "\n"
-                << std::flush;
-    }
-  }
-  return ok ? 0 : 1;
-}
-}  // namespace
-
 namespace {
 
 /// What `tessera bench` was given (CLI11 writes into it while parsing).
@@ -377,6 +256,11 @@ struct BenchArgs {
   bool check = false;
   std::vector<int64_t> block{128, 128};
   std::string trace_path;
+  bool transpose_rhs = false;
+  bool no_transpose_rhs = false;
+  // Set when the user gave them (dot's defaults differ from matmul's).
+  CLI::Option* m_opt = nullptr;
+  CLI::Option* dtype_opt = nullptr;
   MatmulBenchOptions mm{2048,
                         2048,
                         2048,
@@ -392,11 +276,11 @@ struct BenchArgs {
 void add_common_options(CLI::App* bench, BenchArgs& a) {
   bench->add_option("kernel", a.kernel, "The kernel to time")
       ->required()
-      ->check(CLI::IsMember({"add", "matmul", "steps", "launch", "suite"}));
+      ->check(CLI::IsMember({"add", "matmul", "dot", "convert", "steps", "launch", "suite"}));
   bench
       ->add_option("--size", a.size,
                    "add: N for N x N inputs (default 8192); steps: grid steps "
-                   "(default 4096)")
+                   "(default 4096); convert: rows of a (rows, 128) block (default 512)")
       ->check(integer_in(1, 65536));
   bench->add_option("--cores", a.cores, "Mesh cores (default: this machine's; steps: 1)")
       ->check(integer_in(1, 256));
@@ -417,16 +301,77 @@ void add_common_options(CLI::App* bench, BenchArgs& a) {
                   "ratio to native");
 }
 
-void add_matmul_options(CLI::App* bench, MatmulBenchOptions& mm) {
-  bench->add_option("--m", mm.m, "matmul: M (default 2048)")->check(integer_in(1, 1 << 16));
-  bench->add_option("--n", mm.n, "matmul: N (default 2048)")->check(integer_in(1, 1 << 16));
-  bench->add_option("--k", mm.k, "matmul: K (default 2048)")->check(integer_in(1, 1 << 16));
-  bench->add_option("--bm", mm.bm, "matmul: block rows (default: the example's)")
+void add_matmul_options(CLI::App* bench, BenchArgs& a) {
+  MatmulBenchOptions& mm = a.mm;
+  a.m_opt = bench->add_option("--m", mm.m, "matmul, dot: M (default 2048; dot: a sweep)")
+                ->check(integer_in(1, 1 << 16));
+  bench->add_option("--n", mm.n, "matmul, dot: N (default 2048; dot 512)")
+      ->check(integer_in(1, 1 << 16));
+  bench->add_option("--k", mm.k, "matmul, dot: K (default 2048; dot 128)")
+      ->check(integer_in(1, 1 << 16));
+  bench->add_option("--bm", mm.bm, "matmul: block rows (default: chosen from the CPU's caches)")
       ->check(integer_in(1, 1 << 16));
   bench->add_option("--bn", mm.bn, "matmul: block columns")->check(integer_in(1, 1 << 16));
   bench->add_option("--bk", mm.bk, "matmul: block depth")->check(integer_in(1, 1 << 16));
-  bench->add_option("--dtype", mm.dtype, "matmul: f32 or bf16 (default f32)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  a.dtype_opt = bench
+                    ->add_option("--dtype", mm.dtype,
+                                 "matmul: f32 or bf16 (default f32); dot: also int8 (default: "
+                                 "each)")
+                    ->check(CLI::IsMember({"f32", "bf16", "int8"}));
+  bench->add_flag("--transpose-rhs", a.transpose_rhs, "dot: x @ y.T with y (N, K) (the default)");
+  bench->add_flag("--no-transpose-rhs", a.no_transpose_rhs, "dot: x @ y with y (K, N)");
+}
+
+// `bench dot`: one shape when --m is given, else the suite's sweep (in the dtype given, or each).
+int run_dot_command(const BenchArgs& a) {
+  std::vector<DotBenchOptions> shapes;
+  if (a.m_opt->count() > 0) {
+    DotBenchOptions d;
+    d.m = a.mm.m;
+    d.n = a.mm.n == 2048 ? 512 : a.mm.n;
+    d.k = a.mm.k == 2048 ? 128 : a.mm.k;
+    d.dtype = a.dtype_opt->count() > 0 ? a.mm.dtype : "bf16";
+    d.transpose_rhs = !a.no_transpose_rhs;
+    shapes.push_back(d);
+  } else {
+    for (const DotBenchOptions& d : dot_shapes(false)) {
+      if (a.dtype_opt->count() == 0 || d.dtype == a.mm.dtype) shapes.push_back(d);
+    }
+  }
+  bool ok = true;
+  for (DotBenchOptions d : shapes) {
+    if (a.repeats > 0) d.repeats = a.repeats;
+    const nlohmann::json j = dot_bench_json(d);
+    if (d.dtype == "int8") ok = ok && j["max_abs_diff_from_reference"] == 0;
+    if (a.json) {
+      std::cout << j.dump() << "\n" << std::flush;
+      continue;
+    }
+    std::cout << "dot " << dot_label(d)
+              << ", 1 core: " << j["seconds"]["median"].get<double>() * 1e6 << " us ("
+              << j["gflops"].get<double>() << " GFLOP/s), "
+              << j["reference"]["name"].get<std::string>() << " "
+              << j["reference"]["seconds"]["median"].get<double>() * 1e6 << " us, ratio "
+              << j["ratio"].get<double>() << ", max diff "
+              << j["max_abs_diff_from_reference"].get<double>() << "\n"
+              << std::flush;
+  }
+  return ok ? 0 : 1;
+}
+
+int run_convert_command(const BenchArgs& a) {
+  const int64_t rows = a.size > 0 ? a.size : 512;
+  const nlohmann::json j = convert_bench_json(rows, 128, a.repeats > 0 ? a.repeats : 7);
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "astype bf16 -> f32 of a (" << rows
+              << ", 128) VMEM block, 1 core: " << j["seconds"]["median"].get<double>() * 1e6
+              << " us (" << j["gbps"].get<double>() << " GB/s read + written), memcpy of the f32 "
+              << "bytes " << j["reference"]["seconds"]["median"].get<double>() * 1e6
+              << " us, ratio " << j["ratio"].get<double>() << "\n";
+  }
+  return j["right"].get<bool>() ? 0 : 1;
 }
 
 int run_steps_command(const BenchArgs& a) {
@@ -461,6 +406,11 @@ int run_launch_command(const BenchArgs& a, int cores) {
 int run_bench_kernel(BenchArgs& a) {
   const int c = a.cores > 0 ? a.cores : pltpu::get_tpu_info().num_cores;
   if (a.kernel == "matmul") {
+    if (a.mm.dtype == "int8") {
+      std::cerr << "tessera bench matmul: --dtype int8 is for `bench dot`; the matmul runs f32 or "
+                   "bf16\n";
+      return 2;
+    }
     a.mm.cores = c;
     a.mm.repeats = a.repeats > 0 ? a.repeats : 5;
     a.mm.json = a.json;
@@ -469,6 +419,8 @@ int run_bench_kernel(BenchArgs& a) {
     return run_matmul_bench(a.mm);
   }
   if (a.kernel == "steps") return run_steps_command(a);
+  if (a.kernel == "dot") return run_dot_command(a);
+  if (a.kernel == "convert") return run_convert_command(a);
   if (a.kernel == "launch") return run_launch_command(a, c);
   if (a.kernel == "suite") return run_suite(c, a.quick, a.json, a.repeats);
   AddOptions o;
@@ -490,12 +442,14 @@ void register_bench_command(CLI::App& app) {
       "Time a kernel against a reference computed in the same process.\nKernels:\n  "
       "add     the pipelined add (emit_pipeline, 128x128 blocks) vs a plain loop\n  "
       "matmul  the Pallas matmul tutorial (pallas_call + jnp::dot) vs oneDNN and OpenBLAS\n  "
+      "dot     skinny and transposed dots (1-32 rows; f32, bf16, int8) vs oneDNN matmul\n  "
+      "convert astype bf16 -> f32 of a VMEM block vs memcpy\n  "
       "steps   an empty-body pipeline's cost per grid step (target 100 ns)\n  "
       "launch  a tiny kernel launch vs an OpenMP parallel region doing the same work\n  "
       "suite   all of them at their default sizes, one JSON object per line with --json");
   static BenchArgs args;  // CLI11 keeps pointers into it until the callback runs
   add_common_options(bench, args);
-  add_matmul_options(bench, args.mm);
+  add_matmul_options(bench, args);
   bench->callback([] {
     if (const int rc = run_bench_kernel(args); rc != 0) throw CLI::RuntimeError(rc);
   });

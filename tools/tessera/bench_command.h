@@ -6,9 +6,27 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessera::cli {
 void register_bench_command(CLI::App& app);
+
+/// `tessera bench add` (bench_command.cc): the pipelined add against the plain loop.
+struct AddOptions {
+  int64_t n = 8192;
+  int64_t bm = 128, bn = 128;
+  int cores = 1;
+  int repeats = 5;
+  std::string trace_path;
+  bool check = false;
+};
+nlohmann::json bench_add(const AddOptions& o);
+/// `tessera bench steps`: an empty-body pipeline's time per grid step.
+nlohmann::json bench_steps(int64_t steps, int cores, int repeats);
+/// `tessera bench launch`: a tiny kernel's launch against an OpenMP region.
+nlohmann::json bench_launch(int cores, int repeats, int batch);
+/// `tessera bench suite` (bench_suite.cc).
+int run_suite(int cores, bool quick, bool json, int repeats_override);
 
 /// `tessera bench matmul` (bench_matmul.cc).
 struct MatmulBenchOptions {
@@ -26,4 +44,19 @@ int run_matmul_bench(const MatmulBenchOptions& options);
 /// The same run, returning its JSON object (printing the text summary too when `print`); nullopt
 /// (after a message on stderr) when the blocks do not divide the shape.
 std::optional<nlohmann::json> matmul_bench_json(const MatmulBenchOptions& options, bool print);
+
+/// `tessera bench dot` (bench_dot.cc): one dot of (m, k) x (k, n) on one core against oneDNN.
+struct DotBenchOptions {
+  int64_t m = 8, n = 512, k = 128;
+  std::string dtype = "bf16";  // "f32", "bf16" or "int8"
+  bool transpose_rhs = true;   // x @ y.T with y (n, k), as lax::dot_general ((1,), (1,))
+  int repeats = 7;
+};
+nlohmann::json dot_bench_json(const DotBenchOptions& options);
+/// The decode-sized dots of the suite (and of `bench dot` without a shape); `quick`: tiny ones.
+std::vector<DotBenchOptions> dot_shapes(bool quick);
+/// "bf16 (8, 128) x (512, 128).T".
+std::string dot_label(const DotBenchOptions& d);
+/// `tessera bench convert`: a bfloat16 (rows, cols) VMEM block to float32 against memcpy.
+nlohmann::json convert_bench_json(int64_t rows, int64_t cols, int repeats);
 }  // namespace tessera::cli

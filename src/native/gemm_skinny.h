@@ -1,0 +1,55 @@
+// Internal: dots of a few rows of A against a B whose columns are contiguous along k (x @ y.T with
+// y row-major, the decode-attention shape: a few query rows against a block of keys), computed
+// as dot products, reading both operands where they lie (src/native/gemm_skinny.cc). The general
+// GEMMs would first pack B, which for a few rows of A costs as much as the product.
+//
+// Each function computes C (m x n, row stride c_rs) = A · B, or += when `accumulate`, where
+// A(i, p) = a[i * a_rs + p] and B(p, j) = bt[j * bt_rs + p], and returns true; it returns false,
+// computing nothing, when this CPU (or the SIMD cap, TESSERA_SIMD_TARGET) has no kernel for it.
+// Products accumulate in float32 (bfloat16: AVX512-BF16's VDPBF16PS) or int32 (int8: AVX512-VNNI,
+// wrapping modulo 2^32).
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/dtype.h"
+
+namespace tessera::detail {
+
+/// The most rows of A for which gemm.cc takes these kernels, measured on a Sapphire Rapids class
+/// Xeon against the alternative, x @ y.T computed as C^T = y · x^T (gemm.cc, gemm_amx.cc):
+/// - float32: 8, two blocks of the micro-kernel's 4 rows ((8, 4096) x (256, 4096).T 176-182 us
+///   here, 336-352 us swapped; (8, 128) x (512, 128).T 10.0 against 12.3 us; with 16 rows the
+///   swapped product wins, 12.1 against 18.8 us);
+/// - without AMX, bfloat16 and int8: 4, one block of rows (B is then read once);
+/// - with AMX, bfloat16: 1 ((1, 4096) 35 us here, 67 us on tiles; with 2 to 4 rows the tiles
+///   win, 2.2 against 3.3-6.0 us at k = 128); int8: none (the tiles win from 1 row on: 1.6
+///   against 2.4 us).
+inline constexpr int64_t kSkinnyMaxRowsF32 = 8;
+inline constexpr int64_t kSkinnyMaxRows = 4;
+inline constexpr int64_t kSkinnyMaxRowsAmxBf16 = 1;
+inline constexpr int64_t kSkinnyMaxRowsAmxInt8 = 0;
+
+bool skinny_dot_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, const float* bt,
+                    int64_t bt_rs, float* c, int64_t c_rs, bool accumulate);
+bool skinny_dot_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
+                     const bfloat16* bt, int64_t bt_rs, float* c, int64_t c_rs, bool accumulate);
+bool skinny_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
+                   int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate);
+
+/// x @ y with y row-major, for few rows of x (src/native/gemm_skinny_nn.cc): B(p, j) =
+/// b[p * b_rs + j], A's rows contiguous along k; B's rows are read where they lie, interleaved
+/// in registers into the pairs (bfloat16) or quads (int8) of k that the dot-product
+/// instructions take, without the packing of B that libxsmm's kernels need. gemm.cc takes them
+/// where the CPU has no AMX (the tile unit is faster even with B packed).
+inline constexpr int64_t kSkinnyNnMaxRows = 16;
+bool skinny_nn_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
+                    const bfloat16* b, int64_t b_rs, float* c, int64_t c_rs, bool accumulate);
+bool skinny_nn_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* b,
+                  int64_t b_rs, int32_t* c, int64_t c_rs, bool accumulate);
+
+/// Whether the CPU and the SIMD cap allow these kernels: AVX-512 (F, BW, VL, DQ), and AVX512-BF16
+/// / AVX512-VNNI when asked.
+bool skinny_cpu_has(bool bf16, bool vnni);
+
+}  // namespace tessera::detail

@@ -1,0 +1,134 @@
+// Transposing a product into C (gemm_transpose.h): 16 x 16 blocks of 32-bit elements transposed
+// in AVX-512 registers (64 shuffles per block), or a plain loop where AVX-512 is not allowed.
+#include "native/gemm_transpose.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "native/gemm.h"
+
+#define TESSERA_TRANSPOSE_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
+
+namespace tessera::detail {
+
+namespace {
+
+// The zero-masked shuffles with every lane selected (the same instructions): GCC 12's unmasked
+// intrinsics pass an uninitialised vector through and warn about it.
+constexpr __mmask16 kAll = 0xffff;
+
+// r[0..15] (rows of a 16 x 16 block) become its columns: r[c][i] = old r[i][c].
+[[gnu::always_inline, gnu::target(TESSERA_TRANSPOSE_TARGET)]] inline void transpose16(__m512* r) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_ps(kAll, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + q], 128-bit lane L: column 4L + q of rows 4g .. 4g + 3.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_maskz_shuffle_ps(kAll, t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm512_maskz_shuffle_ps(kAll, t[4 * g], t[4 * g + 2], 0xEE);
+    u[4 * g + 2] = _mm512_maskz_shuffle_ps(kAll, t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm512_maskz_shuffle_ps(kAll, t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m512 v0 = _mm512_maskz_shuffle_f32x4(kAll, u[q], u[4 + q], 0x88);
+    const __m512 w0 = _mm512_maskz_shuffle_f32x4(kAll, u[q], u[4 + q], 0xDD);
+    const __m512 v1 = _mm512_maskz_shuffle_f32x4(kAll, u[8 + q], u[12 + q], 0x88);
+    const __m512 w1 = _mm512_maskz_shuffle_f32x4(kAll, u[8 + q], u[12 + q], 0xDD);
+    r[q] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0x88);
+    r[4 + q] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0x88);
+    r[8 + q] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0xDD);
+    r[12 + q] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0xDD);
+  }
+}
+
+template <class C>
+[[gnu::target(TESSERA_TRANSPOSE_TARGET)]] void transpose_avx512(C* c, int64_t c_rs, const C* t,
+                                                                int64_t t_rs, int64_t m, int64_t n,
+                                                                bool accumulate) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, n - j0);  // rows of T in this block
+    const auto jmask = static_cast<__mmask16>(rows >= 16 ? 0xffffu : (1u << rows) - 1u);
+    for (int64_t i0 = 0; i0 < m; i0 += 16) {
+      const int64_t cols = std::min<int64_t>(16, m - i0);
+      const auto imask = static_cast<__mmask16>(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        r[j] =
+            j < rows ? _mm512_maskz_loadu_ps(imask, t + (j0 + j) * t_rs + i0) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        if (i >= cols) break;
+        C* row = c + (i0 + i) * c_rs + j0;
+        __m512 v = r[i];
+        if (accumulate) {
+          const __m512 old = _mm512_maskz_loadu_ps(jmask, row);
+          if constexpr (std::is_same_v<C, float>) {
+            v = _mm512_add_ps(v, old);
+          } else {
+            v = _mm512_castsi512_ps(
+                _mm512_add_epi32(_mm512_castps_si512(v), _mm512_castps_si512(old)));
+          }
+        }
+        _mm512_mask_storeu_ps(row, jmask, v);
+      }
+    }
+  }
+}
+
+template <class C>
+void transpose_plain(C* c, int64_t c_rs, const C* t, int64_t t_rs, int64_t m, int64_t n,
+                     bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const C v = t[j * t_rs + i];
+      C& d = c[i * c_rs + j];
+      if constexpr (std::is_same_v<C, int32_t>) {
+        // Unsigned arithmetic: wraps modulo 2^32, defined in C++.
+        d = accumulate ? static_cast<int32_t>(static_cast<uint32_t>(d) + static_cast<uint32_t>(v))
+                       : v;
+      } else {
+        d = accumulate ? d + v : v;
+      }
+    }
+  }
+}
+
+bool avx512() {
+  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return cpu && gemm_avx512_allowed() && gemm_mode() != GemmMode::kPortable;
+}
+
+}  // namespace
+
+void transpose_into(float* c, int64_t c_rs, const float* t, int64_t t_rs, int64_t m, int64_t n,
+                    bool accumulate) {
+  if (avx512()) {
+    transpose_avx512(c, c_rs, t, t_rs, m, n, accumulate);
+  } else {
+    transpose_plain(c, c_rs, t, t_rs, m, n, accumulate);
+  }
+}
+
+void transpose_into(int32_t* c, int64_t c_rs, const int32_t* t, int64_t t_rs, int64_t m, int64_t n,
+                    bool accumulate) {
+  if (avx512()) {
+    transpose_avx512(c, c_rs, t, t_rs, m, n, accumulate);
+  } else {
+    transpose_plain(c, c_rs, t, t_rs, m, n, accumulate);
+  }
+}
+
+}  // namespace tessera::detail
