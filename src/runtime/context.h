@@ -20,6 +20,7 @@
 namespace tessera::detail {
 
 class Engine;
+struct DeviceContext;
 
 /// What the cores of one launch share. Lives on the launcher's stack for the launch.
 struct LaunchState {
@@ -57,6 +58,7 @@ struct CoreContext : ErrorContext {
   std::vector<ScopedSemaphore> scoped_semaphores;  // innermost scope last
   Engine* engine = nullptr;                        // how this launch runs
   void* engine_core = nullptr;                     // the engine's books for this core
+  DeviceContext* device = nullptr;  // the device of a device mesh this core is part of, or null
 };
 
 /// The calling thread's context, or null outside a kernel body.
