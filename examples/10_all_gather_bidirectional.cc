@@ -102,11 +102,13 @@ Array<float> all_gather_bidirectional(const Array<float>& x, const Mesh& mesh) {
   return jax::shard_map(ag_local, mesh, P(axis_name), P(None))(x);
 }
 
-Array<float> collective_matmul(const Array<float>& x, const Array<float>& w, const Mesh& mesh) {
-  const int num_devices = mesh.size();
-  const int64_t m = x.shape()[0] / num_devices;  // rows of x per device
-  const int64_t k = x.shape()[1];
-  const int64_t n = w.shape()[1] / num_devices;  // columns of w per device
+namespace {
+// One device's part: its rows of x (m, k) and its columns of w (k, n).
+Array<float> collective_matmul_local(const Array<float>& x_shard, const Array<float>& w_shard) {
+  const int num_devices = lax::axis_size("x");
+  const int64_t m = x_shard.shape()[0];  // rows of x per device
+  const int64_t k = x_shard.shape()[1];
+  const int64_t n = w_shard.shape()[1];  // columns of w per device
   const int64_t bm = std::min<int64_t>(m, 128);
   const int64_t bn = std::min<int64_t>(n, 128);
   const int64_t bk = std::min<int64_t>(k, 128);
@@ -154,10 +156,13 @@ Array<float> collective_matmul(const Array<float>& x, const Array<float>& w, con
           if (send) send->wait();  // sent, and the next block has arrived from the left
         }
       });
-  auto local = [&](const Array<float>& x_shard, const Array<float>& w_shard) {
-    return std::get<0>(kernel(x_shard, w_shard));
-  };
-  return jax::shard_map(local, mesh, {P("x", None), P(None, "x")}, P(None, "x"))(x, w);
+  return std::get<0>(kernel(x_shard, w_shard));
+}
+}  // namespace
+
+Array<float> collective_matmul(const Array<float>& x, const Array<float>& w, const Mesh& mesh) {
+  return jax::shard_map(collective_matmul_local, mesh, {P("x", None), P(None, "x")}, P(None, "x"))(
+      x, w);
 }
 
 }  // namespace tessera::examples

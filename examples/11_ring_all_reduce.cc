@@ -24,7 +24,7 @@ int64_t add_block_rows(int64_t rows, int64_t cols) {
 }
 }  // namespace
 
-Array<float> ring_all_reduce(const Array<float>& x, int cores) {
+Array<float> ring_all_reduce(const Array<float>& x, int cores, bool alone) {
   const int n = lax::axis_size("x");
   const int64_t rows = x.shape()[0];
   const int64_t cols = x.shape()[1];
@@ -33,21 +33,12 @@ Array<float> ring_all_reduce(const Array<float>& x, int cores) {
   const int64_t block = add_block_rows(per_core, cols);
   const int slots = std::max(n - 1, 1);
 
-  auto kernel = pl::kernel(
-      pl::out_type(ShapeDtypeStruct<float>{{rows, cols}},
-                   // The receive slots of the reduce-scatter, in HBM.
-                   ShapeDtypeStruct<float>{{slots * chunk, cols}}),
-      pltpu::TensorCoreMesh("core", cores),
-      pl::scratch_types(pltpu::SemaphoreType::DMA,            // send_sem
-                        pltpu::SemaphoreType::DMA({slots}),   // reduce-scatter receive sems
-                        pltpu::SemaphoreType::DMA({slots})),  // all-gather receive sems
-      pl::name(
-          "ring_all_reduce"))([=](pltpu::HbmRef<const float> x_ref, pltpu::HbmRef<float> o_ref,
-                                  pltpu::HbmRef<float> recv_ref, pltpu::DmaSemaphoreRef send_sem,
-                                  pltpu::DmaSemaphoreRef rs_sems, pltpu::DmaSemaphoreRef ag_sems) {
+  auto ring_kernel = [=](pltpu::HbmRef<const float> x_ref, pltpu::HbmRef<float> o_ref,
+                         pltpu::HbmRef<float> recv_ref, pltpu::DmaSemaphoreRef send_sem,
+                         pltpu::DmaSemaphoreRef rs_sems, pltpu::DmaSemaphoreRef ag_sems) {
     const int my_id = lax::axis_index("x");
     const int core = lax::axis_index("core");
-    const int right_neighbor = (my_id + 1) % n;
+    const int right_neighbor = alone ? my_id : (my_id + 1) % n;
     // This core's rows of chunk c, and of receive slot s.
     auto rows_of = [&](int c) { return pl::ds(c * chunk + core * per_core, per_core); };
     auto slot_rows = [&](int s) { return pl::ds(s * chunk + core * per_core, per_core); };
@@ -61,8 +52,8 @@ Array<float> ring_all_reduce(const Array<float>& x, int cores) {
                                     pltpu::grid({per_core / block}), pl::in_specs(spec, spec),
                                     pl::out_specs(spec));
 
-    // Reduce-scatter: at step s send chunk (me - s) (our input at first, then the partial
-    // sum we made), receive chunk (me - s - 1) into slot s and add our input's to it.
+    // Reduce-scatter: at step s send chunk (me - s) (our input at first, then the partial sum we
+    // made), receive chunk (me - s - 1) into slot s and add our input's to it.
     for (int s = 0; s < n - 1; ++s) {
       const int send_chunk = (my_id - s + n) % n;
       const int recv_chunk = (my_id - s - 1 + n) % n;
@@ -84,12 +75,22 @@ Array<float> ring_all_reduce(const Array<float>& x, int cores) {
       copy.start();
       copy.wait();  // sent, and chunk (me - s) has arrived from the left
     }
-  });
+  };
+  auto kernel = pl::kernel(
+      pl::out_type(ShapeDtypeStruct<float>{{rows, cols}},
+                   // The receive slots of the reduce-scatter, in HBM.
+                   ShapeDtypeStruct<float>{{slots * chunk, cols}}),
+      pltpu::TensorCoreMesh("core", cores),
+      pl::scratch_types(pltpu::SemaphoreType::DMA,            // send_sem
+                        pltpu::SemaphoreType::DMA({slots}),   // reduce-scatter receive sems
+                        pltpu::SemaphoreType::DMA({slots})),  // all-gather receive sems
+      pltpu::CompilerParams{.skip_device_barrier = alone},
+      pl::name(alone ? "ring_all_reduce_alone" : "ring_all_reduce"))(ring_kernel);
   return std::get<0>(kernel(x));
 }
 
 Array<float> ring_all_reduce_mapped(const Array<float>& x, const Mesh& mesh, int cores) {
-  auto per_device = [&](const Array<float>& shard) { return ring_all_reduce(shard, cores); };
+  auto per_device = [&](const Array<float>& shard) { return ring_all_reduce(shard, cores, false); };
   return jax::shard_map(per_device, mesh, P(None, "x"), P(None, "x"))(x);
 }
 

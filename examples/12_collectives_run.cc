@@ -3,15 +3,19 @@
 // and a matmul, computed on the global arrays).
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <ostream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "distributed.h"
 
 namespace tessera::examples {
 
 namespace {
+std::string fmt_rank(int rank) { return " (MPI rank " + std::to_string(rank) + ")"; }
+
 Array<float> random_array(Shape shape, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
@@ -62,68 +66,92 @@ Array<float> psum_scatter(const Array<float>& x, int n) {
   return out;
 }
 
-struct Outcome {
-  double error = 0;
+// One collective: its global inputs and their specs, the host reference of its global output
+// and that output's spec, and the call. Under MPI each rank passes its shards and checks its
+// shard of the output; in process the global arrays go in and come out.
+struct Case {
+  std::vector<Array<float>> inputs;
+  std::vector<PartitionSpec> in_specs;
+  Array<float> reference;
+  PartitionSpec out_spec;
+  std::function<Array<float>(const std::vector<Array<float>>&)> call;
   std::string what;
+  double scale = 1;  // the error is divided by it (a matmul's sums of 128 products)
 };
 
-Outcome run_one(const std::string& name, int n, const Mesh& mesh) {
+Case make_case(const std::string& name, int n, const Mesh& mesh) {
+  Case c;
   if (name == "right_permute") {
-    const Array<float> x = random_array({8, 128 * n}, 0);
-    const Array<float> y = right_permute(x, mesh);
-    Array<float> ref(x.shape(), 0.0f);
+    c.inputs = {random_array({8, 128 * n}, 0)};
+    c.in_specs = {P(None, "x")};
+    const Array<float>& x = c.inputs[0];
+    c.reference = Array<float>(x.shape(), 0.0f);
     for (int64_t i = 0; i < 8; ++i) {
-      for (int64_t j = 0; j < 128 * n; ++j) ref(i, (j + 128) % (128 * n)) = x(i, j);
+      for (int64_t j = 0; j < 128 * n; ++j) c.reference(i, (j + 128) % (128 * n)) = x(i, j);
     }
-    return {max_difference(y, ref), "x (8, 128 n) sharded P(None, 'x') rotated one device right"};
-  }
-  if (name == "all_gather") {
-    const Array<float> x = random_array({8 * n, 128}, 1);
-    const Array<float> y = all_gather(x, mesh);
-    Array<float> ref({int64_t{n} * n, 8, 128}, 0.0f);
+    c.out_spec = P(None, "x");
+    c.call = [&mesh](const auto& in) { return right_permute(in[0], mesh); };
+    c.what = "x (8, 128 n) sharded P(None, 'x') rotated one device right";
+  } else if (name == "all_gather") {
+    c.inputs = {random_array({8 * n, 128}, 1)};
+    c.in_specs = {P("x", None)};
+    c.reference = Array<float>({int64_t{n} * n, 8, 128}, 0.0f);
     for (int d = 0; d < n; ++d) {
-      std::memcpy(ref.data() + int64_t{d} * n * 8 * 128, x.data(), sizeof(float) * x.size());
+      std::memcpy(c.reference.data() + int64_t{d} * n * 8 * 128, c.inputs[0].data(),
+                  sizeof(float) * static_cast<size_t>(c.inputs[0].size()));
     }
-    return {max_difference(y, ref), "x (8 n, 128) gathered on every device: (n * n, 8, 128)"};
-  }
-  if (name == "all_reduce") {
-    const Array<float> x = random_array({8, 128 * n}, 2);
-    return {max_difference(all_reduce(x, mesh), psum_columns(x, n)),
-            "lax.psum of x (8, 128 n) sharded P(None, 'x')"};
-  }
-  if (name == "reduce_scatter") {
-    const Array<float> x = random_array({16 * n, 128 * n}, 3);
-    return {max_difference(reduce_scatter(x, mesh), psum_scatter(x, n)),
-            "lax.psum_scatter of x (16 n, 128 n), blocks (16, 128)"};
-  }
-  if (name == "reduce_scatter_nested") {
-    const Array<float> x = random_array({64 * n, 256 * n}, 4);
-    return {max_difference(reduce_scatter_nested(x, mesh, 64, 256), psum_scatter(x, n)),
-            "lax.psum_scatter of x (64 n, 256 n), outer blocks (64, 256), inner (8, 128)"};
-  }
-  if (name == "all_gather_bidirectional") {
-    const Array<float> x = random_array({16 * n, 128}, 5);
-    return {max_difference(all_gather_bidirectional(x, mesh), x),
-            "ops/tpu/all_gather.py on x (16 n, 128): the whole x on every device"};
-  }
-  if (name == "collective_matmul") {
-    const Array<float> x = random_array({16 * n, 128}, 6);
-    const Array<float> w = random_array({128, 128 * n}, 7);
-    Array<float> ref({16 * n, 128 * n}, 0.0f);
+    c.out_spec = P("x", None);
+    c.call = [&mesh](const auto& in) { return all_gather(in[0], mesh); };
+    c.what = "x (8 n, 128) gathered on every device: (n * n, 8, 128)";
+  } else if (name == "all_reduce") {
+    c.inputs = {random_array({8, 128 * n}, 2)};
+    c.in_specs = {P(None, "x")};
+    c.reference = psum_columns(c.inputs[0], n);
+    c.out_spec = P(None, "x");
+    c.call = [&mesh](const auto& in) { return all_reduce(in[0], mesh); };
+    c.what = "lax.psum of x (8, 128 n) sharded P(None, 'x')";
+  } else if (name == "reduce_scatter" || name == "reduce_scatter_nested") {
+    const bool nested = name == "reduce_scatter_nested";
+    c.inputs = {random_array(nested ? Shape{64 * n, 256 * n} : Shape{16 * n, 128 * n}, 3)};
+    c.in_specs = {P(None, "x")};
+    c.reference = psum_scatter(c.inputs[0], n);
+    c.out_spec = P("x", None);
+    c.call = [&mesh, nested](const auto& in) {
+      return nested ? reduce_scatter_nested(in[0], mesh, 64, 256) : reduce_scatter(in[0], mesh);
+    };
+    c.what = nested ? "lax.psum_scatter of x (64 n, 256 n), outer blocks (64, 256), inner (8, 128)"
+                    : "lax.psum_scatter of x (16 n, 128 n), blocks (16, 128)";
+  } else if (name == "all_gather_bidirectional") {
+    c.inputs = {random_array({16 * n, 128}, 5)};
+    c.in_specs = {P("x")};
+    c.reference = Array<float>(c.inputs[0]);
+    c.out_spec = P(None);
+    c.call = [&mesh](const auto& in) { return all_gather_bidirectional(in[0], mesh); };
+    c.what = "ops/tpu/all_gather.py on x (16 n, 128): the whole x on every device";
+  } else if (name == "collective_matmul") {
+    c.inputs = {random_array({16 * n, 128}, 6), random_array({128, 128 * n}, 7)};
+    c.in_specs = {P("x", None), P(None, "x")};
+    const Array<float>& x = c.inputs[0];
+    const Array<float>& w = c.inputs[1];
+    c.reference = Array<float>({16 * n, 128 * n}, 0.0f);
     for (int64_t i = 0; i < 16 * n; ++i) {
       for (int64_t p = 0; p < 128; ++p) {
-        for (int64_t j = 0; j < 128 * n; ++j) ref(i, j) += x(i, p) * w(p, j);
+        for (int64_t j = 0; j < 128 * n; ++j) c.reference(i, j) += x(i, p) * w(p, j);
       }
     }
-    return {max_difference(collective_matmul(x, w, mesh), ref) / 128.0,
-            "all_gather(x (16 n, 128)) @ w (128, 128 n), the gather fused with the matmul"};
+    c.out_spec = P(None, "x");
+    c.call = [&mesh](const auto& in) { return collective_matmul(in[0], in[1], mesh); };
+    c.what = "all_gather(x (16 n, 128)) @ w (128, 128 n), the gather fused with the matmul";
+    c.scale = 128;
+  } else if (name == "ring_all_reduce") {
+    c.inputs = {random_array({64 * n, 256 * n}, 8)};
+    c.in_specs = {P(None, "x")};
+    c.reference = psum_columns(c.inputs[0], n);
+    c.out_spec = P(None, "x");
+    c.call = [&mesh](const auto& in) { return ring_all_reduce_mapped(in[0], mesh, 1); };
+    c.what = "the bandwidth-optimal ring all-reduce of x (64 n, 256 n) sharded P(None, 'x')";
   }
-  if (name == "ring_all_reduce") {
-    const Array<float> x = random_array({64 * n, 256 * n}, 8);
-    return {max_difference(ring_all_reduce_mapped(x, mesh, 1), psum_columns(x, n)),
-            "the bandwidth-optimal ring all-reduce of x (64 n, 256 n) sharded P(None, 'x')"};
-  }
-  return {-1, ""};
+  return c;
 }
 
 const CollectiveExample kExamples[] = {
@@ -149,11 +177,22 @@ bool run_collective(const char* name, int devices, std::ostream& out) {
     out << name << ": needs at least 2 devices (its grid has n - 1 steps)  skipped\n";
     return true;
   }
-  const Outcome o = run_one(name, devices, mesh);
-  if (o.error < 0) return false;
-  const bool ok = o.error <= 1e-5;
-  out << name << " on " << devices << " device" << (devices == 1 ? "" : "s") << ": " << o.what
-      << "; max |difference| from the host reference " << o.error << "  " << (ok ? "ok" : "WRONG")
+  Case c = make_case(name, devices, mesh);
+  if (!c.call) return false;
+  // Under MPI (one device per rank) the kernels take and give this rank's shards.
+  const bool distributed = detail::mesh_is_distributed(mesh, std::source_location::current());
+  if (distributed) {
+    const int me = jax::process_index();
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      c.inputs[i] = detail::take_shard(mesh, c.in_specs[i], c.inputs[i], me, i, {});
+    }
+    c.reference = detail::take_shard(mesh, c.out_spec, c.reference, me, 0, {});
+  }
+  const double error = max_difference(c.call(c.inputs), c.reference) / c.scale;
+  const bool ok = error <= 1e-5;
+  out << name << " on " << devices << " device" << (devices == 1 ? "" : "s")
+      << (distributed ? fmt_rank(jax::process_index()) : std::string()) << ": " << c.what
+      << "; max |difference| from the host reference " << error << "  " << (ok ? "ok" : "WRONG")
       << "\n";
   return ok;
 }

@@ -40,8 +40,10 @@ Array<float> collective_matmul(const Array<float>& x, const Array<float>& w, con
 /// The bandwidth-optimal ring all-reduce (reduce-scatter, then all-gather, n - 1 steps each,
 /// N-slot receive buffers), on `cores` cores per device: the kernel `tessera bench allreduce`
 /// times. `x` is one device's (rows, cols) array (rows a multiple of n * cores * 8); returns the
-/// sum over the devices. Call it on a device (inside jax::shard_map).
-Array<float> ring_all_reduce(const Array<float>& x, int cores);
+/// sum over the devices. Call it on a device (inside jax::shard_map). `alone`: every copy goes to
+/// the device itself and the kernel starts without the device barrier — the same copies and adds
+/// with no communication, the memory-traffic floor of the ring (its result is not the sum).
+Array<float> ring_all_reduce(const Array<float>& x, int cores, bool alone = false);
 /// The same kernel mapped over `mesh`: x (rows, cols * n) sharded P(None, "x").
 Array<float> ring_all_reduce_mapped(const Array<float>& x, const Mesh& mesh, int cores);
 

@@ -133,11 +133,21 @@ class Mesh {
   std::vector<int> coords(int id) const;
   const std::source_location& where() const noexcept { return where_; }
 
+  /// The same mesh, made of in-process devices even when the program runs under mpirun (for
+  /// comparing the two transports in one job, as `tessera bench allreduce` does).
+  Mesh in_process() const {
+    Mesh m = *this;
+    m.in_process_ = true;
+    return m;
+  }
+  bool is_in_process() const noexcept { return in_process_; }
+
  private:
   std::vector<int> shape_;
   std::vector<std::string> axis_names_;
   int size_ = 1;
   std::source_location where_;
+  bool in_process_ = false;
 };
 
 namespace detail {

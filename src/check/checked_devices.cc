@@ -274,7 +274,12 @@ std::string core_name(const CheckedLaunch& L, int core) {
 }
 
 void wake_all(CheckedLaunch& L) noexcept {
-  for (CoreArena* a : L.arenas) {
+  std::vector<CoreArena*> arenas;
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    arenas = L.arenas;
+  }
+  for (CoreArena* a : arenas) {
     if (a != nullptr) a->wait_queue().wake();
   }
 }
@@ -285,9 +290,20 @@ std::unique_ptr<Engine> make_checked_device_engine(const LaunchSpec& spec,
                                                    const DeviceLaunch& launch) {
   Transport& t = *dev.transport;
   if (!t.direct()) {
-    // Under a transport without load/store access each device keeps its own books.
-    return make_checked_engine(spec, params, launch.buffers.data(),
-                               static_cast<int>(launch.buffers.size()), vmem_limit);
+    // Under a transport without load/store access (MPI ranks) each device keeps its own books.
+    auto own = std::shared_ptr<CheckedLaunch>(checked_begin(
+        spec, params, launch.buffers.data(), static_cast<int>(launch.buffers.size()), vmem_limit));
+    own->partial = true;
+    // Other ranks write this rank's arrays unseen by these books: every byte of them counts as
+    // written (no false report of an unwritten read).
+    for (auto& b : own->hbm) {
+      const uintptr_t base = b->region.base;
+      const int64_t bytes = b->region.bytes;
+      b->region.reset();  // no shadow: always written
+      b->region.base = base;
+      b->region.bytes = bytes;
+    }
+    return make_engine_for(std::move(own), 0, -1);
   }
   auto program = std::static_pointer_cast<CheckedProgram>(
       t.program_books([] { return std::make_shared<CheckedProgram>(); }));

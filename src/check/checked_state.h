@@ -319,6 +319,9 @@ struct CheckedLaunch {
   const MeshInfo* mesh = nullptr;
   uint64_t seq = 0;
   bool implicit_barrier = false;
+  // A device launch whose books are this device's alone (MPI ranks): other devices may signal
+  // any wait, so no deadlock is concluded here (a wait ends at its timeout instead).
+  bool partial = false;
   std::shared_ptr<CheckedProgram> program;
   std::vector<VC> entry;            // per core: its clock when its device entered
   std::vector<RemoteDma> remote;    // under mu
@@ -331,7 +334,7 @@ inline void join(VC& into, const VC& from) {
 }
 // "core 1", or "device 2 core 1" on a device mesh (`core`: an index in the launch's books).
 std::string core_name(const CheckedLaunch& L, int core);
-// Wakes every core of the launch (of every device) that sleeps in a wait.
+// Wakes every core of the launch (of every device) that sleeps in a wait (takes the mutex).
 void wake_all(CheckedLaunch& L) noexcept;
 // Records a DMA's access of HBM by core `core` (under the launch mutex) and raises kRace when an
 // earlier access of another core or copy overlaps it with no happens-before order.

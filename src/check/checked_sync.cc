@@ -457,7 +457,7 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
     // blocked. On a device mesh the cores of every device count, a device that has not entered
     // the launch is running, and a remote copy not yet landed or a device already in a later
     // launch (for a barrier semaphore) may still satisfy a wait.
-    bool stuck = !L.deadlock_reported && cell.load() < amount &&
+    bool stuck = !L.partial && !L.deadlock_reported && cell.load() < amount &&
                  !(L.program && remote_may_satisfy(L, cc.core, &cell, slot));
     for (int c = 0; c < L.num_cores && stuck; ++c) {
       if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;

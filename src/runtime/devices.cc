@@ -413,8 +413,8 @@ void run_on_devices(const Mesh& mesh, FunctionRef<void(int)> job, std::source_lo
           "mapped programs cannot nest");
   }
   std::lock_guard<std::mutex> program(g_program_mu);
-  if (DistributedRuntime* dist = distributed_runtime(); dist != nullptr && dist->active()) {
-    dist->run_program(mesh, job, where);
+  if (mesh_is_distributed(mesh, where)) {
+    distributed_runtime()->run_program(mesh, job, where);
     return;
   }
   const MeshInfo info = mesh_info(mesh);
@@ -514,7 +514,8 @@ int default_device_count() {
   });
 }
 
-bool mesh_is_distributed(const Mesh& /*mesh*/, std::source_location /*where*/) {
+bool mesh_is_distributed(const Mesh& mesh, std::source_location /*where*/) {
+  if (mesh.is_in_process()) return false;
   DistributedRuntime* d = distributed_runtime();
   return d != nullptr && d->active();
 }

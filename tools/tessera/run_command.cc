@@ -56,6 +56,13 @@ const std::vector<Example>& examples() {
     std::vector<Example> v = list;
     int count = 0;
     const examples::CollectiveExample* c = examples::collective_examples(count);
+    v.push_back({"collectives", "every collective below, in turn", [c, count](std::ostream& out) {
+                   bool ok = true;
+                   for (int i = 0; i < count; ++i) {
+                     ok = examples::run_collective(c[i].name, devices_to_use(), out) && ok;
+                   }
+                   return ok;
+                 }});
     for (int i = 0; i < count; ++i) {
       const char* name = c[i].name;
       v.push_back({name, c[i].summary, [name](std::ostream& out) {
