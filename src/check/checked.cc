@@ -271,16 +271,18 @@ void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch
   CheckedCore& cc = *L.cores[static_cast<size_t>(core)];
   ctx.engine_core = &cc;
   {
+    // Under the mutex: on a device mesh other cores look up these regions (a remote copy's
+    // destination, a message naming memory).
     std::lock_guard<std::mutex> lock(L.mu);
     L.arenas[static_cast<size_t>(core)] = ctx.arena;
     if (L.program) checked_device_core_begins(L, core);
+    cc.vmem.base = reinterpret_cast<uintptr_t>(ctx.arena->vmem());
+    cc.vmem.bytes = ctx.stack.limit(MemorySpace::VMEM);
+    cc.vmem.allocate();
+    cc.smem.base = reinterpret_cast<uintptr_t>(ctx.arena->smem());
+    cc.smem.bytes = smem_capacity_bytes();
+    cc.smem.allocate();
   }
-  cc.vmem.base = reinterpret_cast<uintptr_t>(ctx.arena->vmem());
-  cc.vmem.bytes = ctx.stack.limit(MemorySpace::VMEM);
-  cc.vmem.allocate();
-  cc.smem.base = reinterpret_cast<uintptr_t>(ctx.arena->smem());
-  cc.smem.bytes = smem_capacity_bytes();
-  cc.smem.allocate();
   const LaunchSpec& spec = *L.spec;
   for (size_t i = 0; i < spec.scratch.size(); ++i) {
     const ScratchRequest& r = spec.scratch[i];
@@ -314,8 +316,11 @@ void checked_core_finished(CoreContext& ctx) noexcept {
   // A core that waits for this one may now be in a deadlock: it looks again when it wakes.
   wake_all(*cc.launch);
   cc.inflight.clear();
-  cc.vmem.reset();
-  cc.smem.reset();
+  {
+    std::lock_guard<std::mutex> lock(cc.launch->mu);
+    cc.vmem.reset();
+    cc.smem.reset();
+  }
   ctx.engine_core = nullptr;
   t_observe_elements = false;
 }

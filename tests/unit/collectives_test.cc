@@ -96,6 +96,16 @@ INSTANTIATE_TEST_SUITE_P(Tutorial, Checked,
                                                               pltpu::DmaExecutionMode::random)),
                          checked_name);
 
+// Eight devices in checked mode (on_wait: copies land as late as possible, out of order).
+TEST(Checked8, RingAndTutorialAllReduce) {
+  const DefaultCores scope(1);
+  const pltpu::ForceTpuInterpretMode force;
+  for (const char* name : {"ring_all_reduce", "all_reduce", "reduce_scatter"}) {
+    std::ostringstream out;
+    EXPECT_TRUE(examples::run_collective(name, 8, out)) << out.str();
+  }
+}
+
 TEST(RingAllReduce, SeveralCoresPerDevice) {
   const Mesh mesh = jax::make_mesh({2}, {"x"});
   Array<float> x({64, 512}, 0.0f);
