@@ -14,6 +14,10 @@
 // a DMA `.wait()`, `pltpu::core_barrier`): a wait still unsatisfied after that
 // long throws KernelError (kTimeout) instead of hanging. The default is the
 // TESSERA_WAIT_TIMEOUT_MS environment variable, else 10000 ms.
+//
+// `collective_id` picks the barrier semaphore `pltpu::get_barrier_semaphore()` returns (one of
+// 32 per core, persisting across kernels; remote_dma.h) and drops the barrier a kernel of a
+// device mesh otherwise starts with; `skip_device_barrier` drops that barrier alone.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,13 @@ struct CompilerParams {
   std::optional<int64_t> vmem_limit_bytes = std::nullopt;
   /// Milliseconds a blocking wait may take before it fails with kTimeout (>= 1).
   std::optional<int64_t> wait_timeout_ms = std::nullopt;
+  /// The barrier semaphore of this kernel (0 .. 31): `pltpu::get_barrier_semaphore()` needs it.
+  /// A kernel with a collective_id starts without the implicit device barrier: it synchronises
+  /// with the devices it talks to through the barrier semaphore itself.
+  std::optional<int> collective_id = std::nullopt;
+  /// Start without the implicit barrier over the devices of the mesh (kernels that write no
+  /// other device's memory, or order their writes themselves).
+  bool skip_device_barrier = false;
 };
 
 /// Throws UsageError (kInvalidArgument) naming a bad field.

@@ -261,6 +261,8 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
     spec_.num_cores = mesh.num_cores();
     spec_.vmem_limit_bytes = params.vmem_limit_bytes.value_or(0);
     spec_.wait_timeout_ms = params.wait_timeout_ms.value_or(0);
+    spec_.collective_id = params.collective_id.value_or(-1);
+    spec_.skip_device_barrier = params.skip_device_barrier;
     spec_.where = where;
     spec_.interpret = std::move(interpret);
     // Outputs given as ShapeDtypeStructs have no line of their own: they are checked here.

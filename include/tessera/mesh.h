@@ -59,12 +59,20 @@ class TensorCoreMesh {
 }  // namespace pltpu
 
 namespace lax {
-/// `jax.lax.axis_index(name)`: the running core's index along mesh axis `name`.
+/// `jax.lax.axis_index(name)`: the running core's index along mesh axis `name` (or, on a
+/// device mesh, the device's coordinate on axis `name`; device.h).
 /// Throws UsageError (kOutsideKernel) outside a kernel body, KernelError (kUnknownAxis) for a
 /// name the kernel's mesh does not have.
 inline int axis_index(std::string_view name,
                       std::source_location where = std::source_location::current()) {
   return detail::axis_index(name, where);
+}
+/// `jax.lax.axis_size(name)`: the number of cores of the kernel's TensorCoreMesh axis `name`, or
+/// of devices along device mesh axis `name` (inside a kernel, or in a function mapped by
+/// jax::shard_map). Throws as axis_index.
+inline int axis_size(std::string_view name,
+                     std::source_location where = std::source_location::current()) {
+  return detail::axis_size(name, where);
 }
 }  // namespace lax
 

@@ -29,7 +29,9 @@ namespace {
 
 class CheckedEngine final : public Engine {
  public:
-  explicit CheckedEngine(std::unique_ptr<CheckedLaunch> launch) : L_(std::move(launch)) {}
+  // `base`: the index in the books of this device's core 0; `device`: -1 off a device mesh.
+  CheckedEngine(std::shared_ptr<CheckedLaunch> launch, int base, int device)
+      : L_(std::move(launch)), base_(base), device_(device) {}
 
   CoreBudget budget(int64_t vmem_limit) const override {
     CoreBudget b{std::min(vmem_limit, L_->vmem_limit), smem_capacity_bytes(), {}, {}};
@@ -42,11 +44,11 @@ class CheckedEngine final : public Engine {
     return b;
   }
   void core_begin(CoreContext& ctx, void* const* scratch) override {
-    checked_core_begin(*L_, ctx, scratch);
+    checked_core_begin(*L_, ctx, scratch, base_ + ctx.core);
   }
   void core_end(CoreContext& ctx) override { checked_core_end(ctx); }
   void core_finished(CoreContext& ctx) noexcept override { checked_core_finished(ctx); }
-  void launch_end(LaunchState& state) noexcept override { checked_finish(*L_, state); }
+  void launch_end(LaunchState& state) noexcept override { checked_finish(*L_, state, device_); }
 
   void copy(CoreContext* ctx, const RawRef& src, const RawRef& dst, const char* op,
             std::source_location where) override {
@@ -74,6 +76,20 @@ class CheckedEngine final : public Engine {
   }
   void signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) override {
     checked_signal(ctx, target, slot, inc);
+  }
+  void remote_dma_start(CoreContext& ctx, const RemoteCopy& copy) override {
+    if (!L_->program) return Engine::remote_dma_start(ctx, copy);
+    checked_remote_dma_start(ctx, copy);
+  }
+  void remote_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                       const WaitSite& site, bool recv) override {
+    if (!L_->program) return Engine::remote_dma_wait(ctx, sem, slot, bytes, site, recv);
+    checked_remote_dma_wait(ctx, sem, slot, bytes, site, recv);
+  }
+  void remote_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot, int64_t inc,
+                     std::source_location where) override {
+    if (!L_->program) return Engine::remote_signal(ctx, target, slot, inc, where);
+    checked_remote_signal(ctx, target, slot, inc, where);
   }
   bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount) override {
     return checked_try_take(ctx, cell, slot, amount);
@@ -129,7 +145,9 @@ class CheckedEngine final : public Engine {
   }
 
  private:
-  std::unique_ptr<CheckedLaunch> L_;
+  std::shared_ptr<CheckedLaunch> L_;
+  int base_;
+  int device_;
 };
 
 }  // namespace
@@ -139,23 +157,21 @@ std::unique_ptr<Engine> make_checked_engine(const LaunchSpec& spec,
                                             const LaunchBuffer* buffers, int num_buffers,
                                             int64_t vmem_limit) {
   return std::make_unique<CheckedEngine>(
-      checked_begin(spec, params, buffers, num_buffers, vmem_limit));
+      checked_begin(spec, params, buffers, num_buffers, vmem_limit), 0, -1);
+}
+
+std::unique_ptr<Engine> make_engine_for(std::shared_ptr<CheckedLaunch> launch, int base,
+                                        int device) {
+  return std::make_unique<CheckedEngine>(std::move(launch), base, device);
 }
 
 // ---- launch ----------------------------------------------------------------------------------
 
-std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
-                                             const pltpu::InterpretParams& params,
-                                             const LaunchBuffer* buffers, int num_buffers,
-                                             int64_t vmem_limit) {
-  auto L = std::make_unique<CheckedLaunch>();
-  L->spec = &spec;
-  L->params = params;
-  L->num_cores = spec.num_cores;
-  L->vmem_limit = vmem_limit;
-  if (!L->params.chip.empty()) {
-    L->chip = pltpu::get_tpu_info_for_chip(L->params.chip, 1, spec.where);
-    const pltpu::TpuInfo& chip = *L->chip;
+void checked_check_chip(CheckedLaunch& L, const LaunchSpec& spec, int64_t vmem_limit) {
+  L.vmem_limit = vmem_limit;
+  if (!L.params.chip.empty()) {
+    L.chip = pltpu::get_tpu_info_for_chip(L.params.chip, 1, spec.where);
+    const pltpu::TpuInfo& chip = *L.chip;
     const int phys = pltpu::num_physical_tensor_cores_per_chip(chip.chip_version);
     if (spec.num_cores > phys) {
       throw UsageError(
@@ -164,10 +180,10 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
                       "cores but a {} chip has {} TensorCore{}; use "
                       "pltpu::TensorCoreMesh(\"{}\", {}) or check against another chip",
                       spec.entry, format_location(spec.where), spec.name, spec.num_cores,
-                      L->params.chip, phys, phys == 1 ? "" : "s", spec.axis_name, phys),
+                      L.params.chip, phys, phys == 1 ? "" : "s", spec.axis_name, phys),
           spec.where, -1, {}, spec.name);
     }
-    L->vmem_limit = std::min(vmem_limit, chip.vmem_capacity_bytes);
+    L.vmem_limit = std::min(vmem_limit, chip.vmem_capacity_bytes);
     auto over = [&](MemorySpace space, int64_t used, int64_t cap) {
       if (used <= cap) return;
       throw UsageError(
@@ -176,12 +192,16 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
                       "bytes of {} per core but a {} TensorCore has {} bytes; largest buffers: "
                       "{}; shrink them (this kernel would not fit on that chip)",
                       spec.entry, format_location(spec.where), spec.name, used, to_string(space),
-                      L->params.chip, cap, largest_scratch(spec, space)),
+                      L.params.chip, cap, largest_scratch(spec, space)),
           spec.where, -1, {}, spec.name);
     };
     over(MemorySpace::VMEM, spec.vmem_used, chip.vmem_capacity_bytes);
     over(MemorySpace::SMEM, spec.smem_used, chip.smem_capacity_bytes);
   }
+}
+
+void checked_add_buffers(CheckedLaunch& L, const LaunchBuffer* buffers, int num_buffers,
+                         int device) {
   int in_index = 0;
   for (int i = 0; i < num_buffers; ++i) {
     const LaunchBuffer& b = buffers[i];
@@ -192,12 +212,13 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
       const int index = in_index++;
       if (aliased || b.bytes == 0) continue;  // the output's entry stands for it
       auto h = std::make_unique<HbmBuffer>();
+      h->device = device;
       h->region.base = reinterpret_cast<uintptr_t>(b.data);
       h->region.bytes = b.bytes;
       h->dtype = b.dtype;
       h->shape = b.shape;
       h->index = index;
-      L->hbm.push_back(std::move(h));
+      L.hbm.push_back(std::move(h));
       continue;
     }
     if (b.bytes == 0) continue;
@@ -205,6 +226,7 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
     for (int j = 0; j < num_buffers; ++j)
       aliased |= !buffers[j].is_output && buffers[j].data == b.data;
     auto h = std::make_unique<HbmBuffer>();
+    h->device = device;
     h->region.base = reinterpret_cast<uintptr_t>(b.data);
     h->region.bytes = b.bytes;
     h->dtype = b.dtype;
@@ -217,34 +239,63 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
       // (a DMA moves the shadow with the bytes) or the caller's (checked_finish) raises first.
       h->region.shift = std::countr_zero(static_cast<unsigned>(itemsize(b.dtype)));
       h->region.allocate();
-      if (L->params.allow_uninitialized_reads) {
-        fill_poison(const_cast<void*>(b.data), b.bytes, b.dtype, L->params.uninitialized_memory);
+      if (L.params.allow_uninitialized_reads) {
+        fill_poison(const_cast<void*>(b.data), b.bytes, b.dtype, L.params.uninitialized_memory);
       }
     }
-    L->hbm.push_back(std::move(h));
+    L.hbm.push_back(std::move(h));
   }
-  L->vc.assign(static_cast<size_t>(spec.num_cores), VC(static_cast<size_t>(spec.num_cores), 0));
-  L->blocked.resize(static_cast<size_t>(spec.num_cores));
-  L->finished.assign(static_cast<size_t>(spec.num_cores), 0);
-  for (int c = 0; c < spec.num_cores; ++c) {
+}
+
+void checked_add_cores(CheckedLaunch& L, int devices, int cores_per_device) {
+  const int n = devices * cores_per_device;
+  L.devices = devices;
+  L.cores_per_device = cores_per_device;
+  L.num_cores = n;
+  L.vc.assign(static_cast<size_t>(n), VC(static_cast<size_t>(n), 0));
+  L.blocked.resize(static_cast<size_t>(n));
+  L.finished.assign(static_cast<size_t>(n), 0);
+  L.arenas.assign(static_cast<size_t>(n), nullptr);
+  for (int c = 0; c < n; ++c) {
     auto cc = std::make_unique<CheckedCore>();
-    cc->launch = L.get();
+    cc->launch = &L;
     cc->core = c;
-    cc->rng.seed(L->params.random_seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(c));
-    L->cores.push_back(std::move(cc));
+    cc->device = c / cores_per_device;
+    cc->local = c % cores_per_device;
+    cc->rng.seed(L.params.random_seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(c));
+    L.cores.push_back(std::move(cc));
   }
+}
+
+std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
+                                             const pltpu::InterpretParams& params,
+                                             const LaunchBuffer* buffers, int num_buffers,
+                                             int64_t vmem_limit) {
+  auto L = std::make_unique<CheckedLaunch>();
+  L->spec = &spec;
+  L->params = params;
+  checked_check_chip(*L, spec, vmem_limit);
+  checked_add_buffers(*L, buffers, num_buffers, -1);
+  checked_add_cores(*L, 1, spec.num_cores);
   return L;
 }
 
-void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch) {
-  CheckedCore& cc = *L.cores[static_cast<size_t>(ctx.core)];
+void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch, int core) {
+  CheckedCore& cc = *L.cores[static_cast<size_t>(core)];
   ctx.engine_core = &cc;
-  cc.vmem.base = reinterpret_cast<uintptr_t>(ctx.arena->vmem());
-  cc.vmem.bytes = ctx.stack.limit(MemorySpace::VMEM);
-  cc.vmem.allocate();
-  cc.smem.base = reinterpret_cast<uintptr_t>(ctx.arena->smem());
-  cc.smem.bytes = smem_capacity_bytes();
-  cc.smem.allocate();
+  {
+    // Under the mutex: on a device mesh other cores look up these regions (a remote copy's
+    // destination, a message naming memory).
+    std::lock_guard<std::mutex> lock(L.mu);
+    L.arenas[static_cast<size_t>(core)] = ctx.arena;
+    if (L.program) checked_device_core_begins(L, core);
+    cc.vmem.base = reinterpret_cast<uintptr_t>(ctx.arena->vmem());
+    cc.vmem.bytes = ctx.stack.limit(MemorySpace::VMEM);
+    cc.vmem.allocate();
+    cc.smem.base = reinterpret_cast<uintptr_t>(ctx.arena->smem());
+    cc.smem.bytes = smem_capacity_bytes();
+    cc.smem.allocate();
+  }
   const LaunchSpec& spec = *L.spec;
   for (size_t i = 0; i < spec.scratch.size(); ++i) {
     const ScratchRequest& r = spec.scratch[i];
@@ -256,6 +307,7 @@ void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch
 
 void checked_core_end(CoreContext& ctx) {
   CheckedCore& cc = core_of(ctx);
+  if (cc.launch->program) checked_remote_core_end(ctx);
   if (cc.inflight.empty()) return;
   const Dma& d = cc.inflight.front();
   raise(ErrorKind::kSemaphoreLeak, "async_copy.start", d.started,
@@ -272,21 +324,26 @@ void checked_core_finished(CoreContext& ctx) noexcept {
     std::lock_guard<std::mutex> lock(cc.launch->mu);
     cc.launch->finished[static_cast<size_t>(cc.core)] = 1;
     cc.launch->blocked[static_cast<size_t>(cc.core)].on = false;
+    if (cc.launch->program) checked_device_core_finished(*cc.launch, cc.core);
   }
   // A core that waits for this one may now be in a deadlock: it looks again when it wakes.
-  wake_semaphore_waiters(cc.launch->num_cores);
+  wake_all(*cc.launch);
   cc.inflight.clear();
-  cc.vmem.reset();
-  cc.smem.reset();
+  {
+    std::lock_guard<std::mutex> lock(cc.launch->mu);
+    cc.vmem.reset();
+    cc.smem.reset();
+  }
   ctx.engine_core = nullptr;
   t_observe_elements = false;
 }
 
-void checked_finish(CheckedLaunch& L, LaunchState& state) noexcept {
+void checked_finish(CheckedLaunch& L, LaunchState& state, int device) noexcept {
   if (state.first_error || L.params.allow_uninitialized_reads) return;
   try {
+    std::lock_guard<std::mutex> lock(L.mu);
     for (auto& b : L.hbm) {
-      if (!b->is_output || b->region.init == nullptr) continue;
+      if (!b->is_output || b->region.init == nullptr || b->device != device) continue;
       Runs all;
       all.v.push_back({b->region.base, b->region.base + static_cast<uintptr_t>(b->region.bytes)});
       all.lo = all.v[0].lo;

@@ -13,6 +13,7 @@
 
 #include "runtime/context.h"
 #include "runtime/engine.h"
+#include "runtime/transport.h"
 #include "tessera/block_spec.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/dot.h"
@@ -30,15 +31,39 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
                                              const pltpu::InterpretParams& params,
                                              const LaunchBuffer* buffers, int num_buffers,
                                              int64_t vmem_limit);
-/// Per core, before its body: attaches the core's books to `ctx`, poisons its scratch.
-void checked_core_begin(CheckedLaunch& launch, CoreContext& ctx, void* const* scratch);
+/// Per core, before its body: attaches the books of core `core` (its index in the books) to
+/// `ctx`, poisons its scratch.
+void checked_core_begin(CheckedLaunch& launch, CoreContext& ctx, void* const* scratch, int core);
 /// Per core, after its body returned normally: raises for copies started and never waited.
 void checked_core_end(CoreContext& ctx);
 /// Per core, always, last: the core is finished (for deadlock detection); detaches.
 void checked_core_finished(CoreContext& ctx) noexcept;
 /// After every core: unless the launch failed, raises kUninitialized for output bytes that no
 /// core wrote (stored in state.first_error).
-void checked_finish(CheckedLaunch& launch, LaunchState& state) noexcept;
+void checked_finish(CheckedLaunch& launch, LaunchState& state, int device) noexcept;
+/// checked_begin's parts: the chip's rules, one device's arrays, the cores of `devices` devices.
+void checked_check_chip(CheckedLaunch& launch, const LaunchSpec& spec, int64_t vmem_limit);
+void checked_add_buffers(CheckedLaunch& launch, const LaunchBuffer* buffers, int num_buffers,
+                         int device);
+void checked_add_cores(CheckedLaunch& launch, int devices, int cores_per_device);
+/// The engine hooks of a launch whose books are `launch` (shared on a device mesh); `base`: the
+/// index in the books of this device's core 0, `device`: -1 off a mesh.
+std::unique_ptr<Engine> make_engine_for(std::shared_ptr<CheckedLaunch> launch, int base,
+                                        int device);
+
+// ---- on a device mesh (checked_devices.cc) ----
+/// A core of a device launch begins (under the mutex): joins every device's entry clock after
+/// the implicit start barrier.
+void checked_device_core_begins(CheckedLaunch& launch, int core);
+/// A core of a device launch has finished (under the mutex): its clock persists.
+void checked_device_core_finished(CheckedLaunch& launch, int core) noexcept;
+/// After a core's body on a device mesh: remote copies it never waited for, bytes it never took.
+void checked_remote_core_end(CoreContext& ctx);
+void checked_remote_dma_start(CoreContext& ctx, const RemoteCopy& copy);
+void checked_remote_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                             const WaitSite& site, bool recv);
+void checked_remote_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot, int64_t inc,
+                           std::source_location where);
 
 /// A synchronous copy (sync_copy, pipeline copy-in / write-back): shapes already validated.
 void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, const char* op,

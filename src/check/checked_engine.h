@@ -17,4 +17,15 @@ std::unique_ptr<Engine> make_checked_engine(const LaunchSpec& spec,
                                             const LaunchBuffer* buffers, int num_buffers,
                                             int64_t vmem_limit);
 
+struct DeviceContext;
+struct DeviceLaunch;
+
+/// The engine of one device's part of a checked launch on a device mesh: its books (clocks,
+/// arrays, copies, blocked cores) are those of the same launch on every device of the mesh,
+/// made by the first device to enter it (src/check/checked_devices.cc).
+std::unique_ptr<Engine> make_checked_device_engine(const LaunchSpec& spec,
+                                                   const pltpu::InterpretParams& params,
+                                                   int64_t vmem_limit, DeviceContext& device,
+                                                   const DeviceLaunch& launch);
+
 }  // namespace tessera::detail

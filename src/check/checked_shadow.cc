@@ -240,11 +240,25 @@ std::string describe(const CoreContext& ctx, uintptr_t addr) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   if (HbmBuffer* b = hbm_of(L, addr)) {
-    return fmt::format("HBM {} {} {}{}", b->is_output ? "output" : "input", b->index,
+    return fmt::format("{}HBM {} {} {}{}",
+                       b->device >= 0 && L.mesh != nullptr
+                           ? fmt::format("device {}'s ", L.mesh->name(b->device))
+                           : std::string(),
+                       b->is_output ? "output" : "input", b->index,
                        std::string(dtype_name(b->dtype)) + b->shape.to_string(),
                        elem_at(addr, b->region.base, b->dtype, b->shape));
   }
   const LaunchSpec& spec = *L.spec;
+  for (const auto& other : L.cores) {
+    // Another core's memory (a remote copy's destination on a device mesh).
+    if (other.get() == &cc || !(other->vmem.contains(addr) || other->smem.contains(addr))) {
+      continue;
+    }
+    const bool vmem = other->vmem.contains(addr);
+    return fmt::format("{} of {} at byte offset {}", vmem ? "VMEM" : "SMEM",
+                       core_name(L, other->core),
+                       addr - (vmem ? other->vmem.base : other->smem.base));
+  }
   for (const Region* reg : {&cc.vmem, &cc.smem}) {
     if (!reg->contains(addr)) continue;
     const MemorySpace space = reg == &cc.vmem ? MemorySpace::VMEM : MemorySpace::SMEM;
@@ -275,6 +289,13 @@ Region* region_of(CoreContext& ctx, uintptr_t p) {
   if (cc.vmem.contains(p)) return &cc.vmem;
   if (cc.smem.contains(p)) return &cc.smem;
   if (HbmBuffer* b = hbm_of(*cc.launch, p)) return &b->region;
+  if (cc.launch->devices > 1) {
+    // Another core's VMEM or SMEM: a remote copy's destination on a device mesh.
+    for (const auto& other : cc.launch->cores) {
+      if (other->vmem.contains(p)) return &other->vmem;
+      if (other->smem.contains(p)) return &other->smem;
+    }
+  }
   return nullptr;
 }
 
@@ -285,8 +306,6 @@ std::string dma_text(const CoreContext& ctx, const Dma& d) {
                      format_location(d.started), dtype_name(d.src.dtype), d.src.shape.to_string(),
                      describe(ctx, reinterpret_cast<uintptr_t>(d.dst.data)), d.bytes);
 }
-namespace {
-
 // Copies the shadow of src's elements to dst's (same shapes). Elements of an HBM output that no
 // core has written yet arrive undefined with an origin that says so (`where`: the copy), so that
 // a later error can name the copy as the likely race with the core that writes them.
@@ -355,12 +374,19 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
     if (a < 0) break;
   }
 }
-}  // namespace
 
 // Moves a copy's bytes and their shadow. HBM shadows are shared: under the mutex.
 void move_bytes(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& src_runs,
                 const Runs& dst_runs, SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
+  if (cc.launch->mesh != nullptr && (is_hbm(cc, dst_runs.lo) || is_hbm(cc, src_runs.lo))) {
+    // On a device mesh other devices' copies land in HBM too: the bytes move under the mutex,
+    // so that a race between copies, which the books report, never becomes a data race here.
+    std::lock_guard<std::mutex> lock(cc.launch->mu);
+    copy_shadow(ctx, src, dst, dst_runs, where);
+    strided_copy(src, dst);
+    return;
+  }
   if (is_hbm(cc, dst_runs.lo) || is_hbm(cc, src_runs.lo)) {
     std::lock_guard<std::mutex> lock(cc.launch->mu);
     copy_shadow(ctx, src, dst, dst_runs, where);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "check/checked.h"
+#include "runtime/transport.h"
 
 namespace tessera::detail {
 
@@ -210,6 +212,7 @@ struct HbmBuffer {
   Shape shape;
   bool is_output = false;
   int index = 0;
+  int device = -1;  // on a device mesh: whose array it is
   std::vector<HbmAccess> history;
   size_t prune_at = kHistorySoftCap;  // the history size at which ordered accesses are pruned
 };
@@ -217,6 +220,7 @@ struct HbmBuffer {
 struct Blocked {
   bool on = false;
   SemaphoreCell* cell = nullptr;
+  int64_t slot = 0;
   int64_t amount = 0;
   std::string what;
   const char* op = "";
@@ -227,7 +231,9 @@ struct Blocked {
 
 struct CheckedCore {
   CheckedLaunch* launch = nullptr;
-  int core = 0;
+  int core = 0;    // the index in the launch's books (device * cores per device + local)
+  int device = 0;  // on a device mesh: the device, and the core within it
+  int local = 0;
   Region vmem;
   Region smem;
   std::vector<Dma> inflight;
@@ -255,6 +261,38 @@ struct CheckedCore {
   std::vector<PipelineBooks> pipelines;
 };
 
+struct CheckedProgram;
+
+// A remote copy of a checked launch on a device mesh (checked_devices.cc): started by core
+// `from`, landing on core `to` (indices in the launch's books). It lives until the sender has
+// waited for it (wait_send) and the receiver has taken its bytes (wait_recv).
+struct RemoteDma {
+  uint64_t id = 0;
+  int from = 0;
+  int to = 0;
+  RawRef src;
+  RawRef dst;  // the target's buffer
+  Runs src_runs;
+  Runs dst_runs;
+  SemaphoreCell* send_sem = nullptr;
+  int64_t send_slot = 0;
+  SemaphoreCell* recv_sem = nullptr;  // the target core's
+  int64_t recv_slot = 0;
+  CoreArena* target_arena = nullptr;
+  int64_t bytes = 0;
+  VC vc_start;
+  SourceLocation made;
+  SourceLocation started;
+  // A remote copy moves in two halves, as on a TPU: its bytes leave the source (into `staging`,
+  // and send_sem gains them), then land in the destination (recv_sem gains them). The DMA
+  // execution mode decides when each half runs; the receiver's wait may run both.
+  std::vector<std::byte> staging;
+  bool read = false;      // the bytes have left the source
+  bool executed = false;  // they have landed
+  bool sent = false;      // a wait_send has taken them
+  bool received = false;  // a wait_recv has taken them
+};
+
 struct CheckedLaunch {
   const LaunchSpec* spec = nullptr;
   pltpu::InterpretParams params;
@@ -270,8 +308,58 @@ struct CheckedLaunch {
   std::vector<uint8_t> finished;
   bool deadlock_reported = false;
   uint64_t next_dma = 1;
-  std::vector<Origin> origins;  // under mu
+  std::vector<Origin> origins;     // under mu
+  std::vector<CoreArena*> arenas;  // per core, once it has begun (to wake it)
+
+  // ---- a launch on a device mesh (checked_devices.cc); one device otherwise ----
+  int devices = 1;
+  int cores_per_device = 1;
+  LaunchSpec spec_copy;  // `spec` points here: the books outlive any one device's launch
+  Transport* transport = nullptr;
+  const MeshInfo* mesh = nullptr;
+  uint64_t seq = 0;
+  bool implicit_barrier = false;
+  // A device launch whose books are this device's alone (MPI ranks): other devices may signal
+  // any wait, so no deadlock is concluded here (a wait ends at its timeout instead).
+  bool partial = false;
+  std::shared_ptr<CheckedProgram> program;
+  std::vector<VC> entry;            // per core: its clock when its device entered
+  std::vector<RemoteDma> remote;    // under mu
+  std::atomic<int> remote_live{0};  // remote.size(), read without the lock as a hint
+  uint64_t next_remote = 1;
 };
+
+inline void join(VC& into, const VC& from) {
+  for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+// "core 1", or "device 2 core 1" on a device mesh (`core`: an index in the launch's books).
+std::string core_name(const CheckedLaunch& L, int core);
+// Wakes every core of the launch (of every device) that sleeps in a wait (takes the mutex).
+void wake_all(CheckedLaunch& L) noexcept;
+// Records a DMA's access of HBM by core `core` (under the launch mutex) and raises kRace when an
+// earlier access of another core or copy overlaps it with no happens-before order.
+void record_hbm(CoreContext& ctx, int core, const RawRef& view, const Runs& runs, bool write,
+                const VC& start, uint32_t end, const char* op, SourceLocation where);
+// Copies the shadow of a copy's source to its destination (under the mutex for HBM).
+void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& dst_runs,
+                 SourceLocation where);
+// ---- devices (checked_devices.cc) ----
+// Whether a blocked wait on `cell` by core `core` may still be satisfied by a remote copy that
+// has not landed, or (a barrier semaphore) by a device in a later launch (under the mutex).
+bool remote_may_satisfy(const CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t slot);
+// Compute or a local copy touching `runs` (VMEM/SMEM) against remote copies in flight into or
+// out of this core; raises kRace.
+void check_vs_remote(CoreContext& ctx, const Runs& runs, bool write, const char* op,
+                     SourceLocation where);
+// Lands a remote copy that would satisfy a wait on `cell` by this core, if one was started and
+// has not landed (under the mutex); true when one landed.
+bool run_pending_remote(CoreContext& ctx, SemaphoreCell& cell);
+// What arrived on a DMA semaphore from other devices and is not yet taken, for messages.
+std::string remote_arrivals(const CheckedLaunch& L, const SemaphoreCell* cell);
+// A signal or a take on a barrier semaphore: the program's books (under the mutex).
+void barrier_signalled(CheckedLaunch& L, int from, int device, int core, int64_t slot, int64_t inc,
+                       SourceLocation where);
+void barrier_taken(CoreContext& ctx, int64_t slot, int64_t amount, SourceLocation where);
 
 // " element (i, j)" of the element of an array at `addr`, or "" for rank 0.
 std::string elem_at(uintptr_t addr, uintptr_t base, DType dtype, const Shape& shape);

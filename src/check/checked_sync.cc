@@ -115,10 +115,6 @@ uintptr_t box_overlap(const HbmBuffer& b, const Box& p, const Box& q) {
   return b.region.base + static_cast<uintptr_t>(flat * itemsize(b.dtype));
 }
 
-void join(VC& into, const VC& from) {
-  for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
-}
-
 }  // namespace
 
 // Compute reading (`write` false) or writing `runs` against the core's in-flight copies.
@@ -126,6 +122,9 @@ void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const 
                           SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   if (!cc.launch->params.detect_races) return;
+  if (cc.launch->remote_live.load(std::memory_order_relaxed) != 0) {
+    check_vs_remote(ctx, runs, write, op, where);
+  }
   for (const Dma& d : cc.inflight) {
     if (const uintptr_t p = overlap(runs, d.dst_runs)) {
       raise(ErrorKind::kRace, op, where,
@@ -151,6 +150,10 @@ void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_ru
                       SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   if (!cc.launch->params.detect_races) return;
+  if (cc.launch->remote_live.load(std::memory_order_relaxed) != 0) {
+    check_vs_remote(ctx, src_runs, false, op, where);
+    check_vs_remote(ctx, dst_runs, true, op, where);
+  }
   for (const Dma& d : cc.inflight) {
     uintptr_t p = overlap(dst_runs, d.dst_runs);
     const char* how = "both write";
@@ -171,9 +174,11 @@ void check_dma_vs_dma(CoreContext& ctx, const Runs& src_runs, const Runs& dst_ru
   }
 }
 
+}  // namespace
+
 // Records DMA accesses of HBM (under the launch mutex) and checks them against other accesses.
-void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool write, const VC& start,
-                uint32_t end, const char* op, SourceLocation where) {
+void record_hbm(CoreContext& ctx, int core, const RawRef& view, const Runs& runs, bool write,
+                const VC& start, uint32_t end, const char* op, SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   if (runs.empty() || !L.params.detect_races) return;
@@ -188,14 +193,17 @@ void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool wri
     const uintptr_t p = box.ok && e.box.ok ? box_overlap(*b, box, e.box) : overlap(runs, e.runs);
     if (p != 0) {
       const std::string other =
-          e.core == cc.core
+          e.core == core
               ? fmt::format("an earlier {} of this core at {}", e.op, format_location(e.where))
-              : fmt::format("core {}'s {} at {}", e.core, e.op, format_location(e.where));
+              : fmt::format("{}'s {} at {}", core_name(L, e.core), e.op, format_location(e.where));
+      const std::string who = core == cc.core && L.mesh == nullptr
+                                  ? std::string("this copy")
+                                  : fmt::format("{}'s copy", core_name(L, core));
       raise(ErrorKind::kRace, op, where,
-            fmt::format("this copy {} {}, which {} {} with no happens-before order between them "
+            fmt::format("{} {} {}, which {} {} with no happens-before order between them "
                         "(no semaphore signal/wait or core_barrier orders the two); order them "
                         "with a semaphore or core_barrier, or give each core its own part",
-                        write ? "writes" : "reads", describe(ctx, p), other,
+                        who, write ? "writes" : "reads", describe(ctx, p), other,
                         e.write ? "writes" : "reads"));
     }
   }
@@ -217,12 +225,10 @@ void record_hbm(CoreContext& ctx, const RawRef& view, const Runs& runs, bool wri
       h.erase(h.begin(), h.begin() + static_cast<long>(h.size() / 2));
     b->prune_at = std::max(kHistorySoftCap, 2 * h.size());
   }
-  HbmAccess acc{box, {}, cc.core, end, start, write, where, op};
+  HbmAccess acc{box, {}, core, end, start, write, where, op};
   if (!box.ok) acc.runs = runs;  // boxes are enough where they exist
   b->history.push_back(std::move(acc));
 }
-
-}  // namespace
 
 // ---- hooks -----------------------------------------------------------------------------------
 
@@ -284,8 +290,8 @@ void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, c
     VC& mine = L.vc[static_cast<size_t>(cc.core)];
     const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
     const VC start = mine;
-    record_hbm(ctx, src, sr, false, start, e, op, where);
-    record_hbm(ctx, dst, dr, true, start, e, op, where);
+    record_hbm(ctx, cc.core, src, sr, false, start, e, op, where);
+    record_hbm(ctx, cc.core, dst, dr, true, start, e, op, where);
   }
   move_bytes(ctx, src, dst, sr, dr, where);
 }
@@ -396,8 +402,8 @@ void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
   const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
   for (const Dma& d : done) {
-    record_hbm(ctx, d.src, d.src_runs, false, d.vc_start, e, "async copy", d.started);
-    record_hbm(ctx, d.dst, d.dst_runs, true, d.vc_start, e, "async copy", d.started);
+    record_hbm(ctx, cc.core, d.src, d.src_runs, false, d.vc_start, e, "async copy", d.started);
+    record_hbm(ctx, cc.core, d.dst, d.dst_runs, true, d.vc_start, e, "async copy", d.started);
   }
 }
 
@@ -406,9 +412,14 @@ void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) {
   CheckedLaunch& L = *cc.launch;
   std::lock_guard<std::mutex> lock(L.mu);
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
-  VC& s = L.sem_vc[{target, slot}];
-  if (s.empty()) s.assign(mine.size(), 0);
-  join(s, mine);
+  const int target_core = cc.core - cc.local + target;  // in the launch's books
+  if (L.program && slot >= static_cast<int64_t>(kSemaphoresPerCore - kBarrierSemaphores)) {
+    barrier_signalled(L, cc.core, cc.device, target, slot, inc, SourceLocation{});
+  } else {
+    VC& s = L.sem_vc[{target_core, slot}];
+    if (s.empty()) s.assign(mine.size(), 0);
+    join(s, mine);
+  }
   ++mine[static_cast<size_t>(cc.core)];
   (target == ctx.core ? *ctx.arena : core_arena(target)).semaphores()[slot].fetch_add(inc);
 }
@@ -421,12 +432,40 @@ bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64
   std::lock_guard<std::mutex> lock(L.mu);
   if (!take_if_enough(cell, amount)) return false;
   L.blocked[static_cast<size_t>(cc.core)].on = false;
-  if (L.params.detect_races) {
+  if (L.program && slot >= static_cast<int64_t>(kSemaphoresPerCore - kBarrierSemaphores)) {
+    barrier_taken(ctx, slot, amount, SourceLocation{});
+  } else if (L.params.detect_races) {
     auto it = L.sem_vc.find({cc.core, slot});
     if (it != L.sem_vc.end()) join(L.vc[static_cast<size_t>(cc.core)], it->second);
   }
   return true;
 }
+
+namespace {
+// The message of a deadlock: what every core waits on (under the mutex).
+std::string deadlock_text(const CheckedLaunch& L) {
+  std::vector<std::string> parts;
+  for (int c = 0; c < L.num_cores; ++c) {
+    const Blocked& b = L.blocked[static_cast<size_t>(c)];
+    if (L.finished[static_cast<size_t>(c)]) {
+      parts.push_back(fmt::format("{} has finished", core_name(L, c)));
+    } else if (b.on) {
+      std::string step;
+      if (!b.step.empty()) step = fmt::format(" at grid step ({})", fmt::join(b.step, ", "));
+      std::string arrived;
+      if (L.program) arrived = remote_arrivals(L, b.cell);
+      parts.push_back(fmt::format("{} waits in {} at {}{} on {} (holds {}{}, needs {}{})",
+                                  core_name(L, c), b.op, format_location(b.where), step, b.what,
+                                  b.cell->load(), b.unit, b.amount, arrived));
+    }
+  }
+  return fmt::format(
+      "deadlock: every core {} is blocked or finished, so no signal can ever come: {}. Each wait "
+      "needs matching signals (or started copies) from a core that is still running; check which "
+      "core signals whom, and loop bounds",
+      L.mesh != nullptr ? "of every device of the mesh" : "of the mesh", fmt::join(parts, "; "));
+}
+}  // namespace
 
 void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
                      const WaitSite& site) {
@@ -435,10 +474,14 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
   std::string deadlock;
   {
     std::lock_guard<std::mutex> lock(L.mu);
+    // A remote copy that would satisfy this wait has been started meanwhile: it lands now (on a
+    // TPU it lands on its own) and the wait looks again.
+    if (L.program && run_pending_remote(ctx, cell)) return;
     Blocked& me = L.blocked[static_cast<size_t>(cc.core)];
     if (!me.on) {
       me.on = true;
       me.cell = &cell;
+      me.slot = slot;
       me.amount = amount;
       me.what = name_semaphore(*ctx.launch->spec, &ctx, slot);
       if (site.dma_src != nullptr) {
@@ -453,33 +496,20 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
     // A deadlock is certain when this wait and every other core's are short, and every core is
     // blocked or finished: the counters of blocked cores only change under this lock, by
     // signals of running cores (of which there are none), and their copies were run before they
-    // blocked.
-    bool stuck = !L.deadlock_reported && cell.load() < amount;
+    // blocked. On a device mesh the cores of every device count, a device that has not entered
+    // the launch is running, and a remote copy not yet landed or a device already in a later
+    // launch (for a barrier semaphore) may still satisfy a wait.
+    bool stuck = !L.partial && !L.deadlock_reported && cell.load() < amount &&
+                 !(L.program && remote_may_satisfy(L, cc.core, &cell, slot));
     for (int c = 0; c < L.num_cores && stuck; ++c) {
       if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;
       const Blocked& b = L.blocked[static_cast<size_t>(c)];
-      stuck = b.on && b.cell->load() < b.amount;
+      stuck = b.on && b.cell->load() < b.amount &&
+              !(L.program && remote_may_satisfy(L, c, b.cell, b.slot));
     }
     if (stuck) {
       L.deadlock_reported = true;
-      std::vector<std::string> parts;
-      for (int c = 0; c < L.num_cores; ++c) {
-        const Blocked& b = L.blocked[static_cast<size_t>(c)];
-        if (L.finished[static_cast<size_t>(c)]) {
-          parts.push_back(fmt::format("core {} has finished", c));
-        } else if (b.on) {
-          std::string step;
-          if (!b.step.empty()) step = fmt::format(" at grid step ({})", fmt::join(b.step, ", "));
-          parts.push_back(fmt::format("core {} waits in {} at {}{} on {} (holds {}{}, needs {})", c,
-                                      b.op, format_location(b.where), step, b.what, b.cell->load(),
-                                      b.unit, b.amount));
-        }
-      }
-      deadlock = fmt::format(
-          "deadlock: every core of the mesh is blocked or finished, so no signal can ever "
-          "come: {}. Each wait needs matching signals (or started copies) from a core that "
-          "is still running; check which core signals whom, and loop bounds",
-          fmt::join(parts, "; "));
+      deadlock = deadlock_text(L);
     }
   }
   if (!deadlock.empty()) raise(ErrorKind::kDeadlock, site.op, site.where, deadlock);

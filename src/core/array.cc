@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,7 @@
 #include <source_location>
 #include <string>
 
+#include "core/hbm_heap.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/error.h"
 
@@ -107,7 +109,24 @@ LargeBlockCache& large_blocks() {
 }
 }  // namespace
 
+namespace {
+std::atomic<HbmHeap*> g_heap{nullptr};
+}  // namespace
+
+void set_hbm_heap(HbmHeap* heap) noexcept { g_heap.store(heap, std::memory_order_release); }
+
 void* hbm_allocate(size_t bytes, bool zero, const HbmRequest* request) {
+  if (HbmHeap* heap = g_heap.load(std::memory_order_acquire)) {
+    void* p = heap->allocate(bytes);
+    if (p == nullptr) {
+      raise(ErrorKind::kCapacityExceeded, "Array",
+            request != nullptr ? request->where : std::source_location{},
+            fmt::format("no room for {} bytes ({}) of HBM storage in {}", bytes, human_bytes(bytes),
+                        heap->full_hint()));
+    }
+    if (zero) std::memset(p, 0, bytes);
+    return p;
+  }
   if (bytes >= kMmapThreshold) {
     if (void* p = large_blocks().take(bytes); p != nullptr) {
       if (zero) std::memset(p, 0, bytes);  // a reused block holds old data
@@ -136,6 +155,10 @@ void* hbm_allocate(size_t bytes, bool zero, const HbmRequest* request) {
 
 void hbm_free(void* p, size_t bytes) noexcept {
   if (p == nullptr) return;
+  if (HbmHeap* heap = g_heap.load(std::memory_order_acquire); heap != nullptr && heap->owns(p)) {
+    heap->free(p);
+    return;
+  }
   if (bytes >= kMmapThreshold) {
     if (!large_blocks().give(p, bytes)) (void)::munmap(p, bytes);
   } else {

@@ -24,7 +24,7 @@ constexpr int64_t kSmemCapacity = int64_t{1} << 20;
 int64_t default_vmem_limit_bytes() noexcept { return kDefaultVmemLimit; }
 int64_t max_vmem_limit_bytes() noexcept { return kMaxVmemLimit; }
 int64_t smem_capacity_bytes() noexcept { return kSmemCapacity; }
-int64_t semaphore_capacity() noexcept { return kSemaphoresPerCore; }
+int64_t semaphore_capacity() noexcept { return kSemaphoresPerCore - kBarrierSemaphores; }
 
 CoreArena::CoreArena() {
   bytes_ = static_cast<size_t>(kMaxVmemLimit + kSmemCapacity);

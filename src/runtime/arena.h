@@ -23,8 +23,11 @@ namespace tessera::detail {
 /// One semaphore: a counter that other cores may signal.
 using SemaphoreCell = std::atomic<int64_t>;
 
-/// Semaphores per core (scratch and run_scoped together): 128 KiB of counters.
+/// Semaphores per core: 128 KiB of counters. The last kBarrierSemaphores are the core's barrier
+/// semaphores (pltpu::get_barrier_semaphore, one per collective_id), which outlive launches; the
+/// rest hold scratch and run_scoped semaphores.
 inline constexpr int64_t kSemaphoresPerCore = 16384;
+inline constexpr int64_t kBarrierSemaphores = 32;
 
 /// Where a core sleeps while it waits on one of its semaphores: a futex word that wakers bump.
 /// A waiter raises `sleepers` (seq_cst), reads `seq`, then looks at its counter and, if it is

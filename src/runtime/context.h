@@ -21,6 +21,7 @@
 namespace tessera::detail {
 
 class Engine;
+struct DeviceContext;
 
 /// What the cores of one launch share. Lives on the launcher's stack for the launch.
 struct LaunchState {
@@ -60,12 +61,14 @@ struct CoreContext : ErrorContext {
   std::vector<ScopedSemaphore> scoped_semaphores;  // innermost scope last
   Engine* engine = nullptr;                        // how this launch runs
   void* engine_core = nullptr;                     // the engine's books for this core
+  DeviceContext* device = nullptr;  // the device of a device mesh this core is part of, or null
 };
 
 /// The running step's index on the innermost grid's axis named `name` (pl::grid({{"i", 4}}),
 /// pipeline.cc), or -1 when the innermost grid has no such name (lax::axis_index then tries the
 /// mesh's axis).
 int grid_axis_index(std::string_view name) noexcept;
+int grid_axis_size(std::string_view name) noexcept;
 
 /// The calling thread's context, or null outside a kernel body.
 CoreContext* current_context() noexcept;

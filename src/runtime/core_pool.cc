@@ -13,6 +13,13 @@ namespace {
 // when the program does something else.
 constexpr auto kSpinFor = std::chrono::microseconds(200);
 
+// Core threads of every pool together (workers, plus each pool's launching thread): when they
+// outnumber the hardware threads, nobody spins. Only a hint (relaxed): a stale value changes
+// how long a thread spins, never correctness.
+std::atomic<int> g_threads{0};
+
+thread_local CorePool* t_pool = nullptr;
+
 // Spins until pred() or the deadline; true if pred() became true.
 template <class Pred>
 bool spin_until(Pred pred) {
@@ -34,8 +41,34 @@ CorePool& CorePool::instance() {
   return *pool;
 }
 
+CorePool& CorePool::for_device(int device) {
+  // Devices' pools live as long as the process, like instance() (their threads sleep between
+  // programs).
+  static std::mutex mu;
+  static std::vector<CorePool*>* pools = new std::vector<CorePool*>();
+  if (device == 0) return instance();
+  std::lock_guard<std::mutex> lock(mu);
+  if (pools->size() < static_cast<size_t>(device)) pools->resize(static_cast<size_t>(device));
+  CorePool*& p = (*pools)[static_cast<size_t>(device - 1)];
+  if (p == nullptr) p = new CorePool();
+  return *p;
+}
+
+CorePool& CorePool::current() noexcept { return t_pool != nullptr ? *t_pool : instance(); }
+void CorePool::set_current(CorePool* pool) noexcept { t_pool = pool; }
+
+bool CorePool::spinning() const noexcept {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 || static_cast<unsigned>(g_threads.load(std::memory_order_relaxed)) <= hw;
+}
+
 void CorePool::ensure_cores(int n) {
-  if (arenas_.empty()) arenas_.push_back(std::make_unique<CoreArena>());  // core 0: the caller
+  if (arenas_ == nullptr) {
+    arenas_ = std::make_unique<std::unique_ptr<CoreArena>[]>(static_cast<size_t>(kMaxCores));
+    arenas_[0] = std::make_unique<CoreArena>();  // core 0: the caller
+    arenas_made_.store(1, std::memory_order_release);
+    g_threads.fetch_add(1, std::memory_order_relaxed);
+  }
   if (slots_ == nullptr) {
     // Workers keep pointers to their slots, so the slots are allocated once, for the largest
     // mesh a launch may have (check_num_cores bounds n).
@@ -44,7 +77,6 @@ void CorePool::ensure_cores(int n) {
   }
   const int have = static_cast<int>(workers_.size()) + 1;
   if (n <= have) return;
-  arenas_.resize(static_cast<size_t>(n));
   const int before = ready_.load();
   for (int core = have; core < n; ++core) {
     workers_.emplace_back([this, core] { worker_main(core, &slots_[static_cast<size_t>(core)]); });
@@ -52,20 +84,20 @@ void CorePool::ensure_cores(int n) {
   // Wait until each new worker has built (and first-touched) its arena.
   const int want = before + (n - have);
   for (int r = ready_.load(); r < want; r = ready_.load()) futex_wait(ready_, r);
-  const unsigned hw = std::thread::hardware_concurrency();
-  spin_.store(hw == 0 || static_cast<unsigned>(workers_.size() + 1) <= hw,
-              std::memory_order_relaxed);
+  arenas_made_.store(n, std::memory_order_release);
+  g_threads.fetch_add(n - have, std::memory_order_relaxed);
 }
 
 void CorePool::worker_main(int core, Slot* slot) {
   // Read the slot before announcing readiness: the launcher may bump it as soon as this worker
   // counts as ready, and that bump must look new.
   uint32_t seen = slot->seq.load();
+  t_pool = this;
   arenas_[static_cast<size_t>(core)] = std::make_unique<CoreArena>();
   ready_.fetch_add(1);
   futex_wake(ready_, true);
   for (;;) {
-    if (!spin_.load(std::memory_order_relaxed) ||
+    if (!spinning() ||
         !spin_until([&] { return slot->seq.load(std::memory_order_acquire) != seen; })) {
       // Dekker-style handshake with run(): both sides use seq_cst, so either the launcher sees
       // sleeping == 1 and notifies, or this thread's load below sees the new seq.
@@ -82,6 +114,11 @@ void CorePool::worker_main(int core, Slot* slot) {
       if (launcher_sleeping_.load() != 0) futex_wake(remaining_, false);
     }
   }
+}
+
+void CorePool::reserve(int n) {
+  std::lock_guard<std::mutex> lock(launch_mu_);
+  ensure_cores(n);
 }
 
 void CorePool::run(int n, FunctionRef<void(int)> job) {
@@ -122,7 +159,7 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
     remaining_.fetch_sub(1);
   }
   auto done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
-  if (!spin_.load(std::memory_order_relaxed) || !spin_until(done)) {
+  if (!spinning() || !spin_until(done)) {
     launcher_sleeping_.store(1);
     for (int r = remaining_.load(); r != 0; r = remaining_.load()) futex_wait(remaining_, r);
     launcher_sleeping_.store(0);

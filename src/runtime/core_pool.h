@@ -7,6 +7,11 @@
 // briefly (so back-to-back launches cost well under a microsecond to start) and then sleep on a
 // futex (std::atomic::wait). Launches are serialised by a mutex, which makes concurrent launches
 // from several host threads safe.
+//
+// One pool serves every kernel of the process; an in-process device of a mesh (devices.h) has a
+// pool of its own (`for_device`), whose threads are that device's cores. A thread's `current()`
+// pool is the one it belongs to: a worker's own, the device's on a device thread, else the
+// process-wide one.
 #pragma once
 
 #include <atomic>
@@ -27,6 +32,14 @@ inline constexpr int kMaxCores = 256;
 class CorePool {
  public:
   static CorePool& instance();
+  /// The pool of in-process device `device` (>= 1; device 0 uses instance()), made on first use
+  /// and never destroyed.
+  static CorePool& for_device(int device);
+  /// The calling thread's pool: its own for a worker, the one set by set_current() (a device
+  /// thread), else instance().
+  static CorePool& current() noexcept;
+  /// Makes `pool` the calling thread's current pool (null: back to instance()).
+  static void set_current(CorePool* pool) noexcept;
 
   /// Runs job(core) for every core in [0, n) and returns when all have returned. `job` must not
   /// throw. Serialised with other calls.
@@ -38,10 +51,22 @@ class CorePool {
 
   /// True when idle or waiting threads should spin before they sleep (the pool has no more
   /// threads than the machine has hardware threads). Only a hint.
-  bool spinning() const noexcept { return spin_.load(std::memory_order_relaxed); }
+  bool spinning() const noexcept;
+
+  /// Makes the threads and arenas of cores [0, n) now (run() makes them when it first needs
+  /// them): a device publishes its launch to the others before it runs it, and they may reach
+  /// its cores' arenas from then on.
+  void reserve(int n);
 
   /// The arena of `core`; valid during run() for cores < n.
   CoreArena& arena(int core) { return *arenas_[static_cast<size_t>(core)]; }
+  /// The arena of `core` if this pool has made it yet (any thread may ask; arenas, once made,
+  /// live as long as the pool), else null.
+  CoreArena* arena_if_made(int core) const noexcept {
+    return core < arenas_made_.load(std::memory_order_acquire)
+               ? arenas_[static_cast<size_t>(core)].get()
+               : nullptr;
+  }
 
  private:
   // One slot per worker, each on its own cache line, holding everything a worker needs to start:
@@ -71,16 +96,17 @@ class CorePool {
   void run_locked(int n, FunctionRef<void(int)> job);
 
   std::mutex launch_mu_;
-  std::vector<std::thread> workers_;                // workers_[k] runs core k + 1
-  std::vector<std::unique_ptr<CoreArena>> arenas_;  // arenas_[c]: core c
-  std::unique_ptr<Slot[]> slots_;                   // slots_[c] for core c >= 1 (index 0 unused)
+  std::vector<std::thread> workers_;  // workers_[k] runs core k + 1
+  // arenas_[c]: core c, for c < kMaxCores; allocated once so that arena_if_made may read it from
+  // other threads while the pool grows. arenas_made_: the arenas below it exist (each worker's
+  // is made before it counts as ready; release, paired with arena_if_made's acquire).
+  std::unique_ptr<std::unique_ptr<CoreArena>[]> arenas_;
+  std::atomic<int> arenas_made_{0};
+  std::unique_ptr<Slot[]> slots_;  // slots_[c] for core c >= 1 (index 0 unused)
   int slot_capacity_ = 0;
   std::atomic<int> remaining_{0};
   std::atomic<int> launcher_sleeping_{0};
   std::atomic<int> ready_{0};
-  // False when the pool has more threads than the machine. Only a hint (relaxed): a stale value
-  // changes how long a thread spins, never correctness.
-  std::atomic<bool> spin_{true};
 };
 
 }  // namespace tessera::detail

@@ -33,6 +33,8 @@ struct CoreContext;
 struct LaunchState;
 struct ExprProgram;
 struct DotCall;
+struct RemoteCopy;
+struct DeviceTarget;
 
 /// Where a blocking wait is, for the engine's books and for messages.
 struct WaitSite {
@@ -122,6 +124,19 @@ class Engine {
   /// A wait that blocked has taken its amount, or failed (`taken` false); either way it no
   /// longer waits.
   virtual void unblocked(CoreContext& ctx, int64_t slot, bool taken) noexcept;
+
+  // ---- devices (runtime/remote.cc defines the defaults: the transport moves the bytes at once,
+  // as the native engine's local copies do) ----
+
+  /// A remote copy's start: moves the bytes to the target, credits the target's recv_sem and
+  /// this core's send_sem.
+  virtual void remote_dma_start(CoreContext& ctx, const RemoteCopy& copy);
+  /// A remote copy's wait_send (`recv` false) or wait_recv on this core's semaphore `sem`.
+  virtual void remote_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                               const WaitSite& site, bool recv);
+  /// A signal of semaphore `slot` on another device.
+  virtual void remote_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot,
+                             int64_t inc, std::source_location where);
 
   // ---- compute ----
 

@@ -23,6 +23,7 @@
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
+#include "runtime/devices.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
 #include "runtime/value_heap.h"
@@ -85,7 +86,7 @@ std::string describe_scratch(const ScratchRequest& r, size_t index) {
 }
 
 CoreContext* current_context() noexcept { return t_context; }
-CoreArena& core_arena(int core) { return CorePool::instance().arena(core); }
+CoreArena& core_arena(int core) { return CorePool::current().arena(core); }
 void set_current_context(CoreContext* ctx) noexcept {
   t_context = ctx;
   set_current_error_context(ctx);
@@ -127,26 +128,6 @@ void check_scratch_shape(const Shape& shape, int64_t itemsize, MemorySpace space
 
 std::string default_kernel_name(std::source_location where) {
   return fmt::format("kernel@{}", format_location(where));
-}
-
-int axis_index(std::string_view name, std::source_location where) {
-  const CoreContext* ctx = current_context();
-  if (ctx == nullptr) {
-    raise(ErrorKind::kOutsideKernel, "lax::axis_index", where,
-          fmt::format("axis_index(\"{}\") was called outside a kernel body; it names the running "
-                      "core, so call it inside the body passed to pl::kernel",
-                      name));
-  }
-  // A named grid's axes (pl::grid({{"i", 4}})) come first, as Pallas binds them around the
-  // body (pipeline.cc keeps the innermost grid's names).
-  if (const int step = grid_axis_index(name); step >= 0) return step;
-  if (ctx->axis_name == nullptr || name != *ctx->axis_name) {
-    raise(ErrorKind::kUnknownAxis, "lax::axis_index", where,
-          fmt::format("the mesh has no axis \"{}\"; its only axis is \"{}\" (the name given to "
-                      "pltpu::TensorCoreMesh)",
-                      name, ctx->axis_name == nullptr ? "" : *ctx->axis_name));
-  }
-  return ctx->core;
 }
 
 void prepare_launch(LaunchSpec& spec) {
@@ -238,24 +219,33 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
                        .c_str());
   }
 
-  // The engine: a checked one (with its books) for a kernel in interpret mode, else native.
-  std::unique_ptr<Engine> checked;
-  if (const pltpu::InterpretParams* params =
-          spec.interpret ? &*spec.interpret : forced_interpret(spec.where)) {
-    std::vector<LaunchBuffer> arrays;
-    buffers(arrays);
-    checked = make_checked_engine(spec, *params, arrays.data(), static_cast<int>(arrays.size()),
-                                  vmem_limit);
-  }
-  Engine& engine = checked ? *checked : native_engine();
-  const CoreBudget budget = engine.budget(vmem_limit);
-
   LaunchState state;
   state.spec = &spec;
   state.wait_timeout_ms =
       spec.wait_timeout_ms > 0 ? spec.wait_timeout_ms : default_wait_timeout_ms(spec.where);
   state.semaphore_high.store(spec.semaphore_used, std::memory_order_relaxed);
-  CorePool& pool = CorePool::instance();
+  // On a device of a mesh: numbered, with its arrays gathered for the other devices.
+  DeviceLaunchScope device(spec, state, buffers);
+
+  // The engine: a checked one (with its books) for a kernel in interpret mode, else native. On a
+  // device mesh the checked books are shared with the same launch of the other devices.
+  std::unique_ptr<Engine> checked;
+  if (const pltpu::InterpretParams* params =
+          spec.interpret ? &*spec.interpret : forced_interpret(spec.where)) {
+    if (device.device() != nullptr) {
+      checked =
+          make_checked_device_engine(spec, *params, vmem_limit, *device.device(), device.launch());
+    } else {
+      std::vector<LaunchBuffer> arrays;
+      buffers(arrays);
+      checked = make_checked_engine(spec, *params, arrays.data(), static_cast<int>(arrays.size()),
+                                    vmem_limit);
+    }
+  }
+  Engine& engine = checked ? *checked : native_engine();
+  const CoreBudget budget = engine.budget(vmem_limit);
+  device.enter();  // on a device of a mesh: published, after the implicit start barrier
+  CorePool& pool = CorePool::current();
   trace::detail::start_from_env();
   const LaunchEvents launch_events(spec.name, spec.num_cores);
   auto run_core = [&](int core) {
@@ -267,6 +257,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
     ctx.launch = &state;
     ctx.kernel_where = spec.where;
     ctx.engine = &engine;
+    ctx.device = device.device();
     CoreArena& arena = pool.arena(core);
     ctx.arena = &arena;
     ctx.stack.reset(arena, spec.vmem_used, spec.smem_used, spec.semaphore_used, budget);
@@ -302,6 +293,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
       }
       // Cores blocked in a semaphore wait would otherwise sleep until their timeout.
       wake_semaphore_waiters(spec.num_cores);
+      device.core_failed(std::current_exception());  // and those of the other devices
     }
     engine.core_finished(ctx);
     // A value that outlived the body (reported above) refers to nothing from now on.
@@ -311,6 +303,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   // The semaphore exit check and clearing run under the pool's launch lock: a launch from
   // another host thread must not start on these arenas before they are clear again.
   auto after = [&] {
+    device.leave();  // no other device writes here any more
     finish_semaphores(spec, state);
     engine.launch_end(state);
   };
@@ -334,6 +327,14 @@ void check_compiler_params(const CompilerParams& params, std::source_location wh
                   fmt::format("wait_timeout_ms={} must be at least 1 (milliseconds a semaphore or "
                               "DMA wait may block before it fails)",
                               *params.wait_timeout_ms));
+  }
+  if (params.collective_id.has_value() &&
+      (*params.collective_id < 0 || *params.collective_id >= detail::kBarrierSemaphores)) {
+    detail::raise(ErrorKind::kInvalidArgument, "pltpu::CompilerParams", where,
+                  fmt::format("collective_id={} is outside 0..{} (a core has {} barrier "
+                              "semaphores)",
+                              *params.collective_id, detail::kBarrierSemaphores - 1,
+                              detail::kBarrierSemaphores));
   }
   if (params.vmem_limit_bytes.has_value()) {
     const int64_t v = *params.vmem_limit_bytes;

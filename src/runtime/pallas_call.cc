@@ -266,6 +266,8 @@ LaunchSpec make_launch_spec(const PallasCallSpec& call, const std::vector<Pallas
   }
   spec.vmem_limit_bytes = call.params.vmem_limit_bytes.value_or(0);
   spec.wait_timeout_ms = call.params.wait_timeout_ms.value_or(0);
+  spec.collective_id = call.params.collective_id.value_or(-1);
+  spec.skip_device_barrier = call.params.skip_device_barrier;
   spec.where = call.where;
   spec.interpret = call.interpret;
   prepare_launch(spec);

@@ -647,6 +647,14 @@ int grid_axis_index(std::string_view name) noexcept {
   }
   return -1;
 }
+int grid_axis_size(std::string_view name) noexcept {
+  const CoreContext* ctx = current_context();
+  if (ctx == nullptr || ctx->grid_names == nullptr) return -1;
+  for (size_t a = 0; a < ctx->grid_names->size(); ++a) {
+    if ((*ctx->grid_names)[a] == name) return static_cast<int>(ctx->grid_extent[a]);
+  }
+  return -1;
+}
 }  // namespace detail
 
 }  // namespace tessera

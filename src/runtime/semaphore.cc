@@ -26,6 +26,7 @@
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
+#include "runtime/devices.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
 #include "runtime/spin.h"
@@ -60,7 +61,7 @@ std::string element_of(std::string base, int64_t element, const Shape& shape) {
 [[noreturn]] void throw_timeout(const CoreContext& ctx, const SemaphoreCell& cell, int64_t slot,
                                 int64_t amount, const WaitSite& site, int64_t timeout_ms) {
   std::string hint = site.hint;
-  if (site.dma_src != nullptr) {
+  if (site.dma_src != nullptr && hint.empty()) {
     hint = fmt::format(
         "a DMA that never came: this descriptor's source is {} {} ({} bytes), and each .wait() "
         "needs started copies (.start() or pltpu::async_copy) of as many bytes on this semaphore",
@@ -142,6 +143,10 @@ std::string name_semaphore(const LaunchSpec& spec, const CoreContext* ctx, int64
       }
     }
   }
+  if (std::string barrier = barrier_semaphore_name(slot); !barrier.empty()) {
+    if (kind != nullptr) *kind = SemaphoreKind::BARRIER;
+    return barrier;
+  }
   return fmt::format("a run_scoped semaphore (slot {})", slot);
 }
 
@@ -152,7 +157,7 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
   if (engine.try_take(ctx, cell, slot, amount)) return;
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();
-  if (engine.spin_before_sleep() && CorePool::instance().spinning()) {
+  if (engine.spin_before_sleep() && CorePool::current().spinning()) {
     const auto spin_end = start + kSpinFor;
     do {
       for (int i = 0; i < 64; ++i) {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_allreduce.h"
 #include "bench_timing.h"
 #include "int_option.h"
 #include "matmul.h"
@@ -261,6 +262,7 @@ struct BenchArgs {
   // Set when the user gave them (dot's defaults differ from matmul's).
   CLI::Option* m_opt = nullptr;
   CLI::Option* dtype_opt = nullptr;
+  AllreduceBenchOptions allreduce;
   MatmulBenchOptions mm{2048,
                         2048,
                         2048,
@@ -276,7 +278,7 @@ struct BenchArgs {
 void add_common_options(CLI::App* bench, BenchArgs& a) {
   bench->add_option("kernel", a.kernel, "The kernel to time")
       ->required()
-      ->check(CLI::IsMember({"add", "matmul", "dot", "convert", "steps", "launch", "suite"}));
+      ->check(CLI::IsMember({"add", "matmul", "dot", "convert", "steps", "launch", "suite", "allreduce"}));
   bench
       ->add_option("--size", a.size,
                    "add: N for N x N inputs (default 8192); steps: grid steps "
@@ -296,6 +298,12 @@ void add_common_options(CLI::App* bench, BenchArgs& a) {
                    "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
                    "stderr); the timings then include tracing's cost")
       ->type_name("FILE");
+  bench->add_option("--mib", a.allreduce.mib, "allreduce: float32 MiB per device (default 64)")
+      ->check(CLI::Range(0.001, 65536.0));
+  bench->add_option("--devices", a.allreduce.devices, "allreduce: devices (default 2)")
+      ->check(integer_in(1, 256));
+  bench->add_flag("--mpi", a.allreduce.mpi,
+                  "allreduce: report the kernel over MPI ranks (one device per rank)");
   bench->add_flag("--check", a.check,
                   "Also time the kernel in checked mode (docs/checked-mode.md) and report its "
                   "ratio to native");
@@ -423,6 +431,12 @@ int run_bench_kernel(BenchArgs& a) {
   if (a.kernel == "convert") return run_convert_command(a);
   if (a.kernel == "launch") return run_launch_command(a, c);
   if (a.kernel == "suite") return run_suite(c, a.quick, a.json, a.repeats);
+  if (a.kernel == "allreduce") {
+    a.allreduce.cores = a.cores > 0 ? a.cores : 1;
+    a.allreduce.repeats = a.repeats > 0 ? a.repeats : 5;
+    a.allreduce.json = a.json;
+    return run_allreduce_bench(a.allreduce);
+  }
   AddOptions o;
   o.n = a.size > 0 ? a.size : 8192;
   o.bm = a.block[0];
@@ -446,6 +460,7 @@ void register_bench_command(CLI::App& app) {
       "convert astype bf16 -> f32 of a VMEM block vs memcpy\n  "
       "steps   an empty-body pipeline's cost per grid step (target 100 ns)\n  "
       "launch  a tiny kernel launch vs an OpenMP parallel region doing the same work\n  "
+      "allreduce  the ring all-reduce on --devices N vs MPI_Allreduce and the memory floor\n  "
       "suite   all of them at their default sizes, one JSON object per line with --json");
   static BenchArgs args;  // CLI11 keeps pointers into it until the callback runs
   add_common_options(bench, args);

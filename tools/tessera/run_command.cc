@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed.h"
 #include "grid_examples.h"
 #include "int_option.h"
 #include "matmul.h"
@@ -25,6 +26,15 @@ struct Example {
   std::function<bool(std::ostream&)> run;
 };
 
+// `--devices`: the devices the collective examples run on (0: TESSERA_DEVICES or the MPI ranks,
+// else 2).
+int g_devices = 0;
+int devices_to_use() {
+  if (g_devices > 0) return g_devices;
+  const int n = jax::device_count();
+  return n > 1 ? n : 2;
+}
+
 const std::vector<Example>& examples() {
   static const std::vector<Example> list = {
       {"quickstart", "the Pallas TPU quickstart: fill_42 and iota (examples/01_quickstart*.cc)",
@@ -42,7 +52,26 @@ const std::vector<Example>& examples() {
       {"matmul", "the Pallas matmul tutorial: f32, bf16, x @ y.T and relu variants (examples/05_*)",
        [](std::ostream& out) { return examples::run_matmul(out); }},
   };
-  return list;
+  static const std::vector<Example> all = [] {
+    std::vector<Example> v = list;
+    int count = 0;
+    const examples::CollectiveExample* c = examples::collective_examples(count);
+    v.push_back({"collectives", "every collective below, in turn", [c, count](std::ostream& out) {
+                   bool ok = true;
+                   for (int i = 0; i < count; ++i) {
+                     ok = examples::run_collective(c[i].name, devices_to_use(), out) && ok;
+                   }
+                   return ok;
+                 }});
+    for (int i = 0; i < count; ++i) {
+      const char* name = c[i].name;
+      v.push_back({name, c[i].summary, [name](std::ostream& out) {
+                     return examples::run_collective(name, devices_to_use(), out);
+                   }});
+    }
+    return v;
+  }();
+  return all;
 }
 
 std::string example_list() {
@@ -69,6 +98,10 @@ void register_run_command(CLI::App& app) {
                   "Trace the run and draw the per-core timeline as an SVG file")
       ->type_name("FILE");
   run->add_option("--cores", cores, "Mesh cores (sets TESSERA_NUM_CORES for this run)")
+      ->check(integer_in(1, 256));
+  run->add_option("--devices", g_devices,
+                  "Devices of the mesh for the collective examples (default: TESSERA_DEVICES, or "
+                  "the MPI ranks under mpirun, else 2)")
       ->check(integer_in(1, 256));
   static bool check = false;
   run->add_flag("--check", check,

@@ -62,6 +62,8 @@ struct LaunchSpec {
   std::vector<ScratchRequest> scratch;
   int64_t vmem_limit_bytes = 0;  // 0: the default
   int64_t wait_timeout_ms = 0;   // 0: the default (TESSERA_WAIT_TIMEOUT_MS, else 10 s)
+  int collective_id = -1;        // -1: none (CompilerParams::collective_id)
+  bool skip_device_barrier = false;
   std::source_location where;    // the kernel's definition
   /// Set: run checked (interpret mode) with these params. TESSERA_INTERPRET=1 sets defaults for
   /// kernels that have none.
@@ -112,8 +114,11 @@ int default_num_cores(std::source_location where = {});
 /// Validates a mesh's core count; throws UsageError naming it.
 void check_num_cores(int num_cores, std::source_location where);
 
-/// The index of the running core along `name`; throws kUnknownAxis / kOutsideKernel.
+/// The index of the running core along `name` (the TensorCoreMesh axis), or of its device
+/// along a device mesh axis; throws kUnknownAxis / kOutsideKernel.
 int axis_index(std::string_view name, std::source_location where);
+/// The extent of axis `name` (the TensorCoreMesh's cores, or a device mesh axis).
+int axis_size(std::string_view name, std::source_location where);
 /// True while the calling thread runs a kernel body.
 bool in_kernel() noexcept;
 

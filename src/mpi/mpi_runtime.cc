@@ -1,0 +1,391 @@
+// The MPI runtime (mpi_runtime.h): MPI and the window, the engine thread, programs run as this
+// rank's device, and the registration that makes the core library use it.
+#include "mpi/mpi_runtime.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/input_checks.h"
+#include "mpi/mpi_transport.h"
+#include "runtime/core_pool.h"
+#include "runtime/spin.h"
+#include "tessera/device.h"
+#include "tessera/error.h"
+
+// Linked in through tessera::mpi's interface link options (--undefined), so that the static
+// registration below runs in every program that links the component.
+extern "C" {
+int tessera_mpi_anchor = 0;
+}
+
+namespace tessera::detail::mpi {
+
+namespace {
+constexpr int kTagSignal = 101;
+constexpr int kTagCancel = 102;
+constexpr int64_t kDefaultHeap = int64_t{2} << 30;
+
+bool under_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+std::string lower(const char* s) {
+  std::string r = s == nullptr ? "" : s;
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+struct Registration {
+  Registration() { register_distributed_runtime(&MpiRuntime::instance()); }
+} g_registration;
+}  // namespace
+
+// ---- the window's heap
+// ---------------------------------------------------------------------------
+
+WindowHeap::WindowHeap(std::byte* base, int64_t bytes) : base_(base), bytes_(bytes) {
+  free_[0] = bytes;
+  hint_ = fmt::format(
+      "this MPI rank's window ({} MiB, TESSERA_SYMMETRIC_HEAP): raise it, or "
+      "free arrays no longer needed",
+      bytes >> 20);
+}
+
+void* WindowHeap::allocate(size_t n) noexcept {
+  const int64_t want = std::max<int64_t>(64, (static_cast<int64_t>(n) + 63) / 64 * 64);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < want) continue;
+    const int64_t off = it->first;
+    const int64_t left = it->second - want;
+    free_.erase(it);
+    if (left > 0) free_[off + want] = left;
+    used_[off] = want;
+    return base_ + off;
+  }
+  return nullptr;
+}
+
+bool WindowHeap::owns(const void* p) const noexcept {
+  const auto* b = static_cast<const std::byte*>(p);
+  return b >= base_ && b < base_ + bytes_;
+}
+
+void WindowHeap::free(void* p) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  const int64_t off = static_cast<std::byte*>(p) - base_;
+  auto u = used_.find(off);
+  if (u == used_.end()) return;
+  int64_t start = off;
+  int64_t size = u->second;
+  used_.erase(u);
+  // Merge with the free neighbours.
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && next->first == start + size) {
+    size += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      size += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_[start] = size;
+}
+
+const char* WindowHeap::full_hint() const noexcept { return hint_.c_str(); }
+
+void WindowHeap::close() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
+// ---- the runtime
+// -----------------------------------------------------------------------------------
+
+MpiRuntime& MpiRuntime::instance() {
+  static MpiRuntime* r = new MpiRuntime();  // never destroyed: finalised at exit
+  return *r;
+}
+
+bool MpiRuntime::active() {
+  std::call_once(once_, [this] {
+    if (!under_launcher() || lower(std::getenv("TESSERA_TRANSPORT")) == "inprocess") return;
+    init();
+    active_ = true;
+  });
+  return active_;
+}
+
+int MpiRuntime::rank() { return rank_; }
+int MpiRuntime::size() { return size_; }
+
+void MpiRuntime::init() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised == 0) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    initialised_here_ = true;
+  }
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  shm_ = node_size == size_ && lower(std::getenv("TESSERA_MPI_TRANSPORT")) != "rma";
+  heap_bytes_ = env_integer("TESSERA_SYMMETRIC_HEAP", int64_t{1} << 20, int64_t{1} << 40,
+                            "a byte count", "MPI start", std::source_location::current())
+                    .value_or(kDefaultHeap);
+  void* base = nullptr;
+  segments_.assign(static_cast<size_t>(size_), nullptr);
+  if (shm_) {
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    MPI_Win_allocate_shared(heap_bytes_, 1, info, node, &base, &win_);
+    MPI_Info_free(&info);
+    for (int r = 0; r < size_; ++r) {
+      MPI_Aint bytes = 0;
+      int disp = 0;
+      void* p = nullptr;
+      MPI_Win_shared_query(win_, r, &bytes, &disp, &p);
+      segments_[static_cast<size_t>(r)] = static_cast<std::byte*>(p);
+    }
+  } else {
+    MPI_Win_allocate(heap_bytes_, 1, MPI_INFO_NULL, comm_, &base, &win_);
+    segments_[static_cast<size_t>(rank_)] = static_cast<std::byte*>(base);
+  }
+  MPI_Comm_free(&node);
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, win_);
+  new (base) Directory();
+  MPI_Win_sync(win_);
+  MPI_Barrier(comm_);  // every directory exists before anyone reads one
+  heap_ = std::make_unique<WindowHeap>(static_cast<std::byte*>(base) + kDirectoryBytes,
+                                       heap_bytes_ - kDirectoryBytes);
+  set_hbm_heap(heap_.get());
+  engine_ = std::thread([this] { engine_main(); });
+  std::atexit([] { instance().finalize(); });
+}
+
+void MpiRuntime::finalize() noexcept {
+  if (!engine_.joinable()) return;
+  stop_.store(true);
+  kick_.fetch_add(1);
+  futex_wake(kick_, true);
+  engine_.join();
+  MPI_Win_unlock_all(win_);
+  heap_->close();
+  MPI_Win_free(&win_);
+  MPI_Comm_free(&comm_);
+  if (initialised_here_) MPI_Finalize();
+}
+
+Directory* MpiRuntime::directory(int rank) const noexcept {
+  return reinterpret_cast<Directory*>(segments_[static_cast<size_t>(rank)]);
+}
+
+std::byte* MpiRuntime::segment(int rank) const noexcept {
+  return segments_[static_cast<size_t>(rank)];
+}
+
+// ---- the engine thread
+// -------------------------------------------------------------------------------
+
+void MpiRuntime::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  kick_.fetch_add(1);
+  futex_wake(kick_, true);
+}
+
+void MpiRuntime::call(const std::function<void()>& job) {
+  if (std::this_thread::get_id() == engine_.get_id()) return job();
+  std::atomic<uint32_t> done{0};
+  std::exception_ptr error;
+  post([&] {
+    try {
+      job();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done.store(1);
+    futex_wake(done, true);
+  });
+  while (done.load() == 0) futex_wait_for(done, 0u, 1000000);
+  if (error) std::rethrow_exception(error);
+}
+
+void MpiRuntime::send_signal(int rank, const Signal& s) {
+  post([this, rank, s] {
+    auto buf = std::make_unique<std::vector<char>>(sizeof(Signal));
+    std::memcpy(buf->data(), &s, sizeof(Signal));
+    MPI_Request req;
+    MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, rank, kTagSignal, comm_, &req);
+    sends_.push_back(req);
+    send_buffers_.push_back(std::move(buf));
+  });
+}
+
+void MpiRuntime::send_cancel(int kind, const std::string& message) {
+  post([this, kind, message] {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      auto buf = std::make_unique<std::vector<char>>(sizeof(int) + message.size());
+      std::memcpy(buf->data(), &kind, sizeof(int));
+      std::memcpy(buf->data() + sizeof(int), message.data(), message.size());
+      MPI_Request req;
+      MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, r, kTagCancel, comm_, &req);
+      sends_.push_back(req);
+      send_buffers_.push_back(std::move(buf));
+    }
+  });
+}
+
+std::shared_ptr<std::atomic<bool>> MpiRuntime::barrier() {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  post([this, done] {
+    MPI_Request req;
+    MPI_Ibarrier(comm_, &req);
+    barriers_.emplace_back(req, done);
+  });
+  return done;
+}
+
+void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int tag) {
+  if (transport_ == nullptr) return;  // between programs: nothing can take it
+  if (tag == kTagSignal && bytes.size() == sizeof(Signal)) {
+    Signal s;
+    std::memcpy(&s, bytes.data(), sizeof(Signal));
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the sender's copy is visible first
+    if (s.program == program_) transport_->deliver(s);    // older programs' signals are stale
+  } else if (tag == kTagCancel && bytes.size() >= sizeof(int)) {
+    int kind = 0;
+    std::memcpy(&kind, bytes.data(), sizeof(int));
+    transport_->cancelled_by(source, kind, std::string(bytes.begin() + sizeof(int), bytes.end()));
+  }
+}
+
+bool MpiRuntime::poll_messages() {
+  bool any = false;
+  for (;; any = true) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &status);
+    if (flag == 0) return any;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::vector<char> bytes(static_cast<size_t>(count));
+    MPI_Recv(bytes.data(), count, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, comm_,
+             MPI_STATUS_IGNORE);
+    handle_message(status.MPI_SOURCE, bytes, status.MPI_TAG);
+  }
+}
+
+void MpiRuntime::engine_main() {
+  // Idle, the engine sleeps 20 µs, then longer each time up to 200 µs: a signal for a waiting
+  // core is seen within that, and an idle rank costs a wake-up every 200 µs.
+  constexpr auto kShortest = std::chrono::microseconds(20);
+  constexpr auto kLongest = std::chrono::microseconds(200);
+  auto idle = kShortest;
+  while (!stop_.load()) {
+    const uint32_t seen = kick_.load();
+    std::deque<std::function<void()>> jobs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs.swap(jobs_);
+    }
+    for (auto& job : jobs) job();
+    const bool received = poll_messages();
+    for (size_t i = 0; i < sends_.size();) {
+      int done = 0;
+      MPI_Test(&sends_[i], &done, MPI_STATUS_IGNORE);
+      if (done != 0) {
+        sends_.erase(sends_.begin() + static_cast<long>(i));
+        send_buffers_.erase(send_buffers_.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
+    for (size_t i = 0; i < barriers_.size();) {
+      int done = 0;
+      MPI_Test(&barriers_[i].first, &done, MPI_STATUS_IGNORE);
+      if (done != 0) {
+        barriers_[i].second->store(true);
+        barriers_.erase(barriers_.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
+    if (!jobs.empty() || received) {
+      idle = kShortest;
+      continue;
+    }
+    // A barrier in progress is tested often: a launch waits for it.
+    if (!barriers_.empty()) idle = kShortest;
+    futex_wait_for(kick_, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(idle).count());
+    idle = std::min(idle * 2, kLongest);
+  }
+}
+
+// ---- programs
+// -----------------------------------------------------------------------------------------
+
+void MpiRuntime::run_program(const Mesh& mesh, FunctionRef<void(int)> job,
+                             std::source_location where) {
+  if (mesh.size() != size_) {
+    raise(ErrorKind::kInvalidArgument, "jax::shard_map", where,
+          fmt::format("the mesh has {} device{} but this MPI job has {} rank{} (one device per "
+                      "rank): start it with mpirun -np {}, or make the mesh from "
+                      "jax::device_count()",
+                      mesh.size(), mesh.size() == 1 ? "" : "s", size_, size_ == 1 ? "" : "s",
+                      mesh.size()));
+  }
+  // A new program: this rank's directory starts empty (launches are numbered from 1 again), and
+  // no rank starts before every rank has cleared its own.
+  Directory& dir = *directory(rank_);
+  dir.entered.store(0);
+  dir.left.store(0);
+  dir.failed.store(0);
+  if (!shm_) call([&] { MPI_Win_sync(win_); });
+  MpiTransport transport(mesh_info(mesh), *this);
+  call([&] {
+    ++program_;
+    transport_ = &transport;
+  });
+  const auto started = barrier();
+  while (!started->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  std::exception_ptr error;
+  run_as_device(transport, rank_, job, error);
+  // Every rank ends the program together (sleeping, not spinning), then learns whether any
+  // failed: a failed rank sent its error to all before it got here.
+  const auto barrier_done = barrier();
+  while (!barrier_done->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  int failed = transport.failure() ? 1 : 0;
+  call([&] { MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm_); });
+  while (failed != 0 && !transport.failure()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // the cancel is on its way
+  }
+  // The error of record: the first failure (this rank's, or another's that cancelled this one).
+  if (std::exception_ptr first = transport.failure()) error = first;
+  call([&] { transport_ = nullptr; });
+  check_barrier_semaphores(transport.mesh(), rank_, CorePool::instance(), error, where);
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace tessera::detail::mpi

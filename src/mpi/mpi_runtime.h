@@ -1,0 +1,162 @@
+// Internal: the MPI transport (the optional tessera::mpi component) — one device per MPI rank.
+//
+// When the process runs under an MPI launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK in
+// its environment) and TESSERA_TRANSPORT is not "inprocess", a program mapped over a mesh
+// (jax::shard_map) runs here as the device of this rank; the mesh must have as many devices as
+// the job has ranks. MPI is initialised (MPI_THREAD_MULTIPLE) on first use and finalised at exit.
+//
+// Memory. Each rank allocates one window of TESSERA_SYMMETRIC_HEAP bytes (default 2 GiB, sparse
+// until touched) and every HBM array of the process comes from it (core/hbm_heap.h). Its first
+// page is the rank's directory: the launch it is in and the offsets of that launch's arrays, so
+// that a sender finds the same array on the target (remote copies land in HBM: an output or an
+// aliased input; another process's VMEM is not reachable).
+//   - Same host (the default when every rank shares one node): MPI_Win_allocate_shared; a remote
+//     copy is a strided copy by the sending core into the target's segment, mapped here.
+//   - Across hosts (or TESSERA_MPI_TRANSPORT=rma): MPI_Win_allocate with a passive-target epoch
+//     (MPI_Win_lock_all) for the whole run; a remote copy is MPI_Put of each contiguous run and
+//     MPI_Win_flush, issued by the rank's engine thread.
+//
+// The engine thread (one per rank) owns the MPI calls of the runtime: it sends and receives the
+// small messages that carry semaphore signals and the bytes a copy added to a receive semaphore
+// (a message after the data, so that the target's engine — which wakes the waiting core — learns
+// of it without polling memory), runs the launch barriers (MPI_Ibarrier), the puts, the
+// cancellation of every rank when one fails, and the exchange of errors at the end of a program.
+// It polls with MPI_Iprobe / MPI_Test and sleeps when idle (20 to 200 µs), so it never holds a
+// core that the kernels need.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/hbm_heap.h"
+#include "runtime/distributed.h"
+#include "runtime/transport.h"
+
+namespace tessera::detail::mpi {
+
+/// The first page of a rank's window: what its running launch publishes.
+struct alignas(64) Directory {
+  static constexpr int kMaxArrays = 120;
+  std::atomic<uint64_t> entered{0};  // the last launch entered (its number)
+  std::atomic<uint64_t> left{0};     // the last launch left
+  std::atomic<int64_t> writers{0};   // other ranks copying into this window (same host)
+  std::atomic<int64_t> failed{0};    // set when this rank fails (before it leaves its launch)
+  int64_t count = 0;
+  int64_t offset[kMaxArrays] = {};  // byte offset in the window, -1: not in it
+  int64_t bytes[kMaxArrays] = {};
+};
+inline constexpr int64_t kDirectoryBytes = 4096;
+static_assert(sizeof(Directory) <= kDirectoryBytes);
+
+/// A first-fit heap over the window, for HBM arrays (core/hbm_heap.h).
+class WindowHeap final : public HbmHeap {
+ public:
+  WindowHeap(std::byte* base, int64_t bytes);
+  void* allocate(size_t bytes) noexcept override;
+  bool owns(const void* p) const noexcept override;
+  void free(void* p) noexcept override;
+  const char* full_hint() const noexcept override;
+  /// After MPI_Finalize: frees become no-ops (the memory is gone).
+  void close() noexcept;
+
+ private:
+  std::byte* base_;
+  int64_t bytes_;
+  mutable std::mutex mu_;
+  std::map<int64_t, int64_t> free_;  // offset -> size
+  std::map<int64_t, int64_t> used_;
+  bool closed_ = false;
+  std::string hint_;
+};
+
+/// A signal for a core's semaphore: a remote signal, or the bytes a copy added to a receive
+/// semaphore.
+struct Signal {
+  int64_t program;  // the program it belongs to (MpiRuntime::program())
+  int64_t seq;      // the launch it belongs to (barrier semaphores: any)
+  int64_t core;
+  int64_t slot;
+  int64_t inc;
+};
+
+class MpiTransport;
+
+/// The rank's runtime: MPI, the window, the engine thread.
+class MpiRuntime final : public DistributedRuntime {
+ public:
+  static MpiRuntime& instance();
+  bool active() override;
+  int rank() override;
+  int size() override;
+  void run_program(const Mesh& mesh, FunctionRef<void(int)> job,
+                   std::source_location where) override;
+
+  // ---- for the transport ----
+  bool shared_memory() const noexcept { return shm_; }
+  /// The directory and window segment of `rank` (same host: mapped here; otherwise only this
+  /// rank's own).
+  Directory* directory(int rank) const noexcept;
+  std::byte* segment(int rank) const noexcept;
+  int64_t window_bytes() const noexcept { return heap_bytes_; }
+  MPI_Win window() const noexcept { return win_; }
+  /// Runs `job` on the engine thread and waits for it (rethrowing what it throws).
+  void call(const std::function<void()>& job);
+  /// Queues `job` for the engine thread without waiting.
+  void post(std::function<void()> job);
+  /// Sends `s` to `rank` (the engine sends it; non-blocking for the caller).
+  void send_signal(int rank, const Signal& s);
+  /// Tells every other rank that this one failed with `message` (kind `kind`).
+  void send_cancel(int kind, const std::string& message);
+  /// Starts a barrier over the ranks (MPI_Ibarrier on the engine thread); the flag turns true
+  /// when every rank has reached it.
+  std::shared_ptr<std::atomic<bool>> barrier();
+  MpiTransport* transport() const noexcept { return transport_; }
+  /// The number of the running program (every rank counts its programs alike).
+  int64_t program() const noexcept { return program_; }
+
+ private:
+  MpiRuntime() = default;
+  void init();
+  void finalize() noexcept;
+  void engine_main();
+  bool poll_messages();  // true when a message came
+  void handle_message(int source, const std::vector<char>& bytes, int tag);
+
+  std::once_flag once_;
+  bool active_ = false;
+  bool initialised_here_ = false;
+  int rank_ = 0;
+  int size_ = 1;
+  bool shm_ = true;
+  int64_t heap_bytes_ = 0;
+  MPI_Comm comm_ = MPI_COMM_NULL;  // the runtime's own communicator (a dup of the world)
+  MPI_Win win_ = MPI_WIN_NULL;
+  std::vector<std::byte*> segments_;  // per rank (same host), else only this rank's
+  std::unique_ptr<WindowHeap> heap_;
+  MpiTransport* transport_ = nullptr;  // the running program's
+  int64_t program_ = 0;
+
+  // The engine thread and its queue.
+  std::thread engine_;
+  std::mutex mu_;
+  std::deque<std::function<void()>> jobs_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint32_t> kick_{0};  // bumped when a job is queued (the engine sleeps on it)
+  std::vector<MPI_Request> sends_;
+  std::vector<std::unique_ptr<std::vector<char>>> send_buffers_;
+  std::vector<std::pair<MPI_Request, std::shared_ptr<std::atomic<bool>>>> barriers_;
+};
+
+}  // namespace tessera::detail::mpi

@@ -1,0 +1,382 @@
+// The MPI transport (mpi_transport.h): launches published in the rank's directory, remote copies
+// through the window, signals as messages, cancellation of every rank.
+#include "mpi/mpi_transport.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/messages.h"
+#include "runtime/context.h"
+#include "runtime/core_pool.h"
+#include "runtime/devices.h"
+#include "runtime/engine.h"
+#include "runtime/events.h"
+#include "tessera/error.h"
+
+namespace tessera::detail::mpi {
+
+namespace {
+bool is_barrier_slot(int64_t slot) { return slot >= kSemaphoresPerCore - kBarrierSemaphores; }
+
+// The byte range a view covers, as [lo, hi).
+void span_of(const RawRef& r, uintptr_t& lo, uintptr_t& hi) {
+  const int64_t item = itemsize(r.dtype);
+  int64_t max_off = 0;
+  for (int a = 0; a < r.shape.rank(); ++a) max_off += (r.shape[a] - 1) * r.strides[a];
+  lo = reinterpret_cast<uintptr_t>(r.data);
+  hi = lo + static_cast<uintptr_t>((max_off + 1) * item);
+}
+}  // namespace
+
+MpiTransport::MpiTransport(MeshInfo mesh, MpiRuntime& runtime)
+    : rt_(runtime), rank_(runtime.rank()) {
+  mesh_ = std::move(mesh);
+}
+
+template <class Ready, class What>
+void MpiTransport::wait_for(const CoreContext& ctx, Ready ready, const char* op,
+                            std::source_location where, What what) {
+  const int64_t timeout_ms = ctx.launch->wait_timeout_ms;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto pause = std::chrono::microseconds(20);
+  while (!ready()) {
+    if (failed_.load() || ctx.launch->cancelled.load()) {
+      raise(ErrorKind::kCancelled, op, where,
+            "cancelled: a device of the mesh failed, and its error is the one the program reports");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      raise(ErrorKind::kTimeout, op, where,
+            fmt::format("{} for {} ms (wait_timeout_ms); every device must run the same kernels "
+                        "in the same order",
+                        what(), timeout_ms));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+  }
+}
+
+void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
+  // Publish the launch's arrays: their offsets in this rank's window.
+  Directory& dir = *rt_.directory(rank_);
+  std::byte* base = rt_.segment(rank_);
+  if (launch.buffers.size() > static_cast<size_t>(Directory::kMaxArrays)) {
+    raise(ErrorKind::kUnsupported, launch.spec->entry, launch.spec->where,
+          fmt::format("the kernel has {} arrays; on MPI ranks a kernel may have at most {}",
+                      launch.buffers.size(), Directory::kMaxArrays));
+  }
+  dir.count = static_cast<int64_t>(launch.buffers.size());
+  for (size_t k = 0; k < launch.buffers.size(); ++k) {
+    const auto* p = static_cast<const std::byte*>(launch.buffers[k].data);
+    const bool inside = p >= base + kDirectoryBytes && p < base + rt_.window_bytes();
+    dir.offset[k] = inside ? p - base : -1;
+    dir.bytes[k] = launch.buffers[k].bytes;
+  }
+  dir.entered.store(launch.seq);  // seq_cst: after the table
+  if (!rt_.shared_memory()) rt_.call([&] { MPI_Win_sync(rt_.window()); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    launch_ = &launch;
+    entered_ = launch.seq;
+    // Signals that arrived before this launch was entered.
+    std::erase_if(early_, [&](const Signal& s) { return apply(s); });
+    if (failed_.load()) cancel_launch();
+  }
+  if (failed_.load()) {
+    leave(0, launch);
+    raise(ErrorKind::kCancelled, launch.spec->entry, launch.spec->where,
+          "cancelled: a device of the mesh failed, and its error is the one the program reports");
+  }
+  if (!barrier) return;
+  // The implicit start barrier: every rank has entered (published) this launch.
+  const auto done = rt_.barrier();
+  CoreContext probe;
+  probe.launch = launch.state;
+  try {
+    wait_for(
+        probe, [&] { return done->load(); }, launch.spec->entry, launch.spec->where,
+        [&] {
+          return fmt::format("device {} waited at the start barrier of kernel '{}' (launch #{})",
+                             mesh_.name(rank_), launch.spec->name, launch.seq);
+        });
+  } catch (...) {
+    leave(0, launch);
+    throw;
+  }
+}
+
+void MpiTransport::leave(int /*device*/, DeviceLaunch& launch) noexcept {
+  Directory& dir = *rt_.directory(rank_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (launch_ != &launch) return;
+    launch_ = nullptr;
+  }
+  dir.left.store(launch.seq);
+  // Ranks copying into this window (same host) finish first: they counted themselves before
+  // they looked at `left`.
+  while (dir.writers.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+bool MpiTransport::apply(const Signal& s) {
+  CoreArena* arena = nullptr;
+  if (is_barrier_slot(s.slot)) {
+    // Barrier semaphores outlive launches: any launch, once the core exists.
+    arena = CorePool::instance().arena_if_made(static_cast<int>(s.core));
+  } else if (launch_ != nullptr && launch_->seq == static_cast<uint64_t>(s.seq) &&
+             s.core < launch_->spec->num_cores) {
+    arena = &launch_->pool->arena(static_cast<int>(s.core));
+  }
+  if (arena == nullptr) return false;
+  arena->semaphores()[s.slot].fetch_add(s.inc);
+  arena->wait_queue().wake();
+  return true;
+}
+
+void MpiTransport::deliver(const Signal& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (apply(s)) return;
+  if (is_barrier_slot(s.slot) || static_cast<uint64_t>(s.seq) > entered_ ||
+      (launch_ == nullptr && static_cast<uint64_t>(s.seq) == entered_ + 1)) {
+    early_.push_back(s);
+    return;
+  }
+  // A signal for a launch this rank has left: nothing will ever take it.
+  if (!failed_.load()) {
+    failure_ = std::make_exception_ptr(KernelError(
+        ErrorKind::kInvalidArgument,
+        fmt::format("tessera: device {} received a signal of {} for its launch #{} after it had "
+                    "left that kernel: a device must wait (semaphore_wait / wait_recv) for "
+                    "everything sent to it before its kernel ends",
+                    mesh_.name(rank_), s.inc, s.seq),
+        SourceLocation{}));
+    failed_.store(true);
+    cancel_launch();
+  }
+}
+
+void MpiTransport::cancel_launch() noexcept {
+  if (launch_ == nullptr) return;
+  launch_->state->cancelled.store(true);
+  for (int c = 0; c < launch_->spec->num_cores; ++c) launch_->pool->arena(c).wait_queue().wake();
+}
+
+int64_t MpiTransport::target_offset(const CoreContext& ctx, const Directory& dir, int target,
+                                    const RawRef& dst, const char* op,
+                                    std::source_location where) const {
+  const DeviceLaunch& mine = *ctx.device->launch;
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+  span_of(dst, lo, hi);
+  for (size_t k = 0; k < mine.buffers.size(); ++k) {
+    const LaunchBuffer& b = mine.buffers[k];
+    const auto base = reinterpret_cast<uintptr_t>(b.data);
+    if (lo < base || hi > base + static_cast<uintptr_t>(b.bytes) || b.bytes == 0) continue;
+    if (static_cast<int64_t>(k) >= dir.count || dir.offset[k] < 0 || dir.bytes[k] != b.bytes) {
+      raise(ErrorKind::kShapeMismatch, op, where,
+            fmt::format("the destination, {} {} of {} bytes here, has no counterpart of that size "
+                        "in device {}'s window (its shards must have the same shapes, and its "
+                        "arrays must be made after MPI started)",
+                        b.is_output ? "output" : "input", b.index, b.bytes, mesh_.name(target)));
+    }
+    return dir.offset[k] + static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst.data) - base);
+  }
+  raise(ErrorKind::kUnsupported, op, where,
+        "on MPI ranks a remote copy lands only in HBM: an output or an aliased input of the "
+        "kernel (another process's VMEM, SMEM and scratch are not reachable); copy into an "
+        "output (pl::ANY) instead");
+}
+
+void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
+  constexpr const char* op = "remote_copy.start";
+  const DeviceLaunch& mine = *ctx.device->launch;
+  const int target = copy.target.device;
+  const int core = copy.target.core >= 0 ? copy.target.core : ctx.core;
+  const Signal landed{rt_.program(), static_cast<int64_t>(mine.seq), core, copy.recv_slot,
+                      copy.bytes};
+  if (target == rank_) {
+    // This device: its own memory (another core's VMEM is not this view's, so that one is not
+    // supported here).
+    if (core != ctx.core && copy.dst.space != MemorySpace::HBM &&
+        copy.dst.space != MemorySpace::ANY) {
+      raise(ErrorKind::kUnsupported, op, copy.where,
+            "on MPI ranks a remote copy to another core of this device lands only in HBM");
+    }
+    native_engine().copy(nullptr, copy.src, copy.dst, op, copy.where);
+    deliver(landed);
+    return;
+  }
+  if (!rt_.shared_memory()) {
+    Directory dir;
+    wait_for(
+        ctx,
+        [&] {
+          rt_.call([&] {
+            MPI_Get(&dir, sizeof(Directory), MPI_BYTE, target, 0, sizeof(Directory), MPI_BYTE,
+                    rt_.window());
+            MPI_Win_flush(target, rt_.window());
+          });
+          return dir.entered.load() >= mine.seq;
+        },
+        op, copy.where,
+        [&] {
+          return fmt::format("device {} has not entered launch #{}", mesh_.name(target), mine.seq);
+        });
+    if (dir.left.load() >= mine.seq || dir.entered.load() > mine.seq) {
+      raise(ErrorKind::kInvalidArgument, op, copy.where,
+            fmt::format("device {} has already left kernel '{}' (launch #{})", mesh_.name(target),
+                        mine.spec->name, mine.seq));
+    }
+    put_rma(ctx, copy, target_offset(ctx, dir, target, copy.dst, op, copy.where));
+    rt_.send_signal(target, landed);
+    return;
+  }
+  Directory& dir = *rt_.directory(target);
+  wait_for(
+      ctx, [&] { return dir.entered.load() >= mine.seq || dir.failed.load() != 0; }, op, copy.where,
+      [&] {
+        return fmt::format("device {} has not entered launch #{}", mesh_.name(target), mine.seq);
+      });
+  // Count this writer, then look (leave() marks the launch left, then waits for writers).
+  dir.writers.fetch_add(1);
+  struct Release {
+    Directory& d;
+    ~Release() { d.writers.fetch_sub(1); }
+  } guard{dir};
+  if (dir.failed.load() != 0) {
+    raise(ErrorKind::kCancelled, op, copy.where,
+          fmt::format("cancelled: device {} failed, and its error is the one the program reports",
+                      mesh_.name(target)));
+  }
+  if (dir.left.load() >= mine.seq || dir.entered.load() != mine.seq) {
+    raise(ErrorKind::kInvalidArgument, op, copy.where,
+          fmt::format("device {} has already left kernel '{}' (launch #{}): nothing there waits "
+                      "for this any more",
+                      mesh_.name(target), mine.spec->name, mine.seq));
+  }
+  RawRef dst = copy.dst;
+  dst.data = rt_.segment(target) + target_offset(ctx, dir, target, copy.dst, op, copy.where);
+  {
+    const CopyEvent event(copy.src, dst, op);
+    native_engine().copy(nullptr, copy.src, dst, op, copy.where);
+  }
+  // The bytes are in the target's memory before the message that tells it so is sent.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  rt_.send_signal(target, landed);
+}
+
+void MpiTransport::put_rma(CoreContext& ctx, const RemoteCopy& copy, int64_t offset) {
+  // Pack the source, then put each contiguous row of the destination view.
+  const int64_t item = itemsize(copy.src.dtype);
+  std::vector<std::byte> packed(static_cast<size_t>(copy.bytes));
+  const RawRef staged{packed.data(), copy.src.dtype, MemorySpace::VMEM, copy.src.shape,
+                      row_major_strides(copy.src.shape)};
+  native_engine().copy(nullptr, copy.src, staged, "remote_copy.start", copy.where);
+  const RawRef& d = copy.dst;
+  const int rank = d.shape.rank();
+  const bool contiguous_rows = rank == 0 || d.strides[rank - 1] == 1;
+  const int64_t row = rank == 0 ? 1 : (contiguous_rows ? d.shape[rank - 1] : 1);
+  const int64_t rows = copy.bytes / item / row;
+  std::vector<int64_t> idx(static_cast<size_t>(std::max(rank, 1)), 0);
+  const int target = copy.target.device;
+  (void)ctx;
+  rt_.call([&] {
+    for (int64_t r = 0; r < rows; ++r) {
+      // The element offset of this row's first element in the destination view.
+      int64_t elem = 0;
+      int64_t rest = r * row;
+      for (int a = rank - 1; a >= 0; --a) {
+        const int64_t i = rest % d.shape[a];
+        rest /= d.shape[a];
+        elem += i * d.strides[a];
+      }
+      MPI_Put(packed.data() + r * row * item, static_cast<int>(row * item), MPI_BYTE, target,
+              static_cast<MPI_Aint>(offset + elem * item), static_cast<int>(row * item), MPI_BYTE,
+              rt_.window());
+    }
+    MPI_Win_flush(target, rt_.window());
+  });
+}
+
+void MpiTransport::signal(CoreContext& ctx, DeviceTarget target, int64_t slot, int64_t inc,
+                          const char* /*op*/, std::source_location /*where*/) {
+  const int core = target.core >= 0 ? target.core : ctx.core;
+  const Signal s{rt_.program(), static_cast<int64_t>(ctx.device->launch->seq), core, slot, inc};
+  if (target.device == rank_) {
+    deliver(s);
+  } else {
+    rt_.send_signal(target.device, s);
+  }
+}
+
+void MpiTransport::fail(int /*device*/, std::exception_ptr error) noexcept {
+  // A cancellation is the consequence of a failure, not one: it stops this rank's launch only.
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kCancelled) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancel_launch();
+      return;
+    }
+  } catch (...) {
+  }
+  if (rt_.shared_memory()) rt_.directory(rank_)->failed.store(1);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_) {
+      failure_ = error;
+      first = true;
+    }
+    failed_.store(true);
+    cancel_launch();
+  }
+  if (!first) return;
+  // Tell the other ranks, with the error's text, so that each can stop and report it.
+  int kind = static_cast<int>(ErrorKind::kUserException);
+  std::string text = "an exception that is not a std::exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    kind = static_cast<int>(e.kind());
+    text = e.what();
+  } catch (const std::exception& e) {
+    text = e.what();
+  } catch (...) {
+  }
+  rt_.send_cancel(kind, text);
+}
+
+void MpiTransport::cancelled_by(int rank, int kind, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_) {
+    failure_ = std::make_exception_ptr(
+        KernelError(static_cast<ErrorKind>(kind),
+                    fmt::format("device {} (rank {}) failed: {}", mesh_.name(rank), rank, message),
+                    SourceLocation{}));
+  }
+  failed_.store(true);
+  cancel_launch();
+}
+
+void MpiTransport::finished(int /*device*/) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+}
+
+std::exception_ptr MpiTransport::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+uint64_t MpiTransport::entered(int device) const {
+  if (device == rank_) return entered_;
+  return rt_.shared_memory() ? rt_.directory(device)->entered.load() : 0;
+}
+
+bool MpiTransport::done(int device) const { return device == rank_ && done_; }
+
+}  // namespace tessera::detail::mpi
