@@ -280,7 +280,7 @@ class ShardMapped {
   using Result = std::conditional_t<std::is_void_v<R>, std::tuple<>, R>;
 
   template <size_t... I, class... Ts>
-  auto call(int d, std::index_sequence<I...>, const Array<Ts>&... xs) const {
+  auto call([[maybe_unused]] int d, std::index_sequence<I...>, const Array<Ts>&... xs) const {
     using R = std::invoke_result_t<const F&, const Array<Ts>&...>;
     auto shards =
         std::make_tuple(detail::take_shard(mesh_, detail::spec_at(in_, I), xs, d, I, where_)...);

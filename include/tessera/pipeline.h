@@ -104,10 +104,8 @@ struct Grid {
   std::source_location where;
   std::vector<std::string> names;  // empty: the axes have no names
 };
-inline Grid grid(std::initializer_list<int64_t> dims,
-                 std::source_location where = std::source_location::current()) {
-  return Grid{Shape(dims), where, {}};
-}
+// (A braced list of extents converts to Shape; `pl::grid({})`, Pallas' `grid=()`, is the empty
+// named grid below: no axes.)
 inline Grid grid(Shape dims, std::source_location where = std::source_location::current()) {
   return Grid{std::move(dims), where, {}};
 }

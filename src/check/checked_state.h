@@ -302,6 +302,7 @@ struct CheckedLaunch {
   std::vector<std::unique_ptr<HbmBuffer>> hbm;
   std::vector<std::unique_ptr<CheckedCore>> cores;
   std::mutex mu;
+  std::mutex recorder_mu;  // serialises params.grid_point_recorder's calls
   std::vector<VC> vc;
   std::map<std::pair<int, int64_t>, VC> sem_vc;
   std::vector<Blocked> blocked;

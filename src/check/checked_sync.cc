@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -235,10 +236,16 @@ void record_hbm(CoreContext& ctx, int core, const RawRef& view, const Runs& runs
 void checked_pipeline_begins(CoreContext& ctx) { core_of(ctx).pipelines.emplace_back(); }
 
 void checked_pipeline_step_begins(CoreContext& ctx) {
-  CheckedCore::PipelineBooks& p = core_of(ctx).pipelines.back();
+  CheckedCore& cc = core_of(ctx);
+  CheckedCore::PipelineBooks& p = cc.pipelines.back();
   ++p.step;
   std::erase_if(p.write_backs,
                 [&](const CheckedCore::WriteBack& w) { return w.step < p.step - 2; });
+  // The runtime sets the step's global grid point (what pl::program_id reports) before this hook.
+  if (const auto& record = cc.launch->params.grid_point_recorder) {
+    const std::lock_guard<std::mutex> lock(cc.launch->recorder_mu);
+    record(std::span<const int64_t>(ctx.grid_step), ctx.core);
+  }
 }
 
 void checked_pipeline_ends(CoreContext& ctx) noexcept {

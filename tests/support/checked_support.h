@@ -21,9 +21,12 @@ using Mode = pltpu::DmaExecutionMode;
 
 inline constexpr Mode kModes[] = {Mode::eager, Mode::on_wait};
 
+// The checked-mode tests also track definedness (reads of unwritten memory are allowed by
+// default, as in Pallas; these tests check the kUninitialized reports).
 inline pltpu::InterpretParams checked(Mode m = Mode::on_wait) {
   pltpu::InterpretParams p;
   p.dma_execution_mode = m;
+  p.allow_uninitialized_reads = false;
   return p;
 }
 

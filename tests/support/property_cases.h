@@ -504,6 +504,8 @@ inline Case generate(uint64_t seed, int index) {
   c.checked.random_seed = r.g();
   if (r.coin(0.5)) c.checked.parallel_order_seed = r.g();
   if (r.coin(0.3)) c.checked.uninitialized_memory = pltpu::UninitializedMemory::zero;
+  // Definedness is tracked too: a correct configuration leaves no garbage in its outputs.
+  c.checked.allow_uninitialized_reads = false;
   return c;
 }
 

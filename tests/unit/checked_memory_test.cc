@@ -383,7 +383,7 @@ TEST(CheckedForce, ForceTpuInterpretModeChecksUnchangedKernels) {
         pltpu::sync_copy(ov, o);
       });
   static_cast<void>(k());  // native: garbage in, no error
-  const pltpu::ForceTpuInterpretMode force;
+  const pltpu::ForceTpuInterpretMode force(checked());  // with definedness tracked
   expect_bug([&] { k(); }, {ErrorKind::kUninitialized, kMarked, 0, {}, "VMEM scratch #0"});
 }
 

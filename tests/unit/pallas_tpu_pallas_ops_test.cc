@@ -1,0 +1,564 @@
+// Ports of tpu_pallas_test.py's scalar and vector op cases (docs/pallas-parity.md): scalar casts
+// and arithmetic on SMEM values, bools, rolls, transposes, reshapes that keep the last dim,
+// PallasScalarIOpsTest, PallasCallDynamicDMATest, EmitPipelineTest. A scalar read from SMEM is a
+// C++ value, so scalar arithmetic on it is C++'s.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "support/pallas_port.h"
+#include "tessera/tessera.h"
+
+namespace {
+using namespace tessera;
+using namespace tessera::pallas_port;
+
+// ---- scalar casts and loads (PallasCallPoisonTest's scalar cases) -----------------------------
+
+template <class In, class Out>
+void scalar_casting() {
+  const In seven = std::is_signed_v<In> && std::is_integral_v<In> ? In(-7) : In(7);
+  const Array<Out> y = pl::pallas_call(
+      [](pltpu::SmemRef<const In> x, pltpu::SmemRef<Out> o) {
+        o(0) = static_cast<Out>(static_cast<float>(x(0)));  // x_ref[0].astype(out_dtype)
+      },
+      pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_shape<Out>({1}))(Array<In>({1}, {seven}));
+  EXPECT_EQ(static_cast<float>(y[0]), static_cast<float>(seven));
+}
+
+template <class In>
+void scalar_casting_to_all() {
+  scalar_casting<In, int8_t>();
+  scalar_casting<In, int32_t>();
+  scalar_casting<In, float>();
+}
+
+TEST(TpuPallasTest, PoisonScalarCasting) {
+  scalar_casting_to_all<int8_t>();
+  scalar_casting_to_all<int32_t>();
+  scalar_casting_to_all<bfloat16>();
+  scalar_casting_to_all<float>();
+}
+
+template <class T>
+void scalar_load_upcast() {
+  const Array<int32_t> y = pl::pallas_call(
+      [](pltpu::SmemRef<const T> x, pltpu::SmemRef<int32_t> o) { o(0, 0) = x(0, 0); },
+      pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_shape<int32_t>({1, 1}))(Array<T>({1, 1}, {T(-1)}));
+  EXPECT_EQ(y[0], -1);
+}
+
+TEST(TpuPallasTest, PoisonScalarLoadUpcast) {
+  scalar_load_upcast<int8_t>();
+  scalar_load_upcast<int32_t>();
+}
+
+template <class T>
+void scalar_indirect_load() {
+  const Array<int32_t> y = pl::pallas_call(
+      [](pltpu::SmemRef<const T> x, pltpu::SmemRef<int32_t> o) { o(0, 0) = x(0, x(0, 0)); },
+      pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_shape<int32_t>({1, 1}))(Array<T>({1, 4}, {3, 0, 0, 1}));
+  EXPECT_EQ(y[0], 1);
+}
+
+TEST(TpuPallasTest, PoisonScalarIndirectLoad) {
+  scalar_indirect_load<int8_t>();
+  scalar_indirect_load<int32_t>();
+}
+
+TEST(TpuPallasTest, PoisonScalarIntegerAddition) {
+  const Array<int32_t> y = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> x, pltpu::SmemRef<int32_t> o) { o(0) = x(0) + x(0); },
+      pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_shape<int32_t>({1}))(Array<int32_t>({1}, {3}));
+  EXPECT_EQ(y[0], 6);
+}
+
+TEST(TpuPallasTest, PoisonVectorIntegerAddition) {
+  const Array<int32_t> y =
+      pl::pallas_call([](pltpu::VmemRef<const int32_t> x, pltpu::VmemRef<int32_t> o) { o = x + x; },
+                      pl::in_specs(pl::BlockSpec(MemorySpace::VMEM)),
+                      pl::out_specs(pl::BlockSpec(MemorySpace::VMEM)),
+                      pl::out_shape<int32_t>({128, 16}))(full<int32_t>({128, 16}, 7));
+  for (int32_t v : y) ASSERT_EQ(v, 14);
+}
+
+template <class T, bool kMax>
+void scalar_max_min() {
+  const Array<T> y = pl::pallas_call(
+      [](pltpu::SmemRef<const T> x, pltpu::SmemRef<T> o) {
+        o(0) = kMax ? std::max<T>(x(0), x(1)) : std::min<T>(x(0), x(1));  // jnp.maximum on scalars
+      },
+      pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_shape<T>({2}))(Array<T>({2}, {T(242), T(87)}));
+  EXPECT_EQ(y[0], kMax ? T(242) : T(87));
+}
+
+TEST(TpuPallasTest, PoisonMaxOperation) {
+  scalar_max_min<int32_t, true>();
+  scalar_max_min<float, true>();
+}
+
+TEST(TpuPallasTest, PoisonMinOperation) {
+  scalar_max_min<int32_t, false>();
+  scalar_max_min<float, false>();
+}
+
+template <class T>
+void bool_select() {
+  const Array<bool> cond = random_array<bool>({8, 128}, 0);
+  const Array<T> choice = arange<T>({8, 128});
+  const Array<T> z = pl::pallas_call(
+      [](pltpu::VmemRef<const bool> c, pltpu::VmemRef<const T> ch, pltpu::VmemRef<T> o) {
+        o = jnp::where(c, ch, T{});  // jnp.where(condlist, choicelist, 0)
+      },
+      pl::out_shape<T>({8, 128}))(cond, choice);
+  for (int64_t i = 0; i < z.size(); ++i) ASSERT_EQ(z[i], cond[i] ? choice[i] : T(0)) << i;
+}
+
+TEST(TpuPallasTest, PoisonBoolSelectOperation) {
+  bool_select<int32_t>();
+  bool_select<int8_t>();
+  bool_select<float>();
+  bool_select<bfloat16>();
+}
+
+void bool_transpose_last_two_dims(const Shape& in) {
+  const int rank = in.rank();
+  Shape out = in;
+  out[rank - 2] = in[rank - 1];
+  out[rank - 1] = in[rank - 2];
+  const Array<bool> x = random_array<bool>(in, 42);
+  const Array<bool> y = pl::pallas_call(
+      [rank](pltpu::VmemRef<const bool> xr, pltpu::VmemRef<bool> yr) {
+        if (rank == 2) yr = jnp::transpose(xr, {1, 0});
+        if (rank == 3) yr = jnp::transpose(xr, {0, 2, 1});
+        if (rank == 4) yr = jnp::transpose(xr, {0, 1, 3, 2});
+      },
+      pl::out_shape<bool>(out))(x);
+  // Element (..., i, j) of y is element (..., j, i) of x.
+  const int64_t a = in[rank - 2], b = in[rank - 1], batch = in.size() / (a * b);
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t i = 0; i < b; ++i) {
+      for (int64_t j = 0; j < a; ++j) ASSERT_EQ(y[n * a * b + i * a + j], x[n * a * b + j * b + i]);
+    }
+  }
+}
+
+TEST(TpuPallasTest, PoisonBoolTransposeLastTwoDims) {
+  bool_transpose_last_two_dims({128, 128});
+  bool_transpose_last_two_dims({3, 4, 256});
+  bool_transpose_last_two_dims({8, 5, 8, 10});
+}
+
+// ---- PallasScalarIOpsTest (int32; the narrower types expect Mosaic's "not implemented") -------
+
+int32_t scalar_op(int32_t (*op)(int32_t, int32_t)) {
+  const Array<int32_t> x = arange<int32_t>({3});
+  return pl::pallas_call([op](pltpu::SmemRef<const int32_t> xr,
+                              pltpu::SmemRef<int32_t> y) { y(0) = op(xr(1), xr(2)); },
+                         pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+                         pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+                         pl::out_shape<int32_t>({1}))(x)[0];
+}
+
+TEST(TpuPallasTest, ScalarIOpsOpCanonicalization) {
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a & b; }), 1 & 2);       // andi
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a / b; }), 0);           // divi: 1 // 2
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return std::max(a, b); }), 2);  // max
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return std::min(a, b); }), 1);  // min
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a * b; }), 2);           // muli
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a | b; }), 1 | 2);       // ori
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a << b; }), 1 << 2);     // shli
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a >> b; }), 1 >> 2);     // shri
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return b - a; }), 2 - 1);       // subi
+  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a ^ b; }), 1 ^ 2);       // xori
+}
+
+// ---- PallasCallTPUBooleanTest -------------------------------------------------------------------
+
+TEST(TpuPallasTest, TPUBooleanScalarBoolLoadStore) {
+  for (bool value : {false, true}) {
+    const Array<bool> r = pl::pallas_call(
+        [](pltpu::SmemRef<const bool> x, pltpu::SmemRef<bool> o) { o(0, 0) = !x(0, 0); },
+        pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+        pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+        pl::out_shape<bool>({1, 1}))(Array<bool>({1, 1}, {value}));
+    EXPECT_EQ(r[0], !value);
+  }
+}
+
+TEST(TpuPallasTest, TPUBooleanScalarBoolRunScoped) {
+  for (bool value : {false, true}) {
+    const Array<bool> r = pl::pallas_call(
+        [](pltpu::SmemRef<const bool> x, pltpu::SmemRef<bool> o) {
+          pl::run_scoped(
+              [&](pltpu::SmemRef<bool> scoped) {
+                scoped(0, 0) = !x(0, 0);
+                o(0, 0) = scoped(0, 0);
+              },
+              pltpu::SMEM<bool>({1, 1}));
+        },
+        pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+        pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+        pl::out_shape<bool>({1, 1}))(Array<bool>({1, 1}, {value}));
+    EXPECT_EQ(r[0], !value);
+  }
+}
+
+TEST(TpuPallasTest, TPUBooleanVectorBoolLoadStore) {
+  const Array<bool> x = random_array<bool>({8, 128}, 0);
+  const Array<bool> r = pl::pallas_call(
+      [](pltpu::VmemRef<const bool> xr, pltpu::VmemRef<bool> o) { o = xr; },
+      pl::in_specs(pl::BlockSpec(MemorySpace::VMEM)),
+      pl::out_specs(pl::BlockSpec(MemorySpace::VMEM)), pl::out_shape<bool>({8, 128}))(x);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(r[i], x[i]);
+}
+
+TEST(TpuPallasTest, TPUBooleanVectorBoolMaskingWithIndexing) {
+  const Array<float> v1 = random_array<float>({1, 256, 256}, 1);
+  const Array<float> v2 = random_array<float>({1, 256, 256}, 2);
+  const Array<bool> mask = random_array<bool>({1, 256, 256}, 3);
+  const pl::BlockSpec vmem(MemorySpace::VMEM);
+  const Array<float> r = pl::pallas_call(
+      [](pltpu::VmemRef<const bool> m, pltpu::VmemRef<const float> t, pltpu::VmemRef<const float> f,
+         pltpu::VmemRef<float> o) { o.at(0) = jnp::where(m.at(0), t.at(0), f.at(0)); },
+      pl::in_specs(vmem, vmem, vmem), pl::out_specs(vmem),
+      pl::out_shape<float>({1, 256, 256}))(mask, v1, v2);
+  for (int64_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], mask[i] ? v1[i] : v2[i]);
+}
+
+// ---- MiscellaneousTest ------------------------------------------------------------------------
+
+TEST(TpuPallasTest, MiscellaneousCastingBoolToI8) {
+  const Array<float> x = random_array<float>({128, 16}, 10);
+  const Array<float> y = random_array<float>({128, 16}, 11);
+  const pl::BlockSpec vmem(MemorySpace::VMEM);
+  const Array<int8_t> out = pl::pallas_call(
+      [](pltpu::VmemRef<const float> xr, pltpu::VmemRef<const float> yr, pltpu::VmemRef<int8_t> o) {
+        o = (xr > yr).astype<int8_t>();
+      },
+      pl::in_specs(vmem, vmem), pl::out_specs(vmem), pl::out_shape<int8_t>({128, 16}))(x, y);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], x[i] > y[i] ? 1 : 0);
+}
+
+// test_float32_unstack / test_scalar_unstack: `jnp.unstack(x, axis=0)` is spelled x.at(i).
+TEST(TpuPallasTest, MiscellaneousFloat32Unstack) {
+  const Array<float> x = arange<float>({2, 128});
+  const auto [o1, o2] = pl::pallas_call(
+      [](pltpu::VmemRef<const float> xr, pltpu::VmemRef<float> a, pltpu::VmemRef<float> b) {
+        a = xr.at(0);
+        b = xr.at(1);
+      },
+      pl::out_shape(ShapeDtypeStruct<float>{{128}}, ShapeDtypeStruct<float>{{128}}))(x);
+  for (int64_t i = 0; i < 128; ++i) {
+    ASSERT_EQ(o1[i], x(0, i));
+    ASSERT_EQ(o2[i], x(1, i));
+  }
+}
+
+TEST(TpuPallasTest, MiscellaneousScalarUnstack) {
+  const auto [o1, o2] = pl::pallas_call(
+      [](pltpu::VmemRef<const float> xr, pltpu::SmemRef<float> a, pltpu::SmemRef<float> b) {
+        a() = xr(0);
+        b() = xr(1);
+      },
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM), pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_shape(ShapeDtypeStruct<float>{{}}, ShapeDtypeStruct<float>{{}}))(
+      Array<float>({2}, {1.0f, 2.0f}));
+  EXPECT_EQ(o1[0], 1.0f);
+  EXPECT_EQ(o2[0], 2.0f);
+}
+
+TEST(TpuPallasTest, MiscellaneousLaneDynamicSlice) {
+  const Array<float> x = arange<float>({128});
+  const Array<float> out = pl::pallas_call(
+      [](pltpu::VmemRef<const float> xr, pltpu::VmemRef<float> o) {
+        o = xr.at(pl::ds(64, 1));  // lax.dynamic_slice_in_dim(x_ref[...], 64, 1, 0)
+      },
+      pl::out_shape<float>({1}))(x);
+  EXPECT_EQ(out[0], 64.0f);
+}
+
+template <class T>
+void roll_major_dim(const Shape& shape, int shift, bool dynamic) {
+  const Array<T> x = arange<T>(shape);
+  const Array<T> out =
+      dynamic ? pl::pallas_call([](pltpu::VmemRef<const T> xr, pltpu::SmemRef<const int32_t> s,
+                                   pltpu::VmemRef<T> o) { o = pltpu::roll(xr, s(0), 0); },
+                                pl::in_specs(pl::BlockSpec(), pl::BlockSpec(MemorySpace::SMEM)),
+                                pl::out_shape<T>(shape))(x, Array<int32_t>({1}, {shift}))
+              : pl::pallas_call([shift](pltpu::VmemRef<const T> xr,
+                                        pltpu::VmemRef<T> o) { o = pltpu::roll(xr, shift, 0); },
+                                pl::out_shape<T>(shape))(x);
+  // np.roll(x, shift, axis=0)
+  const int64_t n = shape[0], inner = shape.size() / n;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t src = ((i - shift) % n + n) % n;
+    for (int64_t k = 0; k < inner; ++k) ASSERT_EQ(out[i * inner + k], x[src * inner + k]);
+  }
+}
+
+TEST(TpuPallasTest, MiscellaneousRollWithMajorDimShift) {
+  for (const Shape& s : {Shape{5, 8, 64}, Shape{15, 4, 128}, Shape{8, 3, 256}, Shape{7, 32, 384}}) {
+    for (int shift : {0, 2, 3, 19}) {
+      for (bool dynamic : {false, true}) {
+        roll_major_dim<float>(s, shift, dynamic);
+        roll_major_dim<bfloat16>(s, shift, dynamic);
+        roll_major_dim<int8_t>(s, shift, dynamic);
+      }
+    }
+  }
+}
+
+template <class T>
+void roll_no_stride(const Shape& shape, int shift, int axis) {
+  const Array<T> x = arange<T>(shape);
+  const Array<T> out =
+      pl::pallas_call([shift, axis](pltpu::VmemRef<const T> xr,
+                                    pltpu::VmemRef<T> o) { o = pltpu::roll(xr, shift, axis); },
+                      pl::out_shape<T>(shape))(x);
+  const int64_t rows = shape[0], cols = shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t sr = axis == 0 ? ((r - shift) % rows + rows) % rows : r;
+      const int64_t sc = axis == 1 ? ((c - shift) % cols + cols) % cols : c;
+      ASSERT_EQ(out(r, c), x(sr, sc)) << r << "," << c << " shift " << shift << " axis " << axis;
+    }
+  }
+}
+
+TEST(TpuPallasTest, MiscellaneousRollWithNoStride) {
+  // The dynamic-shift half of the parameters goes through the same roll (a run-time int).
+  for (const Shape& s :
+       {Shape{3, 16}, Shape{8, 64}, Shape{8, 128}, Shape{15, 256}, Shape{16, 256}, Shape{20, 200},
+        Shape{32, 300}, Shape{64, 8}, Shape{64, 256}, Shape{128, 64}}) {
+    for (int shift : {0, 1, 2, 3, 8, 9, 15, 31, 129}) {
+      for (int axis : {0, 1}) {
+        roll_no_stride<float>(s, shift, axis);
+        roll_no_stride<bfloat16>(s, shift, axis);
+        roll_no_stride<int8_t>(s, shift, axis);
+      }
+    }
+  }
+}
+
+template <class T>
+void sublane_adding_shape_cast() {
+  const Array<T> x = arange<T>({8, 128});
+  const Array<T> out = pl::pallas_call(
+      [](pltpu::VmemRef<const T> xr, pltpu::VmemRef<T> o) { o.at(pl::all, 0, pl::all) = xr; },
+      pl::out_shape<T>({8, 1, 128}))(x);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], x[i]);
+}
+
+TEST(TpuPallasTest, MiscellaneousSublaneAddingShapeCastF32) { sublane_adding_shape_cast<float>(); }
+TEST(TpuPallasTest, MiscellaneousSublaneAddingShapeCastBf16) {
+  sublane_adding_shape_cast<bfloat16>();
+}
+
+TEST(TpuPallasTest, MiscellaneousMixedStrides) {
+  const Array<float> out = pl::pallas_call(
+      [](pltpu::VmemRef<const float> x, pltpu::VmemRef<const bfloat16> y, pltpu::VmemRef<float> o) {
+        o = x + y.at(pl::all, 1, pl::all).astype<float>();
+      },
+      pl::out_shape<float>({8, 128}))(full<float>({8, 128}, 1.0f),
+                                      full<bfloat16>({8, 2, 128}, bfloat16(2.0f)));
+  for (float v : out) ASSERT_EQ(v, 3.0f);
+}
+
+TEST(TpuPallasTest, MiscellaneousSum) {
+  const Array<float> out = pl::pallas_call(
+      [](pltpu::VmemRef<const float> x, pltpu::VmemRef<float> o) { o = jnp::sum(x, 2); },
+      pl::out_shape<float>({8, 2, 128}))(full<float>({8, 2, 8, 128}, 0.0f));
+  for (float v : out) ASSERT_EQ(v, 0.0f);
+}
+
+TEST(TpuPallasTest, MiscellaneousTranspose) {
+  const Array<float> out = pl::pallas_call(
+      [](pltpu::VmemRef<const float> x, pltpu::VmemRef<float> o) {
+        o = jnp::transpose(x, {0, 2, 1, 3});
+      },
+      pl::out_shape<float>({8, 8, 2, 128}))(full<float>({8, 2, 8, 128}, 0.0f));
+  for (float v : out) ASSERT_EQ(v, 0.0f);
+}
+
+template <class T>
+void tiling_major_minor_transpose(int64_t q, int64_t n) {
+  const Array<T> x = arange<T>({q, n});
+  const Array<T> out = pl::pallas_call(
+      [q, n](pltpu::VmemRef<const T> xr, pltpu::VmemRef<T> o) {
+        o = jnp::transpose(jnp::reshape(xr, {q, 1, n}), {1, 0, 2});
+      },
+      pl::out_shape<T>({1, q, n}))(x);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], x[i]);
+}
+
+TEST(TpuPallasTest, Miscellaneous1dTilingMajorMinorTranspose) {
+  tiling_major_minor_transpose<bfloat16>(3, 2048);
+  tiling_major_minor_transpose<int8_t>(5, 4096);
+}
+
+// test_reshape_fold_middle_dims / test_reshape_unfold_middle_dims: reshapes that keep the last dim.
+template <class T>
+void reshape_middle(Shape in, Shape out) {
+  const Array<T> x = arange<T>(in);
+  const Array<T> y = pl::pallas_call(
+      [out](pltpu::VmemRef<const T> xr, pltpu::VmemRef<T> o) { o = jnp::reshape(xr, out); },
+      pl::out_shape<T>(out))(x);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i]);
+}
+
+template <class T>
+void reshape_middle_all() {
+  for (const auto& [q, m, n, k] :
+       std::vector<std::array<int64_t, 4>>{{2, 2, 17, 512}, {3, 2, 8, 256}, {1, 5, 4, 384}}) {
+    reshape_middle<T>({q, m, n, k}, {q, m * n, k});  // fold
+  }
+  for (const auto& [q, m, n, k] :
+       std::vector<std::array<int64_t, 4>>{{2, 2, 17, 512}, {3, 2, 8, 256}, {9, 5, 4, 384}}) {
+    reshape_middle<T>({q, m * n, k}, {q, m, n, k});  // unfold
+  }
+}
+
+TEST(TpuPallasTest, MiscellaneousReshapeFoldAndUnfoldMiddleDims) {
+  reshape_middle_all<float>();
+  reshape_middle_all<bfloat16>();
+  reshape_middle_all<int8_t>();
+}
+
+TEST(TpuPallasTest, MiscellaneousDynamicGridWithSmemOutput) {
+  for (int32_t n : {1, 5, 9}) {
+    const Array<int32_t> out = pl::pallas_call(
+        [](pltpu::SmemRef<const int32_t>, pltpu::SmemRef<int32_t> o) {
+          o(0) = pl::program_id(0) == 0 ? 1 : o(0) + 1;  // lax.cond
+        },
+        pl::grid({n}), pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+        pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
+        pl::out_shape<int32_t>({1}))(Array<int32_t>({1}, {n}));
+    EXPECT_EQ(out[0], n);
+  }
+}
+
+// test_packed_shifts (int8): shift amounts outside 0..7 give 0 for <<, the sign for >> (as jax
+// on the CPU gives for -1: 0 and the sign).
+TEST(TpuPallasTest, MiscellaneousPackedShifts) {
+  for (const Shape& shape : {Shape{11, 200}, Shape{32, 256}}) {
+    Array<int8_t> inp(shape);
+    Random r(1234);
+    for (int8_t& v : inp) v = static_cast<int8_t>(r.uniform_int(-128, 128));
+    for (int shift : {-1, 0, 1, 2, 5, 8, 9, 16, 17, 100}) {
+      const auto [shl, shr] = pl::pallas_call(
+          [shift](pltpu::VmemRef<const int8_t> x, pltpu::VmemRef<int8_t> l,
+                  pltpu::VmemRef<int8_t> rr) {
+            l = x << shift;
+            rr = x >> shift;
+          },
+          pl::out_shape(ShapeDtypeStruct<int8_t>{shape}, ShapeDtypeStruct<int8_t>{shape}))(inp);
+      const bool outside = shift < 0 || shift >= 8;
+      for (int64_t i = 0; i < inp.size(); ++i) {
+        const int want_l = outside ? 0 : static_cast<int8_t>(inp[i] << shift);
+        const int want_r = outside ? (inp[i] < 0 ? -1 : 0) : inp[i] >> shift;
+        ASSERT_EQ(shl[i], want_l) << shift;
+        ASSERT_EQ(shr[i], want_r) << shift;
+      }
+    }
+  }
+}
+
+TEST(TpuPallasTest, MiscellaneousInterpretAsyncCopySlice) {
+  const Array<float> result = pl::pallas_call(
+      [](pltpu::VmemRef<float> o) {
+        pl::run_scoped(
+            [&](pltpu::DmaSemaphoreRef sem, pltpu::VmemRef<float> x) {
+              x = jnp::ones_like(x);
+              pl::run_scoped(
+                  [&](pltpu::VmemRef<float> y) {
+                    pltpu::async_copy(x, y.at(0), sem).wait();
+                    o = y.at(0);
+                  },
+                  pltpu::VMEM<float>({1, 1}));
+            },
+            pltpu::SemaphoreType::DMA, pltpu::VMEM<float>({1}));
+      },
+      pl::out_shape<float>({1}))();
+  EXPECT_EQ(result[0], 1.0f);
+}
+
+// ---- PallasCallDynamicDMATest -----------------------------------------------------------------
+
+void dynamic_size_dma(const Array<int32_t>& x, Shape o_shape) {
+  const Array<int32_t> o(o_shape, 0);
+  const Array<int32_t> out = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> size, pltpu::AnyRef<const int32_t> xh,
+         pltpu::AnyRef<const int32_t>, pltpu::AnyRef<int32_t> oh, pltpu::DmaSemaphoreRef sem) {
+        const int32_t n = size(0);
+        pltpu::async_copy(xh.at(pl::ds(0, n)), oh.at(pl::ds(0, n)), sem).wait();
+      },
+      pltpu::PrefetchScalarGridSpec<0>(pl::in_specs(pl::BlockSpec(MemorySpace::SMEM),
+                                                    pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
+                                       pl::out_specs(pl::BlockSpec(pl::ANY)),
+                                       pl::scratch_shapes(pltpu::SemaphoreType::DMA)),
+      pl::out_shape<int32_t>(o_shape),
+      pl::input_output_aliases({{2, 0}}))(Array<int32_t>({1}, {4}), x, o);
+  const int64_t per_row = x.size() / x.shape()[0];
+  for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], i / per_row < 4 ? x[i] : 0) << i;
+}
+
+TEST(TpuPallasTest, DynamicDMASimpleTileAlignedDynamicSizeDma) {
+  Array<int32_t> x({8, 8, 128});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(i / (8 * 128));
+  dynamic_size_dma(x, {8, 8, 128});
+}
+
+TEST(TpuPallasTest, DynamicDMASimpleDynamicSizeDma) {  // skipped by Pallas ("doesn't work yet")
+  dynamic_size_dma(arange<int32_t>({8}), {8});
+}
+
+// ---- EmitPipelineTest -------------------------------------------------------------------------
+
+template <class T>
+void emit_pipeline_small_window(int tile_major) {
+  tile_major *= 32 / (8 * static_cast<int>(sizeof(T)));
+  Array<T> x({128, 256});
+  Array<T> y({128, 256});
+  Random r(1234);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<T>(r.uniform_int(-40, 40));
+    y[i] = static_cast<T>(r.uniform_int(-40, 40));
+  }
+  const Array<T> out = pl::pallas_call(
+      [tile_major](pltpu::AnyRef<const T> xh, pltpu::AnyRef<const T> yh, pltpu::AnyRef<T> oh) {
+        const pl::BlockSpec spec({tile_major, 128}, [](int i, int j) { return pl::idx(i, j); });
+        pltpu::emit_pipeline(
+            [](pltpu::VmemRef<const T> xv, pltpu::VmemRef<const T> yv, pltpu::VmemRef<T> ov) {
+              ov = (xv.template astype<int32_t>() + yv.template astype<int32_t>())
+                       .template astype<T>();
+            },
+            pltpu::grid({128 / tile_major, 2}), pl::in_specs(spec, spec),
+            pl::out_specs(spec))(xh, yh, oh);
+      },
+      pl::out_shape<T>({128, 256}), pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
+      pl::out_specs(pl::BlockSpec(pl::ANY)))(x, y);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], static_cast<T>(x[i] + y[i]));
+}
+
+TEST(TpuPallasTest, EmitPipelineSmallWindow) {
+  for (int tile_major : {1, 2, 4, 8}) {
+    emit_pipeline_small_window<int32_t>(tile_major);
+    emit_pipeline_small_window<int8_t>(tile_major);
+  }
+}
+
+}  // namespace
