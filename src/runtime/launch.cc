@@ -192,6 +192,36 @@ int chip_num_cores(const pltpu::InterpretParams& p) {
   return pltpu::num_physical_tensor_cores_per_chip(chip.chip_version);
 }
 
+namespace {
+// The kernel's VMEM, SMEM and semaphore needs against what a core has.
+void check_launch_capacities(const LaunchSpec& spec, int64_t vmem_limit) {
+  check_capacity(spec, MemorySpace::VMEM, spec.vmem_used, vmem_limit,
+                 "raise pltpu::CompilerParams{.vmem_limit_bytes = ...}");
+  check_capacity(spec, MemorySpace::SMEM, spec.smem_used, smem_capacity_bytes(),
+                 "move large buffers to VMEM (SMEM holds scalars)");
+  const int64_t semaphore_bytes = semaphore_capacity() * int64_t{sizeof(SemaphoreCell)};
+  if (spec.semaphore_used > semaphore_bytes) {  // the hint is formatted only when it is needed
+    check_capacity(spec, MemorySpace::SEMAPHORE, spec.semaphore_used, semaphore_bytes,
+                   fmt::format("use fewer semaphores (each takes {} bytes and each buffer starts "
+                               "on a {}-byte line; a core has {} semaphores)",
+                               sizeof(SemaphoreCell), kScratchAlign, semaphore_capacity())
+                       .c_str());
+  }
+}
+
+// Where each scratch buffer of `spec` lies in `arena`.
+void scratch_pointers(const LaunchSpec& spec, CoreArena& arena, void** ptrs) {
+  for (size_t i = 0; i < spec.scratch.size(); ++i) {
+    const MemorySpace space = spec.scratch[i].space;
+    std::byte* base = space == MemorySpace::SMEM ? arena.smem()
+                      : space == MemorySpace::SEMAPHORE
+                          ? reinterpret_cast<std::byte*>(arena.semaphores())
+                          : arena.vmem();
+    ptrs[i] = base + spec.offsets[i];
+  }
+}
+}  // namespace
+
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
   launch(spec, body, [](std::vector<LaunchBuffer>&) {});
 }
@@ -206,18 +236,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   }
   const int64_t vmem_limit =
       spec.vmem_limit_bytes > 0 ? spec.vmem_limit_bytes : default_vmem_limit_bytes();
-  check_capacity(spec, MemorySpace::VMEM, spec.vmem_used, vmem_limit,
-                 "raise pltpu::CompilerParams{.vmem_limit_bytes = ...}");
-  check_capacity(spec, MemorySpace::SMEM, spec.smem_used, smem_capacity_bytes(),
-                 "move large buffers to VMEM (SMEM holds scalars)");
-  const int64_t semaphore_bytes = semaphore_capacity() * int64_t{sizeof(SemaphoreCell)};
-  if (spec.semaphore_used > semaphore_bytes) {  // the hint is formatted only when it is needed
-    check_capacity(spec, MemorySpace::SEMAPHORE, spec.semaphore_used, semaphore_bytes,
-                   fmt::format("use fewer semaphores (each takes {} bytes and each buffer starts "
-                               "on a {}-byte line; a core has {} semaphores)",
-                               sizeof(SemaphoreCell), kScratchAlign, semaphore_capacity())
-                       .c_str());
-  }
+  check_launch_capacities(spec, vmem_limit);
 
   LaunchState state;
   state.spec = &spec;
@@ -269,14 +288,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
       heap_ptrs.resize(spec.scratch.size());
       ptrs = heap_ptrs.data();
     }
-    for (size_t i = 0; i < spec.scratch.size(); ++i) {
-      const MemorySpace space = spec.scratch[i].space;
-      std::byte* base = space == MemorySpace::SMEM ? arena.smem()
-                        : space == MemorySpace::SEMAPHORE
-                            ? reinterpret_cast<std::byte*>(arena.semaphores())
-                            : arena.vmem();
-      ptrs[i] = base + spec.offsets[i];
-    }
+    scratch_pointers(spec, arena, ptrs);
     set_current_context(&ctx);
     try {
       const CoreEvents core_events(launch_events, core);
