@@ -5,7 +5,7 @@
 using namespace tessera;
 
 void bad() {
-  auto k = pl::kernel(pl::out_shape(pltpu::VMEM<float>({8, 128})), pltpu::TensorCoreMesh("core"))(
-      [](pltpu::VmemRef<float> o) { (void)o; });
+  auto k = pl::kernel(pl::out_shape(pltpu::VMEM<float>({8, 128})),
+                      pltpu::TensorCoreMesh("core"))([](pltpu::VmemRef<float> o) { (void)o; });
   k();
 }

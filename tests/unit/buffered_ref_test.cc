@@ -119,7 +119,8 @@ TEST(BufferedRef, Errors) {
             o, pltpu::allocations(small.make_ref(v.data())));
       });
   tessera::testing::expect_kernel_error([&] { k(); }, ErrorKind::kShapeMismatch,
-                               "the BufferedRef of output 0 holds windows of (8, 128)", grid_line);
+                                        "the BufferedRef of output 0 holds windows of (8, 128)",
+                                        grid_line);
 }
 
 }  // namespace

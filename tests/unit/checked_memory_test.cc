@@ -382,7 +382,7 @@ TEST(CheckedForce, ForceTpuInterpretModeChecksUnchangedKernels) {
         // clang-format on
         pltpu::sync_copy(ov, o);
       });
-  static_cast<void>(k());  // native: garbage in, no error
+  static_cast<void>(k());                               // native: garbage in, no error
   const pltpu::ForceTpuInterpretMode force(checked());  // with definedness tracked
   expect_bug([&] { k(); }, {ErrorKind::kUninitialized, kMarked, 0, {}, "VMEM scratch #0"});
 }

@@ -278,7 +278,8 @@ struct BenchArgs {
 void add_common_options(CLI::App* bench, BenchArgs& a) {
   bench->add_option("kernel", a.kernel, "The kernel to time")
       ->required()
-      ->check(CLI::IsMember({"add", "matmul", "dot", "convert", "steps", "launch", "suite", "allreduce"}));
+      ->check(CLI::IsMember(
+          {"add", "matmul", "dot", "convert", "steps", "launch", "suite", "allreduce"}));
   bench
       ->add_option("--size", a.size,
                    "add: N for N x N inputs (default 8192); steps: grid steps "

@@ -64,7 +64,7 @@ struct LaunchSpec {
   int64_t wait_timeout_ms = 0;   // 0: the default (TESSERA_WAIT_TIMEOUT_MS, else 10 s)
   int collective_id = -1;        // -1: none (CompilerParams::collective_id)
   bool skip_device_barrier = false;
-  std::source_location where;    // the kernel's definition
+  std::source_location where;  // the kernel's definition
   /// Set: run checked (interpret mode) with these params. TESSERA_INTERPRET=1 sets defaults for
   /// kernels that have none.
   std::optional<pltpu::InterpretParams> interpret;
