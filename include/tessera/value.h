@@ -37,6 +37,7 @@
 // `argmin`, `shape()`, `ndim()`, `size()`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <source_location>
@@ -116,7 +117,7 @@ class Value : public detail::ExprOps<Value<T>, T> {
             detail::Scalar<E>)&&!std::is_same_v<std::remove_cvref_t<E>, Value>) Value&
   operator=(E&& e) & {
     if constexpr (detail::Scalar<E>) {
-      Value tmp(static_cast<T>(e));
+      Value tmp(detail::weak_cast<T>(e));
       swap(tmp);
     } else {
       Value tmp(std::forward<E>(e));
@@ -193,6 +194,17 @@ class Value : public detail::ExprOps<Value<T>, T> {
     return view({a, b, c, d}, w);
   }
   /// Pallas' subscript on values: `x[pl::ellipsis]`, `x[i]`, `x[{pl::ds(0, 8), pl::all}]`.
+  /// `jnp.diagonal(v, offset)` of a 2-D value: a strided view of its elements (no copy); an
+  /// offset past the edge gives an empty view.
+  Value diagonal_view(int64_t offset) const {
+    Value v(*this);
+    const int64_t n = shape_.rank() == 2 ? shape_[0] : 0, m = shape_.rank() == 2 ? shape_[1] : 0;
+    const int64_t len = offset >= 0 ? std::min(n, m - offset) : std::min(n + offset, m);
+    v.shape_ = Shape{std::max<int64_t>(len, 0)};
+    v.strides_ = detail::SmallVec(1, strides_[0] + strides_[1]);
+    if (len > 0) v.data_ = data_ + (offset >= 0 ? offset * strides_[1] : -offset * strides_[0]);
+    return v;
+  }
   const Value& operator[](pl::Ellipsis) const noexcept { return *this; }
   Value operator[](detail::Indexer i) const { return view({i}, {}); }
   Value operator[](std::initializer_list<detail::Indexer> ix) const { return view(ix, {}); }

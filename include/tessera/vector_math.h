@@ -45,7 +45,7 @@ auto to_expr(const X& x) {
   if constexpr (Operand<X>) {
     return ExprOf<X>(AsExpr<std::remove_cvref_t<X>>::make(x));
   } else {
-    return ScalarExpr<T>{{}, static_cast<T>(x)};
+    return ScalarExpr<T>{{}, weak_cast<T>(x)};
   }
 }
 
@@ -424,8 +424,8 @@ template <class A, class B>
 requires detail::BinaryOperands<A, B>
 auto power(A&& a, B&& b, std::source_location where = std::source_location::current()) {
   if constexpr (detail::Operand<A> && detail::Scalar<B> &&
-                std::is_integral_v<std::remove_cvref_t<B>> &&
-                !std::is_same_v<std::remove_cvref_t<B>, bool>) {
+                std::is_integral_v<detail::ScalarType<B>> &&
+                !std::is_same_v<detail::ScalarType<B>, bool>) {
     using T = detail::ValueOf<A>;
     detail::check_integer_pow(!is_floating(dtype_of<T>), static_cast<int64_t>(b), where);
     return detail::UnaryExpr<detail::OpCode::kIntegerPow, T, detail::ExprOf<A>>{

@@ -413,24 +413,24 @@ auto make_binary(const A& a, const B& b) {
     using E = BinaryExpr<Op, T, ExprOf<A>, ExprOf<B>, C>;
     return E(AsExpr<std::remove_cvref_t<A>>::make(a), AsExpr<std::remove_cvref_t<B>>::make(b));
   } else if constexpr (Operand<A>) {
-    using C0 = PromoteWeak<ValueOf<A>, std::remove_cvref_t<B>>;
+    using C0 = PromoteWeak<ValueOf<A>, ScalarType<B>>;
     using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
     using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
     using E = BinaryExpr<Op, T, ExprOf<A>, ScalarExpr<C>, C>;
-    return E(AsExpr<std::remove_cvref_t<A>>::make(a), ScalarExpr<C>{{}, static_cast<C>(b)});
+    return E(AsExpr<std::remove_cvref_t<A>>::make(a), ScalarExpr<C>{{}, weak_cast<C>(b)});
   } else {
-    using C0 = PromoteWeak<ValueOf<B>, std::remove_cvref_t<A>>;
+    using C0 = PromoteWeak<ValueOf<B>, ScalarType<A>>;
     using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
     using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
     using E = BinaryExpr<Op, T, ScalarExpr<C>, ExprOf<B>, C>;
-    return E(ScalarExpr<C>{{}, static_cast<C>(a)}, AsExpr<std::remove_cvref_t<B>>::make(b));
+    return E(ScalarExpr<C>{{}, weak_cast<C>(a)}, AsExpr<std::remove_cvref_t<B>>::make(b));
   }
 }
 
 /// The promoted operand dtype of `a op b` (before a comparison makes it bool).
 template <class A, class B>
 struct PromotedOf {
-  using type = PromoteScalars<std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
+  using type = PromoteScalars<ScalarType<A>, ScalarType<B>>;
 };
 template <class A, class B>
 requires(Operand<A>&& Operand<B>) struct PromotedOf<A, B> {
@@ -438,11 +438,11 @@ requires(Operand<A>&& Operand<B>) struct PromotedOf<A, B> {
 };
 template <class A, class B>
 requires(Operand<A> && !Operand<B>) struct PromotedOf<A, B> {
-  using type = PromoteWeak<ValueOf<A>, std::remove_cvref_t<B>>;
+  using type = PromoteWeak<ValueOf<A>, ScalarType<B>>;
 };
 template <class A, class B>
 requires(!Operand<A> && Operand<B>) struct PromotedOf<A, B> {
-  using type = PromoteWeak<ValueOf<B>, std::remove_cvref_t<A>>;
+  using type = PromoteWeak<ValueOf<B>, ScalarType<A>>;
 };
 template <class A, class B>
 using PromotedT = typename PromotedOf<A, B>::type;
@@ -503,7 +503,7 @@ void assign(const pl::Ref<T, S>& dst, const E& expr) {
                 "BlockSpec), then use the VMEM ref");
   ExprProgram p;
   if constexpr (Scalar<E>) {
-    ScalarExpr<T>{{}, static_cast<T>(expr)}.emit(p);
+    ScalarExpr<T>{{}, weak_cast<T>(expr)}.emit(p);
   } else {
     static_assert(std::is_same_v<ValueOf<E>, std::remove_cv_t<T>>,
                   "tessera: the assigned expression's dtype differs from the destination "
@@ -770,7 +770,7 @@ requires(is_ref_v<R> || detail::is_expr_v<R>) &&
     detail::is_scalar_v<V> auto full_like(
         const R& like, V value, std::source_location where = std::source_location::current()) {
   using T = detail::ValueOf<R>;
-  return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(value), where};
+  return detail::FullExpr<T>{{}, like.shape(), detail::weak_cast<T>(value), where};
 }
 /// `jnp.zeros_like(ref)`.
 template <class R>

@@ -7,10 +7,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
+#include "tessera/vector_extra.h"
 #include "tessera/vector_ops.h"
 #include "tessera/vector_reduce.h"
 
@@ -303,6 +305,43 @@ Shape concat_shape(const Shape* parts, int n, int& axis, bool stack, std::source
     dims[axis] = along;
   }
   return Shape(std::move(dims));
+}
+
+void check_diagonal_rank(const Shape& in, std::source_location where) {
+  if (in.rank() != 2) {
+    raise(ErrorKind::kInvalidArgument, "jnp.diagonal", where,
+          fmt::format("takes a 2-D operand here, got shape {}; select the two axes first (e.g. "
+                      "with at(...) or jnp::transpose)",
+                      shape_str(in)));
+  }
+}
+
+void check_pad(const Shape& in, const std::pair<int64_t, int64_t>* pads, int n,
+               std::string_view mode, std::source_location where) {
+  if (mode != "constant" && mode != "wrap") {
+    raise(ErrorKind::kInvalidArgument, "jnp.pad", where,
+          fmt::format("mode \"{}\" is not supported; Tessera pads with \"constant\" or "
+                      "\"wrap\"",
+                      mode));
+  }
+  if (in.rank() < 1 || in.rank() > 4 || n != in.rank()) {
+    raise(ErrorKind::kInvalidArgument, "jnp.pad", where,
+          fmt::format("needs one (before, after) pair per axis of the operand (rank 1 to 4), "
+                      "got {} pairs for shape {}",
+                      n, shape_str(in)));
+  }
+  for (int d = 0; d < n; ++d) {
+    const auto [lo, hi] = pads[d];
+    if (lo < 0 || hi < 0) {
+      raise(ErrorKind::kInvalidArgument, "jnp.pad", where,
+            fmt::format("the pads of axis {} are ({}, {}); pads must be >= 0", d, lo, hi));
+    }
+    if (mode == "wrap" && in[d] == 0 && lo + hi > 0) {
+      raise(
+          ErrorKind::kInvalidArgument, "jnp.pad", where,
+          fmt::format("mode \"wrap\" cannot pad axis {} of extent 0 (shape {})", d, shape_str(in)));
+    }
+  }
 }
 
 }  // namespace tessera::detail

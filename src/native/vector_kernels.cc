@@ -484,6 +484,10 @@ HWY_INLINE void op_tile(DF df, const plan::Plan& p, const plan::Node& n, size_t 
         Select(di, di, c, ibuf(lanes, a), ibuf(lanes, b), ibuf(lanes, k), padded);
       break;
     }
+    case OpCode::kBitcast:
+      Bitcast(p.nodes[a].dtype, p.nodes[a].flt, fbuf(lanes, a), n.dtype, n.flt, fbuf(lanes, k),
+              padded);
+      break;
     default:
       if (n.b >= 0) {
         const size_t b = static_cast<size_t>(n.b);

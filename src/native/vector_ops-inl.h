@@ -16,6 +16,7 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -126,6 +127,39 @@ HWY_INLINE V Erf(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
+/// erf^-1(x) in float32: M. Giles' single-precision approximation ("Approximating the erfinv
+/// function", GPU Computing Gems, 2011), two polynomials in w = -log1p(-x^2); +-1 give +-inf,
+/// |x| > 1 NaN.
+inline float erf_inv(float x) {
+  float w = -std::log1p(-x * x);
+  float p;
+  if (w < 5.0f) {
+    w -= 2.5f;
+    p = 2.81022636e-08f;
+    p = 3.43273939e-07f + p * w;
+    p = -3.5233877e-06f + p * w;
+    p = -4.39150654e-06f + p * w;
+    p = 0.00021858087f + p * w;
+    p = -0.00125372503f + p * w;
+    p = -0.00417768164f + p * w;
+    p = 0.246640727f + p * w;
+    p = 1.50140941f + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0f;
+    p = -0.000200214257f;
+    p = 0.000100950558f + p * w;
+    p = 0.00134934322f + p * w;
+    p = -0.00367342844f + p * w;
+    p = 0.00573950773f + p * w;
+    p = -0.0076224613f + p * w;
+    p = 0.00943887047f + p * w;
+    p = 1.00167406f + p * w;
+    p = 2.83297682f + p * w;
+  }
+  if (std::fabs(x) == 1.0f) return x * std::numeric_limits<float>::infinity();
+  return p * x;
+}
+
 // ---- float nodes -------------------------------------------------------------------------------
 template <class DF>
 void UnaryF(DF df, OpCode op, int64_t k, const float* a, float* o, int64_t n) {
@@ -170,6 +204,12 @@ void UnaryF(DF df, OpCode op, int64_t k, const float* a, float* o, int64_t n) {
       return map1(df, a, o, n, [&](V x) HWY_ATTR { return hn::CallCos(df, x); });
     case OpCode::kErf:
       return map1(df, a, o, n, [&](V x) HWY_ATTR { return Erf(df, x); });
+    case OpCode::kTan:  // libm's tanf per lane (correctly rounded or within 1 ULP)
+      for (int64_t j = 0; j < n; ++j) o[j] = std::tan(a[j]);
+      return;
+    case OpCode::kErfInv:
+      for (int64_t j = 0; j < n; ++j) o[j] = erf_inv(a[j]);
+      return;
     case OpCode::kFloor:
       return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Floor(x); });
     case OpCode::kCeil:
@@ -234,6 +274,9 @@ void BinaryF(DF df, OpCode op, const float* a, const float* b, float* o, int64_t
       return;
     case OpCode::kPow:
       for (int64_t j = 0; j < n; ++j) o[j] = std::pow(a[j], b[j]);
+      return;
+    case OpCode::kNextAfter:
+      for (int64_t j = 0; j < n; ++j) o[j] = std::nextafter(a[j], b[j]);
       return;
     default:
       return;
@@ -318,6 +361,17 @@ void UnaryI(DI di, OpCode op, DType dt, int64_t k, const int32_t* a, int32_t* o,
     case OpCode::kIntegerPow:
       for (int64_t j = 0; j < n; ++j) o[j] = int_pow(a[j], static_cast<int32_t>(k));
       return;
+    case OpCode::kPopcount:
+    case OpCode::kClz: {
+      // The dtype's own bits: int8/int16 lanes are sign-extended, so mask them first.
+      const int bits = int_bits(dt);
+      const uint32_t mask = bits == 32 ? 0xffffffffu : (1u << bits) - 1u;
+      for (int64_t j = 0; j < n; ++j) {
+        const uint32_t u = static_cast<uint32_t>(a[j]) & mask;
+        o[j] = op == OpCode::kPopcount ? std::popcount(u) : std::countl_zero(u) - (32 - bits);
+      }
+      return;
+    }
     default:
       return;
   }
@@ -472,6 +526,75 @@ void Select(D d, DI di, const int32_t* c, const hn::TFromD<D>* a, const hn::TFro
   for (int64_t j = 0; j < n; j += N) {
     const auto m = hn::RebindMask(d, hn::Ne(hn::Load(di, c + j), hn::Zero(di)));
     hn::Store(hn::IfThenElse(m, hn::Load(d, a + j), hn::Load(d, b + j)), d, o + j);
+  }
+}
+
+// ---- bitcast_convert_type -----------------------------------------------------------------------
+// A lane of dtype `dt` (float lane f or int lane i) as the dtype's raw bits, zero-extended. A
+// narrow float's lane holds its value exactly, so converting it back rounds nothing.
+inline uint32_t lane_to_bits(DType dt, float f, int32_t i) {
+  switch (dt) {
+    case DType::kFloat32:
+      return std::bit_cast<uint32_t>(f);
+    case DType::kBFloat16:
+      return bfloat16(f).bits;
+    case DType::kFloat16:
+      return float16(f).bits;
+    case DType::kFloat8E4M3FN:
+      return float8_e4m3fn(f).bits;
+    case DType::kFloat8E5M2:
+      return float8_e5m2(f).bits;
+    default: {
+      const int bits = int_bits(dt);
+      return static_cast<uint32_t>(i) & (bits == 32 ? 0xffffffffu : (1u << bits) - 1u);
+    }
+  }
+}
+// Raw bits `b` of dtype `dt` as its lane (signed integers sign-extended).
+inline void bits_to_lane(DType dt, uint32_t b, float* f, int32_t* i) {
+  switch (dt) {
+    case DType::kFloat32:
+      *f = std::bit_cast<float>(b);
+      return;
+    case DType::kBFloat16:
+      *f = static_cast<float>(bfloat16::from_bits(static_cast<uint16_t>(b)));
+      return;
+    case DType::kFloat16:
+      *f = static_cast<float>(float16::from_bits(static_cast<uint16_t>(b)));
+      return;
+    case DType::kFloat8E4M3FN:
+      *f = static_cast<float>(float8_e4m3fn::from_bits(static_cast<uint8_t>(b)));
+      return;
+    case DType::kFloat8E5M2:
+      *f = static_cast<float>(float8_e5m2::from_bits(static_cast<uint8_t>(b)));
+      return;
+    case DType::kInt8:
+      *i = static_cast<int8_t>(static_cast<uint8_t>(b));
+      return;
+    case DType::kInt16:
+      *i = static_cast<int16_t>(static_cast<uint16_t>(b));
+      return;
+    default:
+      *i = static_cast<int32_t>(b);
+      return;
+  }
+}
+// Node `out` (dtype `to`, float lanes when `out_flt`) from node `in` (dtype `from`), bit for bit.
+inline void Bitcast(DType from, bool in_flt, const void* in, DType to, bool out_flt, void* out,
+                    int64_t n) {
+  const auto* fi = static_cast<const float*>(in);
+  const auto* ii = static_cast<const int32_t*>(in);
+  auto* fo = static_cast<float*>(out);
+  auto* io = static_cast<int32_t*>(out);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t b = lane_to_bits(from, in_flt ? fi[j] : 0.0f, in_flt ? 0 : ii[j]);
+    float f = 0.0f;
+    int32_t i = 0;
+    bits_to_lane(to, b, &f, &i);
+    if (out_flt)
+      fo[j] = f;
+    else
+      io[j] = i;
   }
 }
 

@@ -166,6 +166,19 @@ TEST(OpsTest, ReshapeNoopOrSingletonDims) {
   reshape_case({1, 2, 4}, {2, 4});
   reshape_case({2, 4}, {2, 1, 4});
   reshape_case({1, 2, 4, 1}, {1, 2, 1, 4, 1});
+  // The cases that move the last dim (Tessera reshapes any layout, as Pallas' interpret mode).
+  reshape_case({2, 4}, {2, 4, 1});
+  reshape_case({2, 4, 1}, {2, 4});
+  reshape_case({1, 2, 1, 4, 1}, {2, 4});
+  reshape_case({2, 4}, {1, 2, 1, 4});
+  reshape_case({2, 4}, {1, 2, 4, 1});
+}
+
+TEST(OpsTest, Reshape) {
+  reshape_case({2, 4}, {8});
+  reshape_case({2, 4}, {8, 1});
+  reshape_case({2, 4}, {1, 8});
+  reshape_case({64}, {32, 2});
 }
 
 template <class T>

@@ -23,6 +23,22 @@ inline constexpr bool is_ref_v<pl::Ref<T, S>> = true;
 
 namespace detail {
 
+template <class T>
+class ElementRef;  // ref.h
+
+/// The C++ type of a weak scalar operand: an element of a ref (`s_ref(0)`, ref.h's ElementRef)
+/// counts as a scalar of its element type, read where the expression is built.
+template <class S>
+struct ScalarTypeImpl {
+  using type = S;
+};
+template <class T>
+struct ScalarTypeImpl<ElementRef<T>> {
+  using type = T;
+};
+template <class S>
+using ScalarType = typename ScalarTypeImpl<std::remove_cvref_t<S>>::type;
+
 /// Base of every expression-template node (vector_ops.h).
 struct ExprBase {};
 template <class E>
@@ -48,9 +64,10 @@ template <class X>
 inline constexpr bool named_operand_ok_v =
     !std::is_lvalue_reference_v<X> || is_pure_expr_v<std::remove_cvref_t<X>>;
 
-/// A C++ arithmetic scalar (weakly typed).
+/// A C++ arithmetic scalar (weakly typed), or an element of a ref of them.
 template <class S>
-inline constexpr bool is_scalar_v = std::is_arithmetic_v<S> || is_narrow_float_v<S>;
+inline constexpr bool is_scalar_v =
+    std::is_arithmetic_v<ScalarType<S>> || is_narrow_float_v<ScalarType<S>>;
 
 /// A ref or an elementwise-capable expression: something an operator can take.
 template <class X>
@@ -58,6 +75,19 @@ concept Operand = is_ref_v<std::remove_cvref_t<X>> || is_expr_v<std::remove_cvre
 /// A C++ scalar operand (weakly typed, like a Python scalar).
 template <class X>
 concept Scalar = is_scalar_v<std::remove_cvref_t<X>> && !Operand<X>;
+
+/// A weak scalar operand as a C++ value of dtype C: an element of a ref is read; an integer
+/// becomes a narrow float (bfloat16, float16, float8) through float, as jnp converts it, so that
+/// no implicit int -> float conversion is left for -Wconversion to report.
+template <class C, class S>
+C weak_cast(const S& s) {
+  const ScalarType<S> v = s;
+  if constexpr (is_narrow_float_v<C> && !is_narrow_float_v<ScalarType<S>>) {
+    return C(static_cast<float>(v));
+  } else {
+    return static_cast<C>(v);
+  }
+}
 
 }  // namespace detail
 }  // namespace tessera
