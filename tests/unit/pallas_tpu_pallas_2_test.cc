@@ -90,6 +90,39 @@ TEST(TpuPallasTest, DmaOutputDmaSemaphoreRef) {
   for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], x[i]);
 }
 
+// test_set_dma_priority: deliberately different. async_copy has no priority= (a hint for the
+// TPU's DMA queues, with no effect on what is copied); the port issues the same four copies.
+TEST(TpuPallasTest, DmaSetDmaPriority) {
+  const Array<int32_t> x1 = arange<int32_t>({8, 128});
+  Array<int32_t> x2 = x1;
+  for (int32_t& v : x2) v += 1;
+  using In = pltpu::AnyRef<const int32_t>;
+  using Out = pltpu::AnyRef<int32_t>;
+  const auto [y1, y2] = pl::pallas_call(
+      [](In a, In b, Out c, Out d, pltpu::VmemRef<int32_t> s1, pltpu::VmemRef<int32_t> s2,
+         pltpu::DmaSemaphoreRef sem1, pltpu::DmaSemaphoreRef sem2) {
+        auto copy1 = pltpu::async_copy(a, s1, sem1);  // priority=1
+        auto copy2 = pltpu::async_copy(b, s2, sem2);  // priority=0
+        copy1.wait();
+        copy2.wait();
+        auto copy3 = pltpu::async_copy(s1, c, sem1);
+        auto copy4 = pltpu::async_copy(s2, d, sem2);
+        copy3.wait();
+        copy4.wait();
+      },
+      pltpu::PrefetchScalarGridSpec<0>(
+          pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
+          pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
+          pl::scratch_shapes(pltpu::VMEM<int32_t>({8, 128}), pltpu::VMEM<int32_t>({8, 128}),
+                             pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::DMA)),
+      pl::out_shape(ShapeDtypeStruct<int32_t>{{8, 128}}, ShapeDtypeStruct<int32_t>{{8, 128}}))(x1,
+                                                                                               x2);
+  for (int64_t i = 0; i < x1.size(); ++i) {
+    ASSERT_EQ(y1[i], x1[i]);
+    ASSERT_EQ(y2[i], x2[i]);
+  }
+}
+
 TEST(TpuPallasTest, DmaSelectRefNested) {
   // pl.select_ref is indexing a std::array of refs; the nested select picks a half of each.
   constexpr int kRefs = 4;
