@@ -316,4 +316,57 @@ TEST(TpuPallasAsyncTest, AsyncCopyDeviceIdAsAxisDict) {
   device_id_as_axis_dict(false);
 }
 
+// test_axis_dict_with_core_single_device: one device of two cores; every core copies its half
+// of the columns, then core 0 sends its half to core 1 (device_id={'core': 1}), which writes it
+// over its own half. run_state's (in, out) refs are pl::kernel's input and output.
+TEST(TpuPallasAsyncTest, AsyncCopyAxisDictWithCoreSingleDevice) {
+  constexpr int kDdim = 1, kCores = 2;
+  constexpr int64_t xlocal = 8, ylocal = 256, slc_size = ylocal / kCores;
+  const Mesh mesh = jax::make_mesh({kDdim}, {"device"});
+  const Array<int32_t> input = arange<int32_t>({xlocal * kDdim, ylocal});
+  auto core_copy =
+      pl::kernel(pl::out_type<int32_t>({xlocal, ylocal}), pltpu::TensorCoreMesh("core", kCores),
+                 pltpu::CompilerParams{.collective_id = 7})([](pltpu::HbmRef<const int32_t> in_ref,
+                                                               pltpu::HbmRef<int32_t> out_ref) {
+        pl::run_scoped(
+            [&](pltpu::VmemRef<int32_t> out_vmem, pltpu::DmaSemaphoreRef sem,
+                pltpu::DmaSemaphoreRef send_sem, pltpu::DmaSemaphoreRef recv_sem) {
+              const int core_index = lax::axis_index("core");
+              const auto slc = pl::ds(core_index * slc_size, slc_size);
+              // Every core has entered run_scoped.
+              auto barrier = pltpu::get_barrier_semaphore();
+              for (int i = 0; i < kDdim; ++i) {
+                for (int j = 0; j < kCores; ++j) {
+                  pl::semaphore_signal(barrier, 1, pl::device_id({{"device", i}, {"core", j}}),
+                                       pl::DeviceIdType::MESH);
+                }
+              }
+              pl::semaphore_wait(barrier, kDdim * kCores);
+              pltpu::async_copy(in_ref.at(pl::all, slc), out_ref.at(pl::all, slc), sem).wait();
+              auto copy_c0_to_c1 =
+                  pltpu::make_async_remote_copy(in_ref.at(pl::all, slc), out_vmem, send_sem,
+                                                recv_sem, {{"core", 1}}, pl::DeviceIdType::MESH);
+              if (core_index == 0) {
+                copy_c0_to_c1.start();
+                copy_c0_to_c1.wait_send();
+              }
+              if (core_index == 1) {
+                copy_c0_to_c1.wait_recv();
+                pltpu::async_copy(out_vmem, out_ref.at(pl::all, slc), sem).wait();
+              }
+            },
+            pltpu::VMEM<int32_t>({xlocal, slc_size}), pltpu::SemaphoreType::DMA,
+            pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::DMA);
+      });
+  const Array<int32_t> out =
+      jax::shard_map([&](const Array<int32_t>& shard) { return core_copy(shard); }, mesh,
+                     P("device", None), P("device", None))(input);
+  for (int64_t r = 0; r < xlocal; ++r) {
+    for (int64_t c = 0; c < slc_size; ++c) {
+      ASSERT_EQ(out(r, slc_size + c), input(r, c));  // core 1's half holds core 0's
+      ASSERT_EQ(out(r, c), input(r, c));
+    }
+  }
+}
+
 }  // namespace
