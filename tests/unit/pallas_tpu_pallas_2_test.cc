@@ -318,6 +318,45 @@ TEST(TpuPallasTest, PoisonMaskedStore) {
   }
 }
 
+// ---- TPUPipelineModeRevisitTest -----------------------------------------------------------------
+
+// test_block_reduction_with_non_immediate_revisit: deliberately different. There is no
+// pl.Buffered(revisit=pl.RevisitMode.ANY): an output block visited again after another block is
+// an error (checked mode reports it, kRevisit, at the step that comes back), so a reduction that
+// comes back to its blocks accumulates in scratch or keeps the reduced axis innermost.
+TEST(TpuPallasTest, PipelineModeRevisitBlockReductionWithNonImmediateRevisit) {
+  const Array<float> x = arange<float>({24, 384});
+  auto e = tessera::testing::catch_error<KernelError>([&] {
+    pl::pallas_call(
+        [](pltpu::VmemRef<const float> xr, pltpu::VmemRef<float> o) {
+          if (pl::program_id(0) == 0) o = jnp::zeros_like(o);
+          o[pl::ellipsis] = o[pl::ellipsis] + xr[pl::ellipsis];
+        },
+        pl::out_shape<float>({8, 384}), pl::grid({3, 3}),
+        pl::in_specs(pl::BlockSpec({8, 128}, [](int i, int j) { return pl::idx(i, j); })),
+        pl::out_specs(pl::BlockSpec(
+            {8, 128}, [](int, int j) { return pl::idx(0, j); }, pl::Buffered(1))),
+        pltpu::InterpretParams{})(x);
+  });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), ErrorKind::kRevisit) << e->what();
+  EXPECT_EQ(e->grid_step(), (std::vector<int64_t>{1, 0})) << e->what();
+  // The same reduction with the reduced axis innermost visits each block once, in a row.
+  const Array<float> z = pl::pallas_call(
+      [](pltpu::VmemRef<const float> xr, pltpu::VmemRef<float> o) {
+        if (pl::program_id(1) == 0) o = jnp::zeros_like(o);
+        o[pl::ellipsis] = o[pl::ellipsis] + xr[pl::ellipsis];
+      },
+      pl::out_shape<float>({8, 384}), pl::grid({3, 3}),
+      pl::in_specs(pl::BlockSpec({8, 128}, [](int j, int i) { return pl::idx(i, j); })),
+      pl::out_specs(pl::BlockSpec({8, 128}, [](int j, int) { return pl::idx(0, j); })))(x);
+  for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t c = 0; c < 384; ++c) {
+      ASSERT_EQ(z(r, c), x(r, c) + x(8 + r, c) + x(16 + r, c)) << r << "," << c;
+    }
+  }
+}
+
 // ---- PallasCallScalarPrefetchTest -------------------------------------------------------------
 
 // test_scalar_prefetch_calling_convention (vmap=False): one grouped scalar-prefetch operand,
