@@ -5,7 +5,9 @@
 // `pltpu::SMEM<T>(shape)`, `pltpu::SemaphoreType::DMA`, `...::REGULAR({n})`, ...)
 // is allocated on the calling core, above the kernel's scratch and any
 // enclosing scope; `f` receives one ref per type, in order; run_scoped returns
-// what `f` returns and frees the buffers when `f` returns or throws.
+// what `f` returns (scalars, or a `jnp::Value`, which keeps its own elements;
+// not a lazy expression or a ref into the scope) and frees the buffers when `f`
+// returns or throws.
 //
 //   Pallas                                          Tessera
 //   def body(tmp, sem): ...                         pl::run_scoped(
