@@ -5,7 +5,9 @@
 // `pltpu::SMEM<T>(shape)`, `pltpu::SemaphoreType::DMA`, `...::REGULAR({n})`, ...)
 // is allocated on the calling core, above the kernel's scratch and any
 // enclosing scope; `f` receives one ref per type, in order; run_scoped returns
-// what `f` returns and frees the buffers when `f` returns or throws.
+// what `f` returns (scalars, or a `jnp::Value`, which keeps its own elements;
+// not a lazy expression or a ref into the scope) and frees the buffers when `f`
+// returns or throws.
 //
 //   Pallas                                          Tessera
 //   def body(tmp, sem): ...                         pl::run_scoped(
@@ -46,6 +48,7 @@
 
 #include "tessera/detail/runtime.h"
 #include "tessera/scratch.h"
+#include "tessera/value.h"
 
 namespace tessera {
 namespace detail {
@@ -82,10 +85,13 @@ std::invoke_result_t<F&, typename S::ref_type...> run_scoped_impl(std::source_lo
                                                                   std::index_sequence<I...>,
                                                                   const S&... types) {
   using R = std::invoke_result_t<F&, typename S::ref_type...>;
-  static_assert(!is_expr_v<std::remove_cvref_t<R>>,
+  // A jnp::Value is computed when it is made and keeps its own elements (value.h), so it may
+  // leave the scope; a lazy expression would read the scope's buffers after they are freed.
+  static_assert(!is_expr_v<std::remove_cvref_t<R>> || is_value_v<std::remove_cvref_t<R>>,
                 "tessera: the function passed to pl::run_scoped returns a lazy expression; it "
                 "reads the scope's buffers when it is evaluated, after run_scoped has freed "
-                "them: assign it to a ref inside the scope (or return a scalar)");
+                "them: assign it to a ref inside the scope, or return a jnp::Value (computed "
+                "inside the scope) or a scalar");
   static_assert(!is_element_ref_v<std::remove_cvref_t<R>>,
                 "tessera: the function passed to pl::run_scoped returns an element of a ref "
                 "(an ElementRef names the element, which may be in the scope's freed buffers): "

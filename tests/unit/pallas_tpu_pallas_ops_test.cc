@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "support/pallas_port.h"
@@ -34,13 +35,17 @@ void scalar_casting() {
 template <class In>
 void scalar_casting_to_all() {
   scalar_casting<In, int8_t>();
+  scalar_casting<In, int16_t>();
   scalar_casting<In, int32_t>();
   scalar_casting<In, float>();
 }
 
 TEST(TpuPallasTest, PoisonScalarCasting) {
   scalar_casting_to_all<int8_t>();
+  scalar_casting_to_all<int16_t>();
   scalar_casting_to_all<int32_t>();
+  scalar_casting_to_all<float8_e5m2>();
+  scalar_casting_to_all<float8_e4m3fn>();
   scalar_casting_to_all<bfloat16>();
   scalar_casting_to_all<float>();
 }
@@ -57,6 +62,7 @@ void scalar_load_upcast() {
 
 TEST(TpuPallasTest, PoisonScalarLoadUpcast) {
   scalar_load_upcast<int8_t>();
+  scalar_load_upcast<int16_t>();
   scalar_load_upcast<int32_t>();
 }
 
@@ -72,25 +78,39 @@ void scalar_indirect_load() {
 
 TEST(TpuPallasTest, PoisonScalarIndirectLoad) {
   scalar_indirect_load<int8_t>();
+  scalar_indirect_load<int16_t>();
   scalar_indirect_load<int32_t>();
 }
 
-TEST(TpuPallasTest, PoisonScalarIntegerAddition) {
-  const Array<int32_t> y = pl::pallas_call(
-      [](pltpu::SmemRef<const int32_t> x, pltpu::SmemRef<int32_t> o) { o(0) = x(0) + x(0); },
+template <class T>
+void scalar_integer_addition() {
+  const Array<T> y = pl::pallas_call(
+      [](pltpu::SmemRef<const T> x, pltpu::SmemRef<T> o) { o(0) = static_cast<T>(x(0) + x(0)); },
       pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
-      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
-      pl::out_shape<int32_t>({1}))(Array<int32_t>({1}, {3}));
-  EXPECT_EQ(y[0], 6);
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)), pl::out_shape<T>({1}))(Array<T>({1}, {3}));
+  EXPECT_EQ(y[0], T(6));
+}
+
+TEST(TpuPallasTest, PoisonScalarIntegerAddition) {
+  scalar_integer_addition<int32_t>();
+  scalar_integer_addition<uint32_t>();
+}
+
+template <class T>
+void vector_integer_addition() {
+  const Array<T> y =
+      pl::pallas_call([](pltpu::VmemRef<const T> x, pltpu::VmemRef<T> o) { o = x + x; },
+                      pl::in_specs(pl::BlockSpec(MemorySpace::VMEM)),
+                      pl::out_specs(pl::BlockSpec(MemorySpace::VMEM)),
+                      pl::out_shape<T>({128, 16}))(full<T>({128, 16}, T(7)));
+  for (T v : y) ASSERT_EQ(v, T(14));
 }
 
 TEST(TpuPallasTest, PoisonVectorIntegerAddition) {
-  const Array<int32_t> y =
-      pl::pallas_call([](pltpu::VmemRef<const int32_t> x, pltpu::VmemRef<int32_t> o) { o = x + x; },
-                      pl::in_specs(pl::BlockSpec(MemorySpace::VMEM)),
-                      pl::out_specs(pl::BlockSpec(MemorySpace::VMEM)),
-                      pl::out_shape<int32_t>({128, 16}))(full<int32_t>({128, 16}, 7));
-  for (int32_t v : y) ASSERT_EQ(v, 14);
+  vector_integer_addition<int32_t>();
+  vector_integer_addition<uint32_t>();
+  vector_integer_addition<int16_t>();
+  vector_integer_addition<uint16_t>();
 }
 
 template <class T, bool kMax>
@@ -107,11 +127,13 @@ void scalar_max_min() {
 
 TEST(TpuPallasTest, PoisonMaxOperation) {
   scalar_max_min<int32_t, true>();
+  scalar_max_min<uint32_t, true>();
   scalar_max_min<float, true>();
 }
 
 TEST(TpuPallasTest, PoisonMinOperation) {
   scalar_max_min<int32_t, false>();
+  scalar_max_min<uint32_t, false>();
   scalar_max_min<float, false>();
 }
 
@@ -129,7 +151,11 @@ void bool_select() {
 
 TEST(TpuPallasTest, PoisonBoolSelectOperation) {
   bool_select<int32_t>();
+  bool_select<uint32_t>();
+  bool_select<int16_t>();
+  bool_select<uint16_t>();
   bool_select<int8_t>();
+  bool_select<uint8_t>();
   bool_select<float>();
   bool_select<bfloat16>();
 }
@@ -162,28 +188,44 @@ TEST(TpuPallasTest, PoisonBoolTransposeLastTwoDims) {
   bool_transpose_last_two_dims({8, 5, 8, 10});
 }
 
-// ---- PallasScalarIOpsTest (int32; the narrower types expect Mosaic's "not implemented") -------
+// ---- PallasScalarIOpsTest (int32, uint32; the narrower types expect Mosaic's "not implemented")
 
-int32_t scalar_op(int32_t (*op)(int32_t, int32_t)) {
-  const Array<int32_t> x = arange<int32_t>({3});
-  return pl::pallas_call([op](pltpu::SmemRef<const int32_t> xr,
-                              pltpu::SmemRef<int32_t> y) { y(0) = op(xr(1), xr(2)); },
-                         pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
-                         pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)),
-                         pl::out_shape<int32_t>({1}))(x)[0];
+template <class T>
+T scalar_op(T (*op)(T, T)) {
+  const Array<T> x = arange<T>({3});
+  return pl::pallas_call(
+      [op](pltpu::SmemRef<const T> xr, pltpu::SmemRef<T> y) { y(0) = op(xr(1), xr(2)); },
+      pl::in_specs(pl::BlockSpec(MemorySpace::SMEM)),
+      pl::out_specs(pl::BlockSpec(MemorySpace::SMEM)), pl::out_shape<T>({1}))(x)[0];
+}
+
+template <class T>
+void scalar_ops_canonicalization() {
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return a & b; }), T(1 & 2));       // andi
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return a / b; }), T(0));           // divi: 1 // 2
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return std::max(a, b); }), T(2));  // max
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return std::min(a, b); }), T(1));  // min
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return a * b; }), T(2));           // muli
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return a | b; }), T(1 | 2));       // ori
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return a << b; }), T(1 << 2));     // shli
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return a >> b; }), T(1 >> 2));     // shri
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return b - a; }), T(2 - 1));       // subi
+  EXPECT_EQ(scalar_op<T>([](T a, T b) -> T { return a ^ b; }), T(1 ^ 2));       // xori
 }
 
 TEST(TpuPallasTest, ScalarIOpsOpCanonicalization) {
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a & b; }), 1 & 2);       // andi
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a / b; }), 0);           // divi: 1 // 2
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return std::max(a, b); }), 2);  // max
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return std::min(a, b); }), 1);  // min
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a * b; }), 2);           // muli
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a | b; }), 1 | 2);       // ori
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a << b; }), 1 << 2);     // shli
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a >> b; }), 1 >> 2);     // shri
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return b - a; }), 2 - 1);       // subi
-  EXPECT_EQ(scalar_op([](int32_t a, int32_t b) { return a ^ b; }), 1 ^ 2);       // xori
+  scalar_ops_canonicalization<int32_t>();
+  scalar_ops_canonicalization<uint32_t>();
+}
+
+// test_pow_unsigned_exponent: 2 ** 0xFFFFFFFF is inf (the unsigned exponent is not -1).
+TEST(TpuPallasTest, UnsignedIntegerPowUnsignedExponent) {
+  const Array<float> y =
+      pl::pallas_call([](pltpu::VmemRef<const float> x, pltpu::VmemRef<const uint32_t> e,
+                         pltpu::VmemRef<float> o) { o = lax::pow(x, e); },
+                      pl::out_shape<float>({8, 128}))(full<float>({8, 128}, 2.0f),
+                                                      full<uint32_t>({8, 128}, 0xFFFFFFFFu));
+  for (float v : y) ASSERT_EQ(v, std::numeric_limits<float>::infinity());
 }
 
 // ---- PallasCallTPUBooleanTest -------------------------------------------------------------------
@@ -434,6 +476,7 @@ void reshape_middle_all() {
 
 TEST(TpuPallasTest, MiscellaneousReshapeFoldAndUnfoldMiddleDims) {
   reshape_middle_all<float>();
+  reshape_middle_all<uint32_t>();
   reshape_middle_all<bfloat16>();
   reshape_middle_all<int8_t>();
 }
@@ -451,30 +494,43 @@ TEST(TpuPallasTest, MiscellaneousDynamicGridWithSmemOutput) {
   }
 }
 
-// test_packed_shifts (int8): shift amounts outside 0..7 give 0 for <<, the sign for >> (as jax
-// on the CPU gives for -1: 0 and the sign).
-TEST(TpuPallasTest, MiscellaneousPackedShifts) {
+// test_packed_shifts: a shift amount at or past the bit width gives 0 for <<, and for >> the
+// sign (signed types) or 0 (unsigned), as jax on the CPU gives; the unsigned types skip -1.
+template <class T>
+void packed_shifts() {
+  constexpr int bits = 8 * static_cast<int>(sizeof(T));
   for (const Shape& shape : {Shape{11, 200}, Shape{32, 256}}) {
-    Array<int8_t> inp(shape);
+    Array<T> inp(shape);
     Random r(1234);
-    for (int8_t& v : inp) v = static_cast<int8_t>(r.uniform_int(-128, 128));
+    for (T& v : inp) {
+      v = static_cast<T>(
+          r.uniform_int(std::numeric_limits<T>::min(), int64_t{std::numeric_limits<T>::max()} + 1));
+    }
     for (int shift : {-1, 0, 1, 2, 5, 8, 9, 16, 17, 100}) {
+      if (shift < 0 && std::is_unsigned_v<T>) continue;
       const auto [shl, shr] = pl::pallas_call(
-          [shift](pltpu::VmemRef<const int8_t> x, pltpu::VmemRef<int8_t> l,
-                  pltpu::VmemRef<int8_t> rr) {
+          [shift](pltpu::VmemRef<const T> x, pltpu::VmemRef<T> l, pltpu::VmemRef<T> rr) {
             l = x << shift;
             rr = x >> shift;
           },
-          pl::out_shape(ShapeDtypeStruct<int8_t>{shape}, ShapeDtypeStruct<int8_t>{shape}))(inp);
-      const bool outside = shift < 0 || shift >= 8;
+          pl::out_shape(ShapeDtypeStruct<T>{shape}, ShapeDtypeStruct<T>{shape}))(inp);
+      const bool outside = shift < 0 || shift >= bits;
       for (int64_t i = 0; i < inp.size(); ++i) {
-        const int want_l = outside ? 0 : static_cast<int8_t>(inp[i] << shift);
-        const int want_r = outside ? (inp[i] < 0 ? -1 : 0) : inp[i] >> shift;
+        const int64_t v = inp[i];
+        const T want_l = outside ? T(0) : static_cast<T>(v << shift);
+        const T want_r = outside ? static_cast<T>(v < 0 ? -1 : 0) : static_cast<T>(v >> shift);
         ASSERT_EQ(shl[i], want_l) << shift;
         ASSERT_EQ(shr[i], want_r) << shift;
       }
     }
   }
+}
+
+TEST(TpuPallasTest, MiscellaneousPackedShifts) {
+  packed_shifts<int8_t>();
+  packed_shifts<uint8_t>();
+  packed_shifts<int16_t>();
+  packed_shifts<uint16_t>();
 }
 
 TEST(TpuPallasTest, MiscellaneousInterpretAsyncCopySlice) {
@@ -557,6 +613,7 @@ void emit_pipeline_small_window(int tile_major) {
 TEST(TpuPallasTest, EmitPipelineSmallWindow) {
   for (int tile_major : {1, 2, 4, 8}) {
     emit_pipeline_small_window<int32_t>(tile_major);
+    emit_pipeline_small_window<int16_t>(tile_major);
     emit_pipeline_small_window<int8_t>(tile_major);
   }
 }

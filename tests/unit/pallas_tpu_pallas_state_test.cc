@@ -82,6 +82,155 @@ TEST(TpuPallasStateTest, CoreMapCaptureScalar) {
   }
 }
 
+// ---- PallasCallStatefulTest -------------------------------------------------------------------
+// Pallas runs these under pl.run_state: the kernels close over the state's refs (x, y) and the
+// pallas_call has no outputs. Here the refs are the call's operands: x an input, y the output
+// the kernel writes (a pallas_call without outputs cannot write an Array it takes).
+
+TEST(TpuPallasStateTest, StatefulBasicStatefulKernel) {
+  const Array<int32_t> x = arange<int32_t>({8, 128});
+  const Array<int32_t> y = pl::pallas_call(
+      [](pltpu::AnyRef<const int32_t> xr, pltpu::AnyRef<int32_t> yr) {
+        pl::run_scoped(
+            [&](pltpu::DmaSemaphoreRef sem) {
+              pltpu::make_async_copy(xr, yr, sem).start();
+              pltpu::make_async_copy(xr, yr, sem).wait();
+            },
+            pltpu::SemaphoreType::DMA);
+      },
+      pl::in_specs(pl::BlockSpec(pl::ANY)), pl::out_specs(pl::BlockSpec(pl::ANY)),
+      pl::out_shape<int32_t>({8, 128}))(x);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i]);
+}
+
+TEST(TpuPallasStateTest, StatefulBasicStatefulKernelWithScratchSem) {
+  const Array<int32_t> x = arange<int32_t>({8, 128});
+  const Array<int32_t> y = pl::pallas_call(
+      [](pltpu::AnyRef<const int32_t> xr, pltpu::AnyRef<int32_t> yr, pltpu::DmaSemaphoreRef sem) {
+        pltpu::make_async_copy(xr, yr, sem).start();
+        pltpu::make_async_copy(xr, yr, sem).wait();
+      },
+      pl::in_specs(pl::BlockSpec(pl::ANY)), pl::out_specs(pl::BlockSpec(pl::ANY)),
+      pl::scratch_shapes(pltpu::SemaphoreType::DMA), pl::out_shape<int32_t>({8, 128}))(x);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i]);
+}
+
+TEST(TpuPallasStateTest, StatefulBasicStatefulKernelWithScalarPrefetch) {
+  const Array<int32_t> x = arange<int32_t>({1, 8, 128});  // x[None]
+  const Array<int32_t> y = pl::pallas_call(
+      [](pltpu::SmemRef<int32_t> index, pltpu::AnyRef<const int32_t> xr, pltpu::AnyRef<int32_t> yr,
+         pltpu::DmaSemaphoreRef sem) {
+        const int32_t i = index(0);
+        pltpu::make_async_copy(xr.at(i), yr, sem).start();
+        pltpu::make_async_copy(xr.at(i), yr, sem).wait();
+      },
+      pltpu::PrefetchScalarGridSpec<1>(pl::in_specs(pl::BlockSpec(pl::ANY)),
+                                       pl::out_specs(pl::BlockSpec(pl::ANY)),
+                                       pl::scratch_shapes(pltpu::SemaphoreType::DMA)),
+      pl::out_shape<int32_t>({8, 128}))(Array<int32_t>({1}, {0}), x);
+  for (int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], x[i]);
+}
+
+TEST(TpuPallasStateTest, StatefulBasicStatefulKernelWithIoAliasing) {
+  const Array<int32_t> x = arange<int32_t>({8, 128});
+  const auto [x_out, y] = pl::pallas_call(
+      [](pltpu::AnyRef<const int32_t> xr, pltpu::AnyRef<int32_t>, pltpu::AnyRef<int32_t> yr,
+         pltpu::DmaSemaphoreRef sem) {
+        pltpu::make_async_copy(xr, yr, sem).start();
+        pltpu::make_async_copy(xr, yr, sem).wait();
+      },
+      pl::in_specs(pl::BlockSpec(pl::ANY)),
+      pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
+      pl::scratch_shapes(pltpu::SemaphoreType::DMA),
+      pl::out_shape(ShapeDtypeStruct<int32_t>{{8, 128}}, ShapeDtypeStruct<int32_t>{{8, 128}}),
+      pl::input_output_aliases({{0, 0}}))(x);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(y[i], x[i]);
+    ASSERT_EQ(x_out[i], x[i]);  // o_ref[...] = x (the aliased input, unchanged)
+  }
+}
+
+TEST(TpuPallasStateTest, StatefulStatefulMatmul) {
+  // Scaled down from 512 x 512 x 512 (the same 128 blocks, a 2 x 2 x 2 grid).
+  constexpr int64_t m = 256, k = 256, n = 256, bm = 128, bk = 128, bn = 128;
+  const Array<float> x = random_array<float>({m, k}, 0);
+  const Array<float> y = random_array<float>({k, n}, 1);
+  const Array<float> o = pl::pallas_call(
+      [](pltpu::AnyRef<const float> xh, pltpu::AnyRef<const float> yh, pltpu::AnyRef<float> oh,
+         pltpu::VmemRef<float> acc) {
+        pltpu::emit_pipeline(
+            [&acc](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
+                   pltpu::VmemRef<float> ov) {
+              if (pl::program_id(2) == 0) acc = jnp::zeros_like(acc);
+              acc += jnp::dot<float>(xv, yv);
+              if (pl::program_id(2) == pl::num_programs(2) - 1) ov = acc;
+            },
+            pltpu::grid({m / bm, n / bn, k / bk}),
+            pl::in_specs(
+                pl::BlockSpec({bm, bk}, [](int i, int, int kk) { return pl::idx(i, kk); }),
+                pl::BlockSpec({bk, bn}, [](int, int j, int kk) { return pl::idx(kk, j); })),
+            pl::out_specs(pl::BlockSpec(
+                {bm, bn}, [](int i, int j, int) { return pl::idx(i, j); })))(xh, yh, oh);
+      },
+      pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
+      pl::out_specs(pl::BlockSpec(pl::ANY)), pl::scratch_shapes(pltpu::VMEM<float>({bm, bn})),
+      pl::out_shape<float>({m, n}))(x, y);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t q = 0; q < k; ++q) want += static_cast<double>(x(i, q)) * y(q, j);
+      ASSERT_NEAR(o(i, j), want, 1e-4) << i << "," << j;
+    }
+  }
+}
+
+// ---- CoreMapTest: pl.kernel ---------------------------------------------------------------------
+
+TEST(TpuPallasStateTest, CoreMapKernelHelperBasic) {
+  const Array<int32_t> x = arange<int32_t>({8, 128});
+  const pltpu::TensorCoreMesh mesh("x", 1);
+  const auto body = [](pltpu::HbmRef<const int32_t> xr, pltpu::HbmRef<int32_t> o) {
+    pltpu::sync_copy(xr, o);
+  };
+  const Array<int32_t> a = pl::kernel(body, pl::out_type<int32_t>({8, 128}), mesh)(x);
+  const Array<int32_t> b = pl::kernel(pl::out_type<int32_t>({8, 128}), mesh)(body)(x);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(a[i], x[i]);
+    ASSERT_EQ(b[i], x[i]);
+  }
+}
+
+TEST(TpuPallasStateTest, CoreMapKernelHelperWithScratch) {
+  const Array<int32_t> x = arange<int32_t>({8, 128});
+  const Array<int32_t> r = pl::kernel(
+      [](pltpu::HbmRef<const int32_t> xr, pltpu::HbmRef<int32_t> o, pltpu::VmemRef<int32_t> s) {
+        pltpu::sync_copy(xr, s);
+        s += 1;
+        pltpu::sync_copy(s, o);
+      },
+      pl::out_type<int32_t>({8, 128}), pltpu::TensorCoreMesh("x", 1),
+      pl::scratch_types(pltpu::VMEM<int32_t>({8, 128})))(x);
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(r[i], x[i] + 1);
+}
+
+TEST(TpuPallasStateTest, CoreMapKernelHelperWithOutTree) {
+  const Array<int32_t> x = arange<int32_t>({8, 128});
+  const auto [r1, r2] = pl::kernel(
+      [](pltpu::HbmRef<const int32_t> xr, pltpu::HbmRef<int32_t> o1, pltpu::HbmRef<int32_t> o2,
+         pltpu::VmemRef<int32_t> s) {
+        pltpu::sync_copy(xr, o1);
+        pltpu::sync_copy(xr, s);
+        s += 1;
+        pltpu::sync_copy(s, o2);
+      },
+      pl::out_type(ShapeDtypeStruct<int32_t>{{8, 128}}, ShapeDtypeStruct<int32_t>{{8, 128}}),
+      pltpu::TensorCoreMesh("x", 1), pl::scratch_types(pltpu::VMEM<int32_t>({8, 128})))(x);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(r1[i], x[i]);
+    ASSERT_EQ(r2[i], x[i] + 1);
+  }
+}
+
 // ---- TPUPallasCallMemorySpaceTest (the values; the HLO memory-space colours are XLA's) --------
 
 template <MemorySpace S>
@@ -132,6 +281,67 @@ TEST(TpuPallasMemorySpaceTest, TupleOutputMemorySpaceConstraint) {
     ASSERT_EQ(y[i], 1.0f);
     ASSERT_EQ(z[i], 1.0f);
   }
+}
+
+// ---- TPUCoreMapMemorySpaceTest ------------------------------------------------------------------
+// Pallas makes the refs with jax.new_ref / pl.empty_ref_like in a memory space and runs kernels
+// (core_map or pallas_call) that close over them; here each ref is an operand in that space and
+// a ref a later kernel updates is the earlier kernel's output, taken again and aliased.
+
+template <MemorySpace S>
+void ref_in(const Array<float>& x, bool use_core_map) {
+  Array<float> y;
+  if (use_core_map && (S == MemorySpace::HBM || S == MemorySpace::ANY)) {
+    // pl::kernel's operands are HBM refs.
+    y = pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1))(
+        [](pltpu::HbmRef<const float> xr, pltpu::HbmRef<float> yr) { pltpu::sync_copy(xr, yr); })(
+        x);
+  } else {
+    y = pl::pallas_call(
+        [](pl::Ref<const float, S> xr, pl::Ref<float, S> yr) {
+          if constexpr (S == MemorySpace::VMEM) {
+            yr[pl::ellipsis] = xr[pl::ellipsis];
+          } else {
+            pltpu::sync_copy(xr, yr);
+          }
+        },
+        pl::in_specs(pl::BlockSpec(S)), pl::out_specs(pl::BlockSpec(S)),
+        pl::out_shape<float>({8, 128}), pltpu::TensorCoreMesh("core", 1))(x);
+  }
+  for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i]);
+}
+
+TEST(TpuPallasMemorySpaceTest, CoreMapBasicRefMemorySpaceConstraint) {
+  const Array<float> x = arange<float>({8, 128});
+  for (bool use_core_map : {true, false}) {
+    ref_in<MemorySpace::VMEM>(x, use_core_map);
+    ref_in<MemorySpace::SMEM>(x, use_core_map);
+    ref_in<MemorySpace::HBM>(x, use_core_map);
+    ref_in<MemorySpace::ANY>(x, use_core_map);
+  }
+}
+
+// y_ref[i] = i, then y_ref[i] += 1 in a second kernel: an SMEM (8,) array.
+Array<int32_t> smem_fill_then_increment() {
+  const pl::BlockSpec smem(pltpu::SMEM);
+  const Array<int32_t> y0 = pl::pallas_call(
+      [](pltpu::SmemRef<int32_t> y) {
+        for (int i = 0; i < 8; ++i) y(i) = i;
+      },
+      pl::out_specs(smem), pl::out_shape<int32_t>({8}), pltpu::TensorCoreMesh("core", 1))();
+  return pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> y_in, pltpu::SmemRef<int32_t> y) {
+        // y_ref[i] = y_ref[i] + 1: the ref read is the input, the ref written its aliased output
+        // (an output block is not loaded from the aliased input).
+        for (int i = 0; i < 8; ++i) y(i) = y_in(i) + 1;
+      },
+      pl::in_specs(smem), pl::out_specs(smem), pl::out_shape<int32_t>({8}),
+      pl::input_output_aliases({{0, 0}}), pltpu::TensorCoreMesh("core", 1))(y0);
+}
+
+TEST(TpuPallasMemorySpaceTest, CoreMapSmemCopy) {
+  const Array<int32_t> y = smem_fill_then_increment();
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(y[i], i + 1);
 }
 
 }  // namespace

@@ -88,6 +88,7 @@ void narrow_bitwidth_scalar_prefetch(int index) {
 
 TEST(TpuPallasTest, ScalarPrefetchNarrowBitwidthScalarPrefetch) {
   for (int index : {0, 3, 129}) narrow_bitwidth_scalar_prefetch<bfloat16>(index);
+  for (int index : {2, 5, 257}) narrow_bitwidth_scalar_prefetch<int16_t>(index);
   for (int index : {311, 597, 1025}) narrow_bitwidth_scalar_prefetch<int8_t>(index);
 }
 
