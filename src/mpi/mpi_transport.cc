@@ -87,7 +87,7 @@ void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
     launch_ = &launch;
     entered_ = launch.seq;
     // Signals that arrived before this launch was entered.
-    std::erase_if(early_, [&](const Pending& p) { return apply(p, race); });
+    std::erase_if(early_, [&](const Pending& p) { return apply(p, race, true); });
     if (failed_.load()) cancel_launch();
   }
   if (race) fail(rank_, race);
@@ -127,11 +127,14 @@ void MpiTransport::leave(int /*device*/, DeviceLaunch& launch) noexcept {
   while (dir.writers.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
-bool MpiTransport::apply(const Pending& p, std::exception_ptr& error) {
+bool MpiTransport::apply(const Pending& p, std::exception_ptr& error, bool entering) {
   const Signal& s = p.s;
   CoreArena* arena = nullptr;
   if (is_barrier_slot(s.slot)) {
-    // Barrier semaphores outlive launches: any launch, once the core exists.
+    // Barrier semaphores outlive launches: any launch, once the core exists. A checked sender's
+    // signal waits for this rank's checked books (made before the launch is entered), which
+    // must see it before a wait can take it.
+    if (p.note != nullptr && !entering && !observer()) return false;
     arena = CorePool::instance().arena_if_made(static_cast<int>(s.core));
   } else if (launch_ != nullptr && launch_->seq == static_cast<uint64_t>(s.seq) &&
              s.core < launch_->spec->num_cores) {

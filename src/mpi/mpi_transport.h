@@ -50,8 +50,8 @@ class MpiTransport final : public Transport {
     std::shared_ptr<const CheckNote> note;
   };
   // Applies `p` to the running launch (under mu_); false when it is not for it. A race the
-  // checked books find in it goes to `error`.
-  bool apply(const Pending& p, std::exception_ptr& error);
+  // checked books find in it goes to `error`. `entering`: from enter(), for what waited for it.
+  bool apply(const Pending& p, std::exception_ptr& error, bool entering = false);
   void deliver_locked(const Pending& p, std::exception_ptr& race);
   void wake_launch() noexcept;  // under mu_: every core of the running launch looks again
   // Deadlock over every rank (checked mode), from wait snapshots: every rank that finds all its

@@ -1,7 +1,8 @@
 // Run by ctest under mpirun (label mpi): checked mode across MPI ranks. Each planted bug of a
 // distributed kernel must raise on every rank (never hang), with a message that names every
 // rank's part; each clean twin must pass, repeatedly, in every DMA execution mode.
-//   - a deadlock ring and a short byte count: kDeadlock over every rank, by wait snapshots;
+//   - a deadlock ring, a short byte count, a copy nobody sends: kDeadlock over every rank, by
+//     wait snapshots;
 //   - a destination read before wait_recv, a source overwritten before wait_send, a remote write
 //     before the target entered a kernel with a collective_id: kRace, carried by vector clocks
 //     on the transport's messages;
@@ -187,6 +188,57 @@ auto entered_kernel(bool barrier_first, const Params& mode) {
       });
 }
 
+// Device 0 waits for a copy that nobody sends (the bug: the others finish their programs), or
+// device 1 sends it.
+auto lonely_kernel(bool sent, const Params& mode) {
+  return pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+                    pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::SemaphoreType::DMA,
+                                      pltpu::SemaphoreType::DMA),
+                    mode, kParams, pl::name("lonely"))(
+      [sent](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::DmaSemaphoreRef send,
+             pltpu::DmaSemaphoreRef recv) {
+        const int me = lax::axis_index("x");
+        v = jnp::zeros_like(v);
+        auto copy = pltpu::make_async_remote_copy(v, o, send, recv, {0});
+        if (me == 1 && sent) {
+          copy.start();
+          copy.wait_send();
+        }
+        if (me == 0) copy.wait_recv();
+      });
+}
+
+// The tutorial's double barrier in consecutive kernels with one collective_id, then a copy to
+// the right neighbour: the barrier semaphore's clocks carry across launches and ranks.
+auto double_barrier_kernel(const Params& mode) {
+  return pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+                    pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::SemaphoreType::DMA,
+                                      pltpu::SemaphoreType::DMA),
+                    mode, kCollective, pl::name("double_barrier"))(
+      [](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::DmaSemaphoreRef send,
+         pltpu::DmaSemaphoreRef recv) {
+        const int n = lax::axis_size("x");
+        const int me = lax::axis_index("x");
+        auto sem = pltpu::get_barrier_semaphore();
+        for (const int d : {(me + n - 1) % n, (me + 1) % n}) {
+          pl::semaphore_signal(sem, 1, pl::device_id({d}));
+        }
+        pl::semaphore_wait(sem, 2);
+        pl::run_scoped(
+            [&](pltpu::SemaphoreRef second) {
+              for (const int d : {(me + n - 1) % n, (me + 1) % n}) {
+                pl::semaphore_signal(second, 1, pl::device_id({d}));
+              }
+              pl::semaphore_wait(second, 2);
+            },
+            pltpu::SemaphoreType::REGULAR);
+        v = jnp::full_like(v, static_cast<float>(me));
+        auto copy = pltpu::make_async_remote_copy(v, o, send, recv, {(me + 1) % n});
+        copy.start();
+        copy.wait();
+      });
+}
+
 // Device 1's body throws while the others wait for its copy.
 auto failing_kernel() {
   return pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
@@ -236,6 +288,9 @@ int main(int argc, char** argv) {
         ErrorKind::kRace,
         {"writes a remote copy into the memory of device", "with nothing ordering it after device",
          "entered kernel 'early'", "pltpu::get_barrier_semaphore()"});
+    expect_error(
+        "nobody sends", [&] { run(lonely_kernel(false, mode)); }, ErrorKind::kDeadlock,
+        {"deadlock over the MPI ranks", every_wait[0], "device 1 has finished its program"});
     // The clean twins, repeatedly.
     for (int i = 0; i < 3; ++i) {
       expect_clean("ring", [&] { run(ring_kernel(true, mode)); });
@@ -243,6 +298,16 @@ int main(int argc, char** argv) {
       expect_clean("read after wait_recv", [&] { run(early_read_kernel(false, mode)); });
       expect_clean("overwrite after wait_send", [&] { run(early_overwrite_kernel(false, mode)); });
       expect_clean("barrier first", [&] { run(entered_kernel(true, mode)); });
+      expect_clean("device 1 sends", [&] { run(lonely_kernel(true, mode)); });
+      expect_clean("double barrier", [&] {
+        const auto kernel = double_barrier_kernel(mode);
+        jax::shard_map(
+            [&] {
+              for (int k = 0; k < 3; ++k) (void)kernel();
+            },
+            jax::make_mesh({n}, {"x"}), PartitionSpecs(std::vector<PartitionSpec>{}),
+            PartitionSpecs(std::vector<PartitionSpec>{}))();
+      });
     }
   }
   // Device 1 rethrows its own exception; the others report it as device 1's error.
