@@ -31,6 +31,7 @@
 
 #include "check/checked_engine.h"
 #include "check/checked_state.h"
+#include "core/error_context.h"
 #include "core/messages.h"
 #include "runtime/devices.h"
 #include "runtime/waits.h"
@@ -77,12 +78,24 @@ std::string sender_name(const MeshInfo& mesh, int device, int core) {
 
 std::exception_ptr RankBooks::arrived(int from_device, uint64_t seq, const CheckNote& note,
                                       int core, int64_t slot, int64_t /*inc*/) noexcept {
+  // What is found here is raised as a KernelError of the sender's statement (this is the
+  // transport's engine thread, outside any kernel body).
+  ErrorContext sender;
+  sender.core = note.from_core;
+  struct Scope {
+    explicit Scope(ErrorContext* c) { set_current_error_context(c); }
+    ~Scope() { set_current_error_context(nullptr); }
+  } scope(&sender);
   try {
     std::shared_ptr<CheckedLaunch> L;
     {
       std::lock_guard<std::mutex> lock(mu_);
       L = current_;
       if (L) detect_races_ = L->params.detect_races;
+    }
+    if (L) {
+      sender.kernel_name = &L->spec->name;
+      sender.kernel_where = L->spec->where;
     }
     if (barrier_slot(slot)) {
       arrived_at_barrier(from_device, seq, note, core, slot);
