@@ -177,10 +177,9 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
   }
 }
 
-// The clock a core sends (under the mutex): its own, then ticked.
-CheckNote note_of(CheckedCore& cc, SourceLocation where) {
+// The note a core sends (under the mutex), filled in place: its clock, ticked.
+void fill_note(CheckedCore& cc, SourceLocation where, CheckNote& note) {
   CheckedLaunch& L = *cc.launch;
-  CheckNote note;
   note.from_core = cc.local;
   note.cores_per_device = L.cores_per_device;
   note.where = where;
@@ -191,7 +190,6 @@ CheckNote note_of(CheckedCore& cc, SourceLocation where) {
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
   ++mine[static_cast<size_t>(cc.core)];
   note.clock = mine;
-  return note;
 }
 
 }  // namespace
@@ -245,7 +243,7 @@ void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
   CheckNote note;
   {
     std::lock_guard<std::mutex> lock(L.mu);
-    note = note_of(cc, copy.where);
+    fill_note(cc, copy.where, note);
     d.id = L.next_dma++;
     d.vc_start = note.clock;
   }
@@ -279,7 +277,7 @@ void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t s
   CheckNote note;
   {
     std::lock_guard<std::mutex> lock(L.mu);
-    note = note_of(cc, where);
+    fill_note(cc, where, note);
   }
   L.transport->signal(ctx, target, slot, inc, "pl::semaphore_signal", where, &note);
 }

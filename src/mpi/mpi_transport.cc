@@ -468,8 +468,9 @@ namespace tessera::detail::mpi {
 
 namespace {
 void put_i64(std::vector<char>& out, int64_t v) {
-  const auto* b = reinterpret_cast<const char*>(&v);
-  out.insert(out.end(), b, b + sizeof(v));
+  const size_t at = out.size();
+  out.resize(at + sizeof(v));
+  std::memcpy(out.data() + at, &v, sizeof(v));
 }
 int64_t get_i64(const std::vector<char>& in, size_t& at) {
   int64_t v = 0;
