@@ -78,16 +78,19 @@ class CheckedEngine final : public Engine {
     checked_signal(ctx, target, slot, inc);
   }
   void remote_dma_start(CoreContext& ctx, const RemoteCopy& copy) override {
+    if (L_->ranks) return checked_rank_dma_start(ctx, copy);
     if (!L_->program) return Engine::remote_dma_start(ctx, copy);
     checked_remote_dma_start(ctx, copy);
   }
   void remote_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                        const WaitSite& site, bool recv) override {
+    if (L_->ranks) return checked_rank_dma_wait(ctx, sem, slot, bytes, site, recv);
     if (!L_->program) return Engine::remote_dma_wait(ctx, sem, slot, bytes, site, recv);
     checked_remote_dma_wait(ctx, sem, slot, bytes, site, recv);
   }
   void remote_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot, int64_t inc,
                      std::source_location where) override {
+    if (L_->ranks) return checked_rank_signal(ctx, target, slot, inc, where);
     if (!L_->program) return Engine::remote_signal(ctx, target, slot, inc, where);
     checked_remote_signal(ctx, target, slot, inc, where);
   }

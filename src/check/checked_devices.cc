@@ -37,26 +37,13 @@
 
 namespace tessera::detail {
 
-using SparseClock = std::map<std::pair<int, int>, uint32_t>;  // (device, core) -> epoch
-
-struct CheckedProgram {
-  std::mutex mu;
-  std::map<std::pair<int, int>, SparseClock> clocks;  // per (device, core)
-  struct Barrier {
-    SparseClock clock;  // joined from every signal
-    bool waited = false;
-    uint32_t wait_epoch = 0;  // the waiting core's epoch after its last wait
-    uint64_t wait_seq = 0;
-    std::string kernel;
-  };
-  std::map<std::tuple<int, int, int64_t>, Barrier> barriers;  // (device, core, slot)
-};
-
 namespace {
 
 constexpr const char* kStart = "remote_copy.start";
 
 int64_t first_barrier() { return kSemaphoresPerCore - kBarrierSemaphores; }
+
+}  // namespace
 
 void join_sparse(SparseClock& into, const CheckedLaunch& L, const VC& from) {
   const int C = L.cores_per_device;
@@ -66,6 +53,8 @@ void join_sparse(SparseClock& into, const CheckedLaunch& L, const VC& from) {
     e = std::max(e, from[g]);
   }
 }
+
+namespace {
 
 // Joins a sparse clock into core `core`'s clock of the launch; entries for cores this launch
 // does not have go straight to the core's persistent clock, so that nothing it learnt is lost.
@@ -199,6 +188,8 @@ void taken(CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t bytes,
   L.remote_live.store(static_cast<int>(L.remote.size()), std::memory_order_relaxed);
 }
 
+}  // namespace
+
 std::shared_ptr<CheckedLaunch> make_books(const LaunchSpec& spec,
                                           const pltpu::InterpretParams& params, int64_t vmem_limit,
                                           DeviceContext& dev, uint64_t seq,
@@ -236,6 +227,8 @@ void attach(CheckedLaunch& L, int device, const DeviceLaunch& launch) {
     L.entry[static_cast<size_t>(g)] = v;
   }
 }
+
+namespace {
 
 // Waits until every device has joined the books (a checked launch on a mesh starts together).
 void wait_for_all(CheckedLaunch& L, const LaunchSpec& spec, DeviceContext& dev) {
@@ -289,22 +282,8 @@ std::unique_ptr<Engine> make_checked_device_engine(const LaunchSpec& spec,
                                                    int64_t vmem_limit, DeviceContext& dev,
                                                    const DeviceLaunch& launch) {
   Transport& t = *dev.transport;
-  if (!t.direct()) {
-    // Under a transport without load/store access (MPI ranks) each device keeps its own books.
-    auto own = std::shared_ptr<CheckedLaunch>(checked_begin(
-        spec, params, launch.buffers.data(), static_cast<int>(launch.buffers.size()), vmem_limit));
-    own->partial = true;
-    // Other ranks write this rank's arrays unseen by these books: every byte of them counts as
-    // written (no false report of an unwritten read).
-    for (auto& b : own->hbm) {
-      const uintptr_t base = b->region.base;
-      const int64_t bytes = b->region.bytes;
-      b->region.reset();  // no shadow: always written
-      b->region.base = base;
-      b->region.bytes = bytes;
-    }
-    return make_engine_for(std::move(own), 0, -1);
-  }
+  // Under a transport without load/store access (MPI ranks) each device keeps its own books.
+  if (!t.direct()) return make_checked_rank_engine(spec, params, vmem_limit, dev, launch);
   auto program = std::static_pointer_cast<CheckedProgram>(
       t.program_books([] { return std::make_shared<CheckedProgram>(); }));
   auto L = std::static_pointer_cast<CheckedLaunch>(t.launch_books(

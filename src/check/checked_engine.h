@@ -27,5 +27,10 @@ std::unique_ptr<Engine> make_checked_device_engine(const LaunchSpec& spec,
                                                    const pltpu::InterpretParams& params,
                                                    int64_t vmem_limit, DeviceContext& device,
                                                    const DeviceLaunch& launch);
+/// The same where each device keeps its own books (MPI ranks; src/check/checked_ranks.cc).
+std::unique_ptr<Engine> make_checked_rank_engine(const LaunchSpec& spec,
+                                                 const pltpu::InterpretParams& params,
+                                                 int64_t vmem_limit, DeviceContext& device,
+                                                 const DeviceLaunch& launch);
 
 }  // namespace tessera::detail

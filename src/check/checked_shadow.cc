@@ -302,6 +302,7 @@ Region* region_of(CoreContext& ctx, uintptr_t p) {
 bool is_hbm(CheckedCore& cc, uintptr_t p) { return hbm_of(*cc.launch, p) != nullptr; }
 
 std::string dma_text(const CoreContext& ctx, const Dma& d) {
+  if (!d.remote.empty()) return d.remote;
   return fmt::format("the async copy started at {} ({} {} -> {}, {} bytes)",
                      format_location(d.started), dtype_name(d.src.dtype), d.src.shape.to_string(),
                      describe(ctx, reinterpret_cast<uintptr_t>(d.dst.data)), d.bytes);

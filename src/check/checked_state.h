@@ -23,6 +23,7 @@
 #include <random>
 #include <source_location>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -171,6 +172,7 @@ void fill_poison(void* data, int64_t bytes, DType dtype, pltpu::UninitializedMem
 
 struct Dma {
   uint64_t id = 0;
+  std::string remote;  // MPI ranks: a remote copy this core sent, until its wait_send (its name)
   RawRef src;
   RawRef dst;
   SemaphoreCell* sem = nullptr;
@@ -261,7 +263,25 @@ struct CheckedCore {
   std::vector<PipelineBooks> pipelines;
 };
 
-struct CheckedProgram;
+struct DeviceContext;
+using SparseClock = std::map<std::pair<int, int>, uint32_t>;  // (device, core) -> epoch
+
+// A device program's books that outlive its launches (checked_devices.cc): shared by every
+// device in process; one per rank under MPI.
+struct CheckedProgram {
+  std::mutex mu;
+  std::map<std::pair<int, int>, SparseClock> clocks;  // per (device, core)
+  struct Barrier {
+    SparseClock clock;  // joined from every signal
+    bool waited = false;
+    uint32_t wait_epoch = 0;  // the waiting core's epoch after its last wait
+    uint64_t wait_seq = 0;
+    std::string kernel;
+  };
+  std::map<std::tuple<int, int, int64_t>, Barrier> barriers;  // (device, core, slot)
+  // MPI ranks: the last launch this rank entered through the implicit start barrier.
+  uint64_t last_barrier_seq = 0;
+};
 
 // A remote copy of a checked launch on a device mesh (checked_devices.cc): started by core
 // `from`, landing on core `to` (indices in the launch's books). It lives until the sender has
@@ -323,6 +343,16 @@ struct CheckedLaunch {
   // A device launch whose books are this device's alone (MPI ranks): other devices may signal
   // any wait, so no deadlock is concluded here (a wait ends at its timeout instead).
   bool partial = false;
+  // MPI ranks (checked_ranks.cc): the books of one rank's part of the launch, over every
+  // device's cores (the others' are marked finished here); other ranks' operations arrive with
+  // their clocks on the transport's messages.
+  bool ranks = false;
+  int rank = 0;
+  struct Arrival {
+    int64_t bytes = 0;
+    std::string what;  // "4096 bytes (float32 (8, 128)) from device 1 core 0 started at k.cc:9"
+  };
+  std::map<std::pair<int, int64_t>, std::vector<Arrival>> arrivals;  // (core, slot), not taken
   std::shared_ptr<CheckedProgram> program;
   std::vector<VC> entry;            // per core: its clock when its device entered
   std::vector<RemoteDma> remote;    // under mu
@@ -361,6 +391,26 @@ std::string remote_arrivals(const CheckedLaunch& L, const SemaphoreCell* cell);
 void barrier_signalled(CheckedLaunch& L, int from, int device, int core, int64_t slot, int64_t inc,
                        SourceLocation where);
 void barrier_taken(CoreContext& ctx, int64_t slot, int64_t amount, SourceLocation where);
+
+// ---- MPI ranks (checked_ranks.cc) ----
+void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy);
+void checked_rank_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                           const WaitSite& site, bool recv);
+void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot, int64_t inc,
+                         std::source_location where);
+// A wait took `amount` from semaphore `slot` of core `core`: the arrivals it took (oldest first)
+// leave the books (under the mutex).
+void rank_taken(CheckedLaunch& L, int core, int64_t slot, int64_t amount);
+// What arrived on semaphore `slot` of core `core` from other ranks and is not yet taken.
+std::string rank_arrivals(const CheckedLaunch& L, int core, int64_t slot);
+
+// ---- checked_devices.cc's parts that checked_ranks.cc shares ----
+void join_sparse(SparseClock& into, const CheckedLaunch& L, const VC& from);
+std::shared_ptr<CheckedLaunch> make_books(const LaunchSpec& spec,
+                                          const pltpu::InterpretParams& params, int64_t vmem_limit,
+                                          DeviceContext& dev, uint64_t seq,
+                                          std::shared_ptr<CheckedProgram> program);
+void attach(CheckedLaunch& L, int device, const DeviceLaunch& launch);
 
 // " element (i, j)" of the element of an array at `addr`, or "" for rank 0.
 std::string elem_at(uintptr_t addr, uintptr_t base, DType dtype, const Shape& shape);

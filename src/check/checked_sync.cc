@@ -439,6 +439,7 @@ bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64
   std::lock_guard<std::mutex> lock(L.mu);
   if (!take_if_enough(cell, amount)) return false;
   L.blocked[static_cast<size_t>(cc.core)].on = false;
+  if (L.ranks) rank_taken(L, cc.core, slot, amount);
   if (L.program && slot >= static_cast<int64_t>(kSemaphoresPerCore - kBarrierSemaphores)) {
     barrier_taken(ctx, slot, amount, SourceLocation{});
   } else if (L.params.detect_races) {
@@ -449,10 +450,11 @@ bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64
 }
 
 namespace {
-// The message of a deadlock: what every core waits on (under the mutex).
-std::string deadlock_text(const CheckedLaunch& L) {
+// What every core waits on (under the mutex); on MPI ranks, this rank's cores.
+std::vector<std::string> wait_parts(const CheckedLaunch& L) {
   std::vector<std::string> parts;
   for (int c = 0; c < L.num_cores; ++c) {
+    if (L.ranks && c / L.cores_per_device != L.rank) continue;
     const Blocked& b = L.blocked[static_cast<size_t>(c)];
     if (L.finished[static_cast<size_t>(c)]) {
       parts.push_back(fmt::format("{} has finished", core_name(L, c)));
@@ -460,12 +462,22 @@ std::string deadlock_text(const CheckedLaunch& L) {
       std::string step;
       if (!b.step.empty()) step = fmt::format(" at grid step ({})", fmt::join(b.step, ", "));
       std::string arrived;
-      if (L.program) arrived = remote_arrivals(L, b.cell);
+      if (L.ranks) {
+        arrived = rank_arrivals(L, c, b.slot);
+      } else if (L.program) {
+        arrived = remote_arrivals(L, b.cell);
+      }
       parts.push_back(fmt::format("{} waits in {} at {}{} on {} (holds {}{}, needs {}{})",
                                   core_name(L, c), b.op, format_location(b.where), step, b.what,
                                   b.cell->load(), b.unit, b.amount, arrived));
     }
   }
+  return parts;
+}
+
+// The message of a deadlock (under the mutex).
+std::string deadlock_text(const CheckedLaunch& L) {
+  const std::vector<std::string> parts = wait_parts(L);
   return fmt::format(
       "deadlock: every core {} is blocked or finished, so no signal can ever come: {}. Each wait "
       "needs matching signals (or started copies) from a core that is still running; check which "
@@ -479,6 +491,9 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   std::string deadlock;
+  std::string waits;  // MPI ranks: every core of this rank is blocked
+  // Read before the counters: a signal that arrives after them changes it (Transport::stuck).
+  const uint64_t version = L.ranks ? L.transport->wait_version() : 0;
   {
     std::lock_guard<std::mutex> lock(L.mu);
     // A remote copy that would satisfy this wait has been started meanwhile: it lands now (on a
@@ -505,8 +520,10 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
     // signals of running cores (of which there are none), and their copies were run before they
     // blocked. On a device mesh the cores of every device count, a device that has not entered
     // the launch is running, and a remote copy not yet landed or a device already in a later
-    // launch (for a barrier semaphore) may still satisfy a wait.
-    bool stuck = !L.partial && !L.deadlock_reported && cell.load() < amount &&
+    // launch (for a barrier semaphore) may still satisfy a wait. On MPI ranks other ranks'
+    // cores count as finished here: a rank whose cores are all stuck tells the transport, which
+    // decides over every rank.
+    bool stuck = (!L.partial || L.ranks) && !L.deadlock_reported && cell.load() < amount &&
                  !(L.program && remote_may_satisfy(L, cc.core, &cell, slot));
     for (int c = 0; c < L.num_cores && stuck; ++c) {
       if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;
@@ -514,11 +531,14 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
       stuck = b.on && b.cell->load() < b.amount &&
               !(L.program && remote_may_satisfy(L, c, b.cell, b.slot));
     }
-    if (stuck) {
+    if (stuck && L.ranks) {
+      waits = fmt::format("{}", fmt::join(wait_parts(L), "; "));
+    } else if (stuck) {
       L.deadlock_reported = true;
       deadlock = deadlock_text(L);
     }
   }
+  if (!waits.empty()) L.transport->stuck(version, std::move(waits));
   if (!deadlock.empty()) raise(ErrorKind::kDeadlock, site.op, site.where, deadlock);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <set>
 
 #include "core/input_checks.h"
 #include "mpi/mpi_transport.h"
@@ -231,16 +232,106 @@ void MpiRuntime::call(const std::function<void()>& job) {
   if (error) std::rethrow_exception(error);
 }
 
-void MpiRuntime::send_signal(int rank, const Signal& s) {
-  post([this, rank, s] {
-    auto buf = std::make_unique<std::vector<char>>(sizeof(Signal));
-    std::memcpy(buf->data(), &s, sizeof(Signal));
+namespace {
+template <class T>
+void append(std::vector<char>& out, const T* p, size_t n) {
+  const auto* b = reinterpret_cast<const char*>(p);
+  out.insert(out.end(), b, b + n * sizeof(T));
+}
+
+// Interned file names: a SourceLocation keeps a pointer to its file name.
+const char* intern(std::string name) {
+  static std::mutex mu;
+  static auto* names = new std::set<std::string>();  // never destroyed: errors may outlive statics
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(std::move(name)).first->c_str();
+}
+}  // namespace
+
+void MpiRuntime::send_signal(int rank, const Signal& s, const CheckNote* note, int64_t offset) {
+  std::vector<char> buf;
+  append(buf, &s, 1);
+  if (note != nullptr) {
+    const std::string file = note->where.file_name() == nullptr ? "" : note->where.file_name();
+    const RawRef& d = note->dst;
+    const NoteWire w{note->from_core,
+                     note->cores_per_device,
+                     static_cast<int32_t>(note->where.line()),
+                     note->copy ? 1 : 0,
+                     static_cast<int32_t>(note->clock.size()),
+                     static_cast<int32_t>(file.size()),
+                     static_cast<int32_t>(d.dtype),
+                     note->copy ? d.shape.rank() : 0,
+                     static_cast<int64_t>(note->barrier_seq),
+                     offset,
+                     note->bytes};
+    append(buf, &w, 1);
+    for (int a = 0; a < w.rank; ++a) {
+      const int64_t v = d.shape[a];
+      append(buf, &v, 1);
+    }
+    for (int a = 0; a < w.rank; ++a) {
+      const int64_t v = d.strides[a];
+      append(buf, &v, 1);
+    }
+    append(buf, note->clock.data(), note->clock.size());
+    append(buf, file.data(), file.size());
+  }
+  send_bytes(rank, kTagSignal, std::move(buf));
+}
+
+void MpiRuntime::send_bytes(int rank, int tag, std::vector<char> bytes) {
+  post([this, rank, tag, bytes = std::move(bytes)]() mutable {
+    auto buf = std::make_unique<std::vector<char>>(std::move(bytes));
     MPI_Request req;
-    MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, rank, kTagSignal, comm_, &req);
+    MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, rank, tag, comm_, &req);
     sends_.push_back(req);
     send_buffers_.push_back(std::move(buf));
   });
 }
+
+namespace {
+// The note after a signal's bytes, or null; `segment`: this rank's window (a copy's target).
+std::shared_ptr<CheckNote> read_note(const std::vector<char>& bytes, std::byte* segment) {
+  size_t at = sizeof(Signal);
+  if (bytes.size() < at + sizeof(NoteWire)) return nullptr;
+  NoteWire w;
+  std::memcpy(&w, bytes.data() + at, sizeof(NoteWire));
+  at += sizeof(NoteWire);
+  const size_t need = at + 2 * sizeof(int64_t) * static_cast<size_t>(w.rank) +
+                      sizeof(uint32_t) * static_cast<size_t>(w.clock_len) +
+                      static_cast<size_t>(w.file_len);
+  if (w.rank < 0 || w.clock_len < 0 || w.file_len < 0 || bytes.size() != need) return nullptr;
+  auto note = std::make_shared<CheckNote>();
+  note->from_core = w.from_core;
+  note->cores_per_device = w.cores_per_device;
+  note->copy = w.copy != 0;
+  note->barrier_seq = static_cast<uint64_t>(w.barrier_seq);
+  note->bytes = w.bytes;
+  std::vector<int64_t> shape(static_cast<size_t>(w.rank));
+  std::vector<int64_t> strides(static_cast<size_t>(w.rank));
+  std::memcpy(shape.data(), bytes.data() + at, shape.size() * sizeof(int64_t));
+  at += shape.size() * sizeof(int64_t);
+  std::memcpy(strides.data(), bytes.data() + at, strides.size() * sizeof(int64_t));
+  at += strides.size() * sizeof(int64_t);
+  note->clock.resize(static_cast<size_t>(w.clock_len));
+  std::memcpy(note->clock.data(), bytes.data() + at, note->clock.size() * sizeof(uint32_t));
+  at += note->clock.size() * sizeof(uint32_t);
+  note->where =
+      SourceLocation(intern(std::string(bytes.data() + at, static_cast<size_t>(w.file_len))),
+                     static_cast<uint_least32_t>(w.line), "");
+  if (note->copy && w.offset >= 0) {
+    note->dst.data = segment + w.offset;
+    note->dst.dtype = static_cast<DType>(w.dtype);
+    note->dst.space = MemorySpace::HBM;
+    note->dst.shape = Shape(shape);
+    SmallVec st;
+    for (int64_t v : strides) st.push_back(v);
+    note->dst.strides = st;
+  }
+  return note;
+}
+}  // namespace
 
 void MpiRuntime::send_cancel(int kind, const std::string& message) {
   post([this, kind, message] {
@@ -269,11 +360,14 @@ std::shared_ptr<std::atomic<bool>> MpiRuntime::barrier() {
 
 void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int tag) {
   if (transport_ == nullptr) return;  // between programs: nothing can take it
-  if (tag == kTagSignal && bytes.size() == sizeof(Signal)) {
+  if (tag == kTagSignal && bytes.size() >= sizeof(Signal)) {
     Signal s;
     std::memcpy(&s, bytes.data(), sizeof(Signal));
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the sender's copy is visible first
-    if (s.program == program_) transport_->deliver(s);    // older programs' signals are stale
+    // Older programs' signals are stale.
+    if (s.program == program_) transport_->deliver(s, source, read_note(bytes, segment(rank_)));
+  } else if (tag >= kTagWaits && tag <= kTagWaitsAck) {
+    transport_->waits_message(source, tag, bytes);
   } else if (tag == kTagCancel && bytes.size() >= sizeof(int)) {
     int kind = 0;
     std::memcpy(&kind, bytes.data(), sizeof(int));

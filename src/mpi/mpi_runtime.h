@@ -52,7 +52,8 @@ struct alignas(64) Directory {
   std::atomic<uint64_t> entered{0};  // the last launch entered (its number)
   std::atomic<uint64_t> left{0};     // the last launch left
   std::atomic<int64_t> writers{0};   // other ranks copying into this window (same host)
-  std::atomic<int64_t> failed{0};    // set when this rank fails (before it leaves its launch)
+  std::atomic<int64_t> failed{0};    // set when this rank fails or is cancelled (before it
+                                     // leaves its launch)
   int64_t count = 0;
   int64_t offset[kMaxArrays] = {};  // byte offset in the window, -1: not in it
   int64_t bytes[kMaxArrays] = {};
@@ -91,6 +92,29 @@ struct Signal {
   int64_t inc;
 };
 
+/// The checked engine's note on a signal message (after the Signal; CheckNote on the wire),
+/// followed by the destination's shape and strides (int64 each, `rank` of them), the clock
+/// (uint32, `clock_len`) and the sender's file name (`file_len` chars).
+struct NoteWire {
+  int32_t from_core;
+  int32_t cores_per_device;
+  int32_t line;
+  int32_t copy;
+  int32_t clock_len;
+  int32_t file_len;
+  int32_t dtype;
+  int32_t rank;
+  int64_t barrier_seq;
+  int64_t offset;  // a copy's destination: its byte offset in the target's window
+  int64_t bytes;
+};
+
+// Message tags of the wait snapshots (mpi_transport.h): a rank's snapshot to rank 0, rank 0's
+// confirmation request, the rank's answer.
+inline constexpr int kTagWaits = 103;
+inline constexpr int kTagWaitsConfirm = 104;
+inline constexpr int kTagWaitsAck = 105;
+
 class MpiTransport;
 
 /// The rank's runtime: MPI, the window, the engine thread.
@@ -115,14 +139,18 @@ class MpiRuntime final : public DistributedRuntime {
   void call(const std::function<void()>& job);
   /// Queues `job` for the engine thread without waiting.
   void post(std::function<void()> job);
-  /// Sends `s` to `rank` (the engine sends it; non-blocking for the caller).
-  void send_signal(int rank, const Signal& s);
+  /// Sends `s` to `rank` (the engine sends it; non-blocking for the caller), with the checked
+  /// engine's `note` when there is one (`offset`: a copy's destination in the target's window).
+  void send_signal(int rank, const Signal& s, const CheckNote* note = nullptr, int64_t offset = -1);
+  /// Sends `bytes` with `tag` to `rank` (the engine sends them).
+  void send_bytes(int rank, int tag, std::vector<char> bytes);
   /// Tells every other rank that this one failed with `message` (kind `kind`).
   void send_cancel(int kind, const std::string& message);
   /// Starts a barrier over the ranks (MPI_Ibarrier on the engine thread); the flag turns true
   /// when every rank has reached it.
   std::shared_ptr<std::atomic<bool>> barrier();
   MpiTransport* transport() const noexcept { return transport_; }
+  std::thread::id engine_id() const noexcept { return engine_.get_id(); }
   /// The number of the running program (every rank counts its programs alike).
   int64_t program() const noexcept { return program_; }
 

@@ -34,6 +34,11 @@ void span_of(const RawRef& r, uintptr_t& lo, uintptr_t& hi) {
 MpiTransport::MpiTransport(MeshInfo mesh, MpiRuntime& runtime)
     : rt_(runtime), rank_(runtime.rank()) {
   mesh_ = std::move(mesh);
+  const auto n = static_cast<size_t>(mesh_.size);
+  sent_ = std::make_unique<std::atomic<int64_t>[]>(n);
+  for (size_t r = 0; r < n; ++r) sent_[r].store(0);
+  received_.assign(n, 0);
+  snapshots_.resize(n);
 }
 
 template <class Ready, class What>
@@ -76,14 +81,16 @@ void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
   }
   dir.entered.store(launch.seq);  // seq_cst: after the table
   if (!rt_.shared_memory()) rt_.call([&] { MPI_Win_sync(rt_.window()); });
+  std::exception_ptr race;
   {
     std::lock_guard<std::mutex> lock(mu_);
     launch_ = &launch;
     entered_ = launch.seq;
     // Signals that arrived before this launch was entered.
-    std::erase_if(early_, [&](const Signal& s) { return apply(s); });
+    std::erase_if(early_, [&](const Pending& p) { return apply(p, race, true); });
     if (failed_.load()) cancel_launch();
   }
+  if (race) fail(rank_, race);
   if (failed_.load()) {
     leave(0, launch);
     raise(ErrorKind::kCancelled, launch.spec->entry, launch.spec->where,
@@ -120,27 +127,59 @@ void MpiTransport::leave(int /*device*/, DeviceLaunch& launch) noexcept {
   while (dir.writers.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
-bool MpiTransport::apply(const Signal& s) {
+bool MpiTransport::apply(const Pending& p, std::exception_ptr& error, bool entering) {
+  const Signal& s = p.s;
   CoreArena* arena = nullptr;
   if (is_barrier_slot(s.slot)) {
-    // Barrier semaphores outlive launches: any launch, once the core exists.
+    // Barrier semaphores outlive launches: any launch, once the core exists. A checked sender's
+    // signal waits for this rank's checked books (made before the launch is entered), which
+    // must see it before a wait can take it.
+    if (p.note != nullptr && !entering && !observer()) return false;
     arena = CorePool::instance().arena_if_made(static_cast<int>(s.core));
   } else if (launch_ != nullptr && launch_->seq == static_cast<uint64_t>(s.seq) &&
              s.core < launch_->spec->num_cores) {
     arena = &launch_->pool->arena(static_cast<int>(s.core));
   }
   if (arena == nullptr) return false;
+  // The checked books see it first: the core that takes it must find it recorded.
+  if (p.note != nullptr) {
+    if (const std::shared_ptr<ArrivalObserver> books = observer()) {
+      std::exception_ptr e = books->arrived(p.from, static_cast<uint64_t>(s.seq), *p.note,
+                                            static_cast<int>(s.core), s.slot, s.inc);
+      if (e && !error) error = e;
+    }
+  }
   arena->semaphores()[s.slot].fetch_add(s.inc);
   arena->wait_queue().wake();
   return true;
 }
 
-void MpiTransport::deliver(const Signal& s) {
+void MpiTransport::deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note) {
+  std::exception_ptr race;
+  deliver_locked(Pending{s, from, std::move(note)}, race);
+  // After the semaphore changed: a core that found every core blocked before this reads a
+  // newer version (wait snapshots).
+  version_.fetch_add(1);
+  if (published_stuck_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_launch();
+  }
+  if (race) fail(rank_, race);
+}
+
+void MpiTransport::wake_launch() noexcept {
+  if (launch_ == nullptr) return;
+  for (int c = 0; c < launch_->spec->num_cores; ++c) launch_->pool->arena(c).wait_queue().wake();
+}
+
+void MpiTransport::deliver_locked(const Pending& p, std::exception_ptr& race) {
+  const Signal& s = p.s;
   std::lock_guard<std::mutex> lock(mu_);
-  if (apply(s)) return;
+  if (p.from != rank_) ++received_[static_cast<size_t>(p.from)];
+  if (apply(p, race)) return;
   if (is_barrier_slot(s.slot) || static_cast<uint64_t>(s.seq) > entered_ ||
       (launch_ == nullptr && static_cast<uint64_t>(s.seq) == entered_ + 1)) {
-    early_.push_back(s);
+    early_.push_back(p);
     return;
   }
   // A signal for a launch this rank has left: nothing will ever take it.
@@ -205,7 +244,13 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
             "on MPI ranks a remote copy to another core of this device lands only in HBM");
     }
     native_engine().copy(nullptr, copy.src, copy.dst, op, copy.where);
-    deliver(landed);
+    std::shared_ptr<const CheckNote> note;
+    if (copy.note != nullptr) {
+      auto n = std::make_shared<CheckNote>(*copy.note);
+      n->dst = copy.dst;
+      note = std::move(n);
+    }
+    deliver(landed, rank_, std::move(note));
     return;
   }
   if (!rt_.shared_memory()) {
@@ -218,19 +263,27 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
                     rt_.window());
             MPI_Win_flush(target, rt_.window());
           });
-          return dir.entered.load() >= mine.seq;
+          return dir.entered.load() >= mine.seq || dir.failed.load() != 0;
         },
         op, copy.where,
         [&] {
           return fmt::format("device {} has not entered launch #{}", mesh_.name(target), mine.seq);
         });
+    if (dir.failed.load() != 0) {
+      failed_.store(true);  // its error is on its way (a cancel message)
+      raise(ErrorKind::kCancelled, op, copy.where,
+            fmt::format("cancelled: device {} failed, and its error is the one the program reports",
+                        mesh_.name(target)));
+    }
     if (dir.left.load() >= mine.seq || dir.entered.load() > mine.seq) {
       raise(ErrorKind::kInvalidArgument, op, copy.where,
             fmt::format("device {} has already left kernel '{}' (launch #{})", mesh_.name(target),
                         mine.spec->name, mine.seq));
     }
-    put_rma(ctx, copy, target_offset(ctx, dir, target, copy.dst, op, copy.where));
-    rt_.send_signal(target, landed);
+    const int64_t offset = target_offset(ctx, dir, target, copy.dst, op, copy.where);
+    put_rma(ctx, copy, offset);
+    sent_[static_cast<size_t>(target)].fetch_add(1);
+    rt_.send_signal(target, landed, copy.note, offset);
     return;
   }
   Directory& dir = *rt_.directory(target);
@@ -246,6 +299,7 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
     ~Release() { d.writers.fetch_sub(1); }
   } guard{dir};
   if (dir.failed.load() != 0) {
+    failed_.store(true);  // its error is on its way (a cancel message)
     raise(ErrorKind::kCancelled, op, copy.where,
           fmt::format("cancelled: device {} failed, and its error is the one the program reports",
                       mesh_.name(target)));
@@ -257,14 +311,16 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
                       mesh_.name(target), mine.spec->name, mine.seq));
   }
   RawRef dst = copy.dst;
-  dst.data = rt_.segment(target) + target_offset(ctx, dir, target, copy.dst, op, copy.where);
+  const int64_t offset = target_offset(ctx, dir, target, copy.dst, op, copy.where);
+  dst.data = rt_.segment(target) + offset;
   {
     const CopyEvent event(copy.src, dst, op);
     native_engine().copy(nullptr, copy.src, dst, op, copy.where);
   }
   // The bytes are in the target's memory before the message that tells it so is sent.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  rt_.send_signal(target, landed);
+  sent_[static_cast<size_t>(target)].fetch_add(1);
+  rt_.send_signal(target, landed, copy.note, offset);
 }
 
 void MpiTransport::put_rma(CoreContext& ctx, const RemoteCopy& copy, int64_t offset) {
@@ -301,13 +357,15 @@ void MpiTransport::put_rma(CoreContext& ctx, const RemoteCopy& copy, int64_t off
 }
 
 void MpiTransport::signal(CoreContext& ctx, DeviceTarget target, int64_t slot, int64_t inc,
-                          const char* /*op*/, std::source_location /*where*/) {
+                          const char* /*op*/, std::source_location /*where*/,
+                          const CheckNote* note) {
   const int core = target.core >= 0 ? target.core : ctx.core;
   const Signal s{rt_.program(), static_cast<int64_t>(ctx.device->launch->seq), core, slot, inc};
   if (target.device == rank_) {
-    deliver(s);
+    deliver(s, rank_, note == nullptr ? nullptr : std::make_shared<CheckNote>(*note));
   } else {
-    rt_.send_signal(target.device, s);
+    sent_[static_cast<size_t>(target.device)].fetch_add(1);
+    rt_.send_signal(target.device, s, note);
   }
 }
 
@@ -317,13 +375,17 @@ void MpiTransport::fail(int /*device*/, std::exception_ptr error) noexcept {
     std::rethrow_exception(error);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kCancelled) {
+      // Another device failed (its error arrives, or has arrived, as a cancel message): what
+      // reaches this rank after its launch has stopped is no error of its own.
+      publish_failed();
       std::lock_guard<std::mutex> lock(mu_);
+      failed_.store(true);
       cancel_launch();
       return;
     }
   } catch (...) {
   }
-  if (rt_.shared_memory()) rt_.directory(rank_)->failed.store(1);
+  publish_failed();
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -350,21 +412,39 @@ void MpiTransport::fail(int /*device*/, std::exception_ptr error) noexcept {
   rt_.send_cancel(kind, text);
 }
 
+void MpiTransport::publish_failed() noexcept {
+  // For the others' remote copies, before this rank leaves its launch (across hosts, read by
+  // MPI_Get after a sync): it stopped because a device failed.
+  rt_.directory(rank_)->failed.store(1);
+  if (!rt_.shared_memory()) {
+    try {
+      rt_.post([this] { MPI_Win_sync(rt_.window()); });
+    } catch (...) {
+    }
+  }
+}
+
 void MpiTransport::cancelled_by(int rank, int kind, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!failure_) {
-    failure_ = std::make_exception_ptr(
-        KernelError(static_cast<ErrorKind>(kind),
-                    fmt::format("device {} (rank {}) failed: {}", mesh_.name(rank), rank, message),
-                    SourceLocation{}));
+    // A deadlock over every rank is every rank's error, not the reporting rank's.
+    failure_ = std::make_exception_ptr(KernelError(
+        static_cast<ErrorKind>(kind),
+        static_cast<ErrorKind>(kind) == ErrorKind::kDeadlock
+            ? message
+            : fmt::format("device {} (rank {}) failed: {}", mesh_.name(rank), rank, message),
+        SourceLocation{}));
   }
   failed_.store(true);
   cancel_launch();
 }
 
 void MpiTransport::finished(int /*device*/) noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
-  done_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  publish(2, version_.load(), fmt::format("device {} has finished its program", mesh_.name(rank_)));
 }
 
 std::exception_ptr MpiTransport::failure() const {
@@ -378,5 +458,149 @@ uint64_t MpiTransport::entered(int device) const {
 }
 
 bool MpiTransport::done(int device) const { return device == rank_ && done_; }
+
+}  // namespace tessera::detail::mpi
+
+// ---- deadlock over every rank: wait snapshots
+// -------------------------------------------------------
+
+namespace tessera::detail::mpi {
+
+namespace {
+void put_i64(std::vector<char>& out, int64_t v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(v));
+  std::memcpy(out.data() + at, &v, sizeof(v));
+}
+int64_t get_i64(const std::vector<char>& in, size_t& at) {
+  int64_t v = 0;
+  if (at + sizeof(v) <= in.size()) std::memcpy(&v, in.data() + at, sizeof(v));
+  at += sizeof(v);
+  return v;
+}
+}  // namespace
+
+void MpiTransport::stuck(uint64_t version, std::string waits) noexcept {
+  try {
+    published_stuck_.store(true);
+    rt_.post([this, version, waits = std::move(waits)] { publish(1, version, waits); });
+  } catch (...) {
+    // Out of memory: no snapshot; the wait ends at its timeout instead.
+  }
+}
+
+void MpiTransport::publish(int kind, uint64_t version, const std::string& waits) {
+  if (std::this_thread::get_id() != rt_.engine_id()) {
+    rt_.post([this, kind, version, waits] { publish(kind, version, waits); });
+    return;
+  }
+  if (version != version_.load()) {
+    // Something arrived since the cores found themselves blocked: they look again (and publish
+    // again if they still are).
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_launch();
+    return;
+  }
+  std::vector<char> msg;
+  put_i64(msg, rt_.program());
+  put_i64(msg, kind);
+  put_i64(msg, static_cast<int64_t>(version));
+  for (int r = 0; r < mesh_.size; ++r) put_i64(msg, sent_[static_cast<size_t>(r)].load());
+  for (int r = 0; r < mesh_.size; ++r) put_i64(msg, received_[static_cast<size_t>(r)]);
+  msg.insert(msg.end(), waits.begin(), waits.end());
+  if (rank_ == 0) {
+    snapshot_arrived(0, msg);
+  } else {
+    rt_.send_bytes(0, kTagWaits, std::move(msg));
+  }
+}
+
+void MpiTransport::waits_message(int rank, int tag, const std::vector<char>& bytes) {
+  size_t at = 0;
+  if (get_i64(bytes, at) != rt_.program()) return;  // an earlier program's
+  if (tag == kTagWaits) {
+    snapshot_arrived(rank, bytes);
+  } else if (tag == kTagWaitsConfirm) {
+    // Rank 0 asks whether anything has reached this rank since the snapshot it holds.
+    const int64_t round = get_i64(bytes, at);
+    const auto version = static_cast<uint64_t>(get_i64(bytes, at));
+    std::vector<char> ack;
+    put_i64(ack, rt_.program());
+    put_i64(ack, round);
+    put_i64(ack, version == version_.load() ? 1 : 0);
+    rt_.send_bytes(0, kTagWaitsAck, std::move(ack));
+  } else if (tag == kTagWaitsAck && rank_ == 0) {
+    const int64_t round = get_i64(bytes, at);
+    const bool still = get_i64(bytes, at) != 0;
+    if (round != round_) return;  // an older round's
+    if (!still) {
+      snapshots_[static_cast<size_t>(rank)].kind = 0;  // it moved on: wait for a new snapshot
+      round_ = 0;
+      return;
+    }
+    if (++acks_ == mesh_.size) deadlock_found();
+  }
+}
+
+void MpiTransport::snapshot_arrived(int rank, const std::vector<char>& bytes) {
+  Snapshot& s = snapshots_[static_cast<size_t>(rank)];
+  size_t at = sizeof(int64_t);  // after the program
+  s.kind = static_cast<int>(get_i64(bytes, at));
+  s.version = static_cast<uint64_t>(get_i64(bytes, at));
+  s.sent.resize(static_cast<size_t>(mesh_.size));
+  s.received.resize(static_cast<size_t>(mesh_.size));
+  for (int64_t& v : s.sent) v = get_i64(bytes, at);
+  for (int64_t& v : s.received) v = get_i64(bytes, at);
+  s.waits.assign(bytes.begin() + static_cast<long>(std::min(at, bytes.size())), bytes.end());
+  round_ = 0;  // a new snapshot: any round in progress is moot
+  evaluate_snapshots();
+}
+
+void MpiTransport::evaluate_snapshots() {
+  if (failed_.load()) return;
+  bool blocked = false;
+  for (const Snapshot& s : snapshots_) {
+    if (s.kind == 0) return;
+    blocked |= s.kind == 1;
+  }
+  if (!blocked) return;  // every program has returned: the end, not a deadlock
+  const auto n = static_cast<size_t>(mesh_.size);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (snapshots_[i].sent[j] != snapshots_[j].received[i]) return;  // a message in flight
+    }
+  }
+  // Ask every rank whether it is still where its snapshot says: at the moment each receives
+  // the question (all after every snapshot was taken) nothing had reached it since.
+  static int64_t rounds = 0;
+  round_ = ++rounds;
+  acks_ = 0;
+  for (int r = 0; r < mesh_.size; ++r) {
+    std::vector<char> q;
+    put_i64(q, rt_.program());
+    put_i64(q, round_);
+    put_i64(q, static_cast<int64_t>(snapshots_[static_cast<size_t>(r)].version));
+    if (r == 0) {
+      waits_message(0, kTagWaitsConfirm, q);
+    } else {
+      rt_.send_bytes(r, kTagWaitsConfirm, std::move(q));
+    }
+  }
+}
+
+void MpiTransport::deadlock_found() {
+  round_ = 0;
+  std::vector<std::string> parts;
+  for (const Snapshot& s : snapshots_) parts.push_back(s.waits);
+  fail(rank_, std::make_exception_ptr(KernelError(
+                  ErrorKind::kDeadlock,
+                  fmt::format("tessera: deadlock over the MPI ranks: every core of every device "
+                              "is blocked or its device has finished its program, and no message "
+                              "is in flight between them, so no signal can ever come: {}. Each "
+                              "wait needs matching signals (or remote copies) from a core that is "
+                              "still running; check which device signals whom, and loop bounds",
+                              fmt::join(parts, "; ")),
+                  SourceLocation{})));
+}
 
 }  // namespace tessera::detail::mpi

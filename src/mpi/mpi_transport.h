@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,25 +23,49 @@ class MpiTransport final : public Transport {
   void leave(int device, DeviceLaunch& launch) noexcept override;
   void put(CoreContext& ctx, const RemoteCopy& copy) override;
   void signal(CoreContext& ctx, DeviceTarget target, int64_t slot, int64_t inc, const char* op,
-              std::source_location where) override;
+              std::source_location where, const CheckNote* note) override;
   void fail(int device, std::exception_ptr error) noexcept override;
   void finished(int device) noexcept override;
   std::exception_ptr failure() const override;
   uint64_t entered(int device) const override;
   bool done(int device) const override;
+  uint64_t wait_version() const noexcept override { return version_.load(); }
+  void stuck(uint64_t version, std::string waits) noexcept override;
 
-  /// From the engine thread: a signal from another rank (or this one) for this rank's cores:
-  /// applied now, or kept until this rank enters the launch it belongs to.
-  void deliver(const Signal& s);
+  /// A signal from rank `from` (the engine thread's, or this rank's own) for this rank's cores,
+  /// with the sender's checked-mode note if it has one: applied now, or kept until this rank
+  /// enters the launch it belongs to.
+  void deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note);
+  /// From the engine thread: a wait-snapshot message (kTagWaits..kTagWaitsAck) from `rank`.
+  void waits_message(int rank, int tag, const std::vector<char>& bytes);
   /// From the engine thread: rank `rank` failed with `message`.
   void cancelled_by(int rank, int kind, const std::string& message);
   /// True once this rank or another has failed.
   bool failed() const noexcept { return failed_.load(); }
 
  private:
-  // Applies `s` to the running launch (under mu_); false when it is not for it.
-  bool apply(const Signal& s);
-  void cancel_launch() noexcept;  // under mu_
+  struct Pending {
+    Signal s;
+    int from;
+    std::shared_ptr<const CheckNote> note;
+  };
+  // Applies `p` to the running launch (under mu_); false when it is not for it. A race the
+  // checked books find in it goes to `error`. `entering`: from enter(), for what waited for it.
+  bool apply(const Pending& p, std::exception_ptr& error, bool entering = false);
+  void deliver_locked(const Pending& p, std::exception_ptr& race);
+  void wake_launch() noexcept;  // under mu_: every core of the running launch looks again
+  // Deadlock over every rank (checked mode), from wait snapshots: every rank that finds all its
+  // cores blocked sends rank 0 what they wait for, with the signal messages it has sent to and
+  // received from each rank. When every rank is blocked or finished and every message sent has
+  // been received, rank 0 asks each rank whether anything has reached it since (its
+  // wait_version); when none has, at that request every rank was blocked with nothing in
+  // flight: a deadlock, reported on every rank. Engine thread only, except publish().
+  void publish(int kind, uint64_t version, const std::string& waits);
+  void snapshot_arrived(int rank, const std::vector<char>& bytes);
+  void evaluate_snapshots();
+  void deadlock_found();
+  void cancel_launch() noexcept;   // under mu_
+  void publish_failed() noexcept;  // in the directory: this rank stopped after a failure
   // Waits (sleeping) until `ready()`; raises kCancelled after a failure, kTimeout at the launch's
   // deadline naming `what`.
   template <class Ready, class What>
@@ -58,9 +83,24 @@ class MpiTransport final : public Transport {
   DeviceLaunch* launch_ = nullptr;
   uint64_t entered_ = 0;
   bool done_ = false;
-  std::vector<Signal> early_;  // signals of launches not yet entered (or of cores not yet made)
+  std::vector<Pending> early_;  // signals of launches not yet entered (or of cores not yet made)
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
+
+  // Wait snapshots (see publish()).
+  std::atomic<uint64_t> version_{1};  // bumped after every delivery
+  std::atomic<bool> published_stuck_{false};
+  std::unique_ptr<std::atomic<int64_t>[]> sent_;  // signal messages sent to each rank
+  std::vector<int64_t> received_;                 // and received from each (engine thread)
+  struct Snapshot {
+    int kind = 0;  // 0: unknown or running, 1: every core blocked, 2: the program has returned
+    uint64_t version = 0;
+    std::vector<int64_t> sent, received;
+    std::string waits;
+  };
+  std::vector<Snapshot> snapshots_;  // rank 0: the latest of each rank
+  int64_t round_ = 0;                // rank 0: the confirmation round in progress (0: none)
+  int acks_ = 0;
 };
 
 }  // namespace tessera::detail::mpi

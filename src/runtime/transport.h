@@ -50,6 +50,33 @@ struct MeshInfo {
   std::string name(int id) const;
 };
 
+/// What a checked engine sends with a remote operation where devices keep their own books (MPI
+/// ranks): the sender's core, line and vector clock, carried on the operation's message, so
+/// that the target's books can order it against their own accesses and waits.
+struct CheckNote {
+  int from_core = 0;            // the sender's core (its device is the sender)
+  int cores_per_device = 1;     // the layout of `clock`: device * cores_per_device + core
+  SourceLocation where;         // the start() or semaphore_signal
+  std::vector<uint32_t> clock;  // the sender's clock at the operation
+  // The last launch the sender entered through the implicit start barrier (which orders every
+  // device's entry of it before this operation).
+  uint64_t barrier_seq = 0;
+  bool copy = false;  // a remote copy's landing (else a signal)
+  RawRef dst;         // a copy's destination: the sender's view; at the target, the target's
+  int64_t bytes = 0;
+};
+
+/// A device's books for remote operations reaching it (the checked engine's, under MPI).
+class ArrivalObserver {
+ public:
+  virtual ~ArrivalObserver();
+  /// A remote operation of launch `seq` from `from_device` reaches semaphore `slot` of core
+  /// `core`, before the semaphore gains `inc`: checks it against what the books know (a race
+  /// is returned, not thrown: the caller is the transport's engine thread) and records it.
+  virtual std::exception_ptr arrived(int from_device, uint64_t seq, const CheckNote& note, int core,
+                                     int64_t slot, int64_t inc) noexcept = 0;
+};
+
 /// What a device publishes about one of its launches, for the others' remote operations.
 struct DeviceLaunch {
   uint64_t seq = 0;  // 1 for the program's first launch on this device, then 2, ...
@@ -71,6 +98,7 @@ struct RemoteCopy {
   int64_t bytes = 0;
   std::source_location made;
   std::source_location where;
+  const CheckNote* note = nullptr;  // the checked engine's, where the transport carries it
 };
 
 class Transport {
@@ -92,7 +120,8 @@ class Transport {
   virtual void put(CoreContext& ctx, const RemoteCopy& copy) = 0;
   /// Adds `inc` to semaphore `slot` of `target`'s core (the caller's when target.core < 0).
   virtual void signal(CoreContext& ctx, DeviceTarget target, int64_t slot, int64_t inc,
-                      const char* op, std::source_location where) = 0;
+                      const char* op, std::source_location where,
+                      const CheckNote* note = nullptr) = 0;
   /// Device `device` failed with `error` (in a kernel or in host code): every device's waits are
   /// cancelled, and devices that enter a launch afterwards stop at once. The first failure is
   /// kept.
@@ -119,6 +148,19 @@ class Transport {
   virtual RawRef translate(const CoreContext& ctx, const DeviceLaunch& to, int target, int core,
                            const RawRef& dst, const char* op, std::source_location where) const;
 
+  // ---- checked mode where each device keeps its own books (MPI ranks) ----
+
+  /// The books that see operations arriving at this process's device (set once per program by
+  /// the checked engine; null otherwise).
+  void observe(std::shared_ptr<ArrivalObserver> observer);
+  /// A number that changes whenever something reaches this process's device: read before a
+  /// check that every core is blocked, passed to stuck().
+  virtual uint64_t wait_version() const noexcept { return 0; }
+  /// Every core of this process's device is blocked (`waits`: what each waits for) and has been
+  /// since wait_version() returned `version`: the transport may conclude a deadlock over every
+  /// device from this. Default: nothing (in process the books are shared).
+  virtual void stuck(uint64_t version, std::string waits) noexcept;
+
   // ---- books an engine shares between devices (the checked engine's) ----
 
   /// The program's books: made by `make` on first use, the same object for every device.
@@ -128,10 +170,14 @@ class Transport {
   std::shared_ptr<void> launch_books(uint64_t seq, FunctionRef<std::shared_ptr<void>()> make);
 
  protected:
+  /// The observer set by observe(), or null.
+  std::shared_ptr<ArrivalObserver> observer();
+
   MeshInfo mesh_;
 
  private:
   std::mutex books_mu_;
+  std::shared_ptr<ArrivalObserver> observer_;
   std::shared_ptr<void> program_books_;
   std::map<uint64_t, std::pair<std::shared_ptr<void>, int>> launch_books_;  // books, devices
 };

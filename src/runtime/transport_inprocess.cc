@@ -288,7 +288,8 @@ void InProcessTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
 }
 
 void InProcessTransport::signal(CoreContext& ctx, DeviceTarget target, int64_t slot, int64_t inc,
-                                const char* op, std::source_location where) {
+                                const char* op, std::source_location where,
+                                const CheckNote* /*note*/) {
   const int core = target.core >= 0 ? target.core : ctx.core;
   if (slot >= first_barrier_slot()) {
     // Barrier semaphores outlive kernels: the target need not have entered this launch. Its
@@ -370,6 +371,18 @@ RawRef Transport::translate(const CoreContext& /*ctx*/, const DeviceLaunch& /*to
                             std::source_location /*where*/) const {
   return dst;
 }
+
+ArrivalObserver::~ArrivalObserver() = default;
+
+void Transport::observe(std::shared_ptr<ArrivalObserver> observer) {
+  std::lock_guard<std::mutex> lock(books_mu_);
+  observer_ = std::move(observer);
+}
+std::shared_ptr<ArrivalObserver> Transport::observer() {
+  std::lock_guard<std::mutex> lock(books_mu_);
+  return observer_;
+}
+void Transport::stuck(uint64_t /*version*/, std::string /*waits*/) noexcept {}
 
 std::shared_ptr<void> Transport::program_books(FunctionRef<std::shared_ptr<void>()> make) {
   std::lock_guard<std::mutex> lock(books_mu_);

@@ -31,7 +31,7 @@ class InProcessTransport final : public Transport {
   void leave(int device, DeviceLaunch& launch) noexcept override;
   void put(CoreContext& ctx, const RemoteCopy& copy) override;
   void signal(CoreContext& ctx, DeviceTarget target, int64_t slot, int64_t inc, const char* op,
-              std::source_location where) override;
+              std::source_location where, const CheckNote* note) override;
   void fail(int device, std::exception_ptr error) noexcept override;
   void finished(int device) noexcept override;
   std::exception_ptr failure() const override;

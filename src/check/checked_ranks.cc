@@ -1,0 +1,303 @@
+// The checked engine on MPI ranks: each rank keeps the books of its own part of a launch, laid
+// out over every device's cores as in process (checked_devices.cc), and the vector clocks travel
+// with the transport's messages.
+//
+// Sending. A remote copy or signal ticks the sender's clock and hands the transport a CheckNote
+// (its core, line and clock; for a copy, where it lands), which the transport carries on the
+// message that adds to the target's semaphore. The copy's bytes leave at start() (the transport
+// moves them then), but until its wait_send the copy stays in the sender's books as in flight
+// (a Dma with `remote` set), so that overwriting its source before wait_send is a race, as on a
+// TPU where the bytes may leave at any moment until then.
+//
+// Arriving. The target's transport hands the note to RankBooks::arrived before the semaphore
+// gains the bytes: the landing is recorded as a write of the target's HBM with the sender's clock
+// (so a read or write of the destination that nothing orders with it, e.g. before wait_recv, is
+// a race naming both devices, cores, lines and the element), the sender's clock joins the
+// semaphore's (a wait that takes it is ordered after the sender), and a remote write or signal to
+// a kernel with a collective_id must be ordered after the target entered it (a signal of the
+// target, e.g. on the barrier semaphore). Barrier semaphores keep their clocks in the rank's
+// program books: a signal not ordered after the target's last wait on it in an earlier kernel is
+// the reuse of a collective_id.
+//
+// Deadlocks. A rank whose cores are all blocked tells the transport what they wait for
+// (Transport::stuck); the transport concludes a deadlock over every rank from the ranks'
+// snapshots (src/mpi/mpi_transport.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "check/checked_engine.h"
+#include "check/checked_state.h"
+#include "core/error_context.h"
+#include "core/messages.h"
+#include "runtime/devices.h"
+#include "runtime/waits.h"
+#include "tessera/error.h"
+
+namespace tessera::detail {
+
+namespace {
+
+constexpr const char* kStart = "remote_copy.start";
+
+bool barrier_slot(int64_t slot) { return slot >= first_barrier_slot(); }
+
+// A rank's books for what reaches it: the program's clocks and barrier semaphores, and the
+// books of the launch it runs.
+class RankBooks final : public ArrivalObserver {
+ public:
+  explicit RankBooks(int rank) : rank_(rank), program_(std::make_shared<CheckedProgram>()) {}
+  std::shared_ptr<CheckedProgram> program() const { return program_; }
+  std::atomic<bool> observing{false};
+  void running(std::shared_ptr<CheckedLaunch> L) {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = std::move(L);
+  }
+  std::exception_ptr arrived(int from_device, uint64_t seq, const CheckNote& note, int core,
+                             int64_t slot, int64_t inc) noexcept override;
+
+ private:
+  void arrived_at_barrier(int from_device, uint64_t seq, const CheckNote& note, int core,
+                          int64_t slot);
+  void arrived_in_launch(CheckedLaunch& L, int from_device, const CheckNote& note, int core,
+                         int64_t slot);
+
+  int rank_;
+  std::shared_ptr<CheckedProgram> program_;
+  std::mutex mu_;
+  std::shared_ptr<CheckedLaunch> current_;
+  bool detect_races_ = true;
+};
+
+std::string sender_name(const MeshInfo& mesh, int device, int core) {
+  return fmt::format("device {} core {}", mesh.name(device), core);
+}
+
+std::exception_ptr RankBooks::arrived(int from_device, uint64_t seq, const CheckNote& note,
+                                      int core, int64_t slot, int64_t /*inc*/) noexcept {
+  // What is found here is raised as a KernelError of the sender's statement (this is the
+  // transport's engine thread, outside any kernel body).
+  ErrorContext sender;
+  sender.core = note.from_core;
+  struct Scope {
+    explicit Scope(ErrorContext* c) { set_current_error_context(c); }
+    ~Scope() { set_current_error_context(nullptr); }
+  } scope(&sender);
+  try {
+    std::shared_ptr<CheckedLaunch> L;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      L = current_;
+      if (L) detect_races_ = L->params.detect_races;
+    }
+    if (L) {
+      sender.kernel_name = &L->spec->name;
+      sender.kernel_where = L->spec->where;
+    }
+    if (barrier_slot(slot)) {
+      arrived_at_barrier(from_device, seq, note, core, slot);
+    } else if (L && L->seq == seq && core < L->cores_per_device &&
+               note.cores_per_device == L->cores_per_device &&
+               note.clock.size() == static_cast<size_t>(L->num_cores)) {
+      arrived_in_launch(*L, from_device, note, core, slot);
+    }
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void RankBooks::arrived_at_barrier(int from_device, uint64_t seq, const CheckNote& note, int core,
+                                   int64_t slot) {
+  std::lock_guard<std::mutex> lock(program_->mu);
+  CheckedProgram::Barrier& b = program_->barriers[{rank_, core, slot}];
+  const int C = note.cores_per_device;
+  const auto g = static_cast<size_t>(rank_ * C + core);
+  const uint32_t known = g < note.clock.size() ? note.clock[g] : 0;
+  if (detect_races_ && b.waited && b.wait_seq < seq && note.barrier_seq <= b.wait_seq &&
+      known < b.wait_epoch) {
+    raise(ErrorKind::kRace, "pl::semaphore_signal", note.where,
+          fmt::format("device {} core {} signals device {} core {}'s {} in its launch #{} with "
+                      "nothing ordering the signal after that device's last wait on it, in "
+                      "kernel '{}' (launch #{}): the sender may have left that kernel before the "
+                      "target's wait, and its signal can then satisfy the wait of the earlier "
+                      "kernel (a collective_id reused by consecutive kernels). Add a second "
+                      "barrier on a run_scoped semaphore after the barrier semaphore's, or use a "
+                      "distinct collective_id",
+                      from_device, note.from_core, rank_, core, barrier_semaphore_name(slot), seq,
+                      b.kernel, b.wait_seq));
+  }
+  for (size_t i = 0; i < note.clock.size(); ++i) {
+    if (note.clock[i] == 0) continue;
+    uint32_t& e = b.clock[{static_cast<int>(i) / C, static_cast<int>(i) % C}];
+    e = std::max(e, note.clock[i]);
+  }
+}
+
+void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const CheckNote& note,
+                                  int core, int64_t slot) {
+  std::lock_guard<std::mutex> lock(L.mu);
+  const int C = L.cores_per_device;
+  const int g = rank_ * C + core;
+  const int from = from_device * C + note.from_core;
+  const std::string sender = sender_name(*L.mesh, from_device, note.from_core);
+  const char* op = note.copy ? kStart : "pl::semaphore_signal";
+  if (L.params.detect_races && !L.implicit_barrier &&
+      note.clock[static_cast<size_t>(g)] <
+          L.entry[static_cast<size_t>(g)][static_cast<size_t>(g)]) {
+    raise(ErrorKind::kRace, op, note.where,
+          fmt::format("{} {} of {} with nothing ordering it after device {} entered kernel '{}' "
+                      "(launch #{}): on a TPU the target may still be running its previous "
+                      "kernel there. The kernel has a collective_id, so it starts without the "
+                      "implicit device barrier: first wait on the barrier semaphore for a signal "
+                      "from that device (pltpu::get_barrier_semaphore())",
+                      sender,
+                      note.copy ? "writes a remote copy into the memory" : "signals a semaphore",
+                      core_name(L, g), L.mesh->name(rank_), L.spec->name, L.seq));
+  }
+  if (note.copy && note.dst.data != nullptr && L.params.detect_races) {
+    // The landing: a write of this device's HBM with the sender's clock at its start.
+    CoreContext books;
+    books.engine_core = L.cores[static_cast<size_t>(g)].get();
+    const Runs runs = runs_of(note.dst);
+    record_hbm(books, from, note.dst, runs, true, note.clock, note.clock[static_cast<size_t>(from)],
+               "remote copy", note.where);
+  }
+  VC& s = L.sem_vc[{g, slot}];
+  if (s.empty()) s.assign(note.clock.size(), 0);
+  join(s, note.clock);
+  if (note.copy) {
+    L.arrivals[{g, slot}].push_back(CheckedLaunch::Arrival{
+        note.bytes, fmt::format("{} bytes ({} {}) from {} started at {}", note.bytes,
+                                dtype_name(note.dst.dtype), note.dst.shape.to_string(), sender,
+                                format_location(note.where))});
+  }
+}
+
+// The note a core sends (under the mutex), filled in place: its clock, ticked.
+void fill_note(CheckedCore& cc, SourceLocation where, CheckNote& note) {
+  CheckedLaunch& L = *cc.launch;
+  note.from_core = cc.local;
+  note.cores_per_device = L.cores_per_device;
+  note.where = where;
+  {
+    std::lock_guard<std::mutex> program(L.program->mu);
+    note.barrier_seq = L.program->last_barrier_seq;
+  }
+  VC& mine = L.vc[static_cast<size_t>(cc.core)];
+  ++mine[static_cast<size_t>(cc.core)];
+  note.clock = mine;
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> make_checked_rank_engine(const LaunchSpec& spec,
+                                                 const pltpu::InterpretParams& params,
+                                                 int64_t vmem_limit, DeviceContext& dev,
+                                                 const DeviceLaunch& launch) {
+  Transport& t = *dev.transport;
+  auto rank = std::static_pointer_cast<RankBooks>(
+      t.program_books([&] { return std::make_shared<RankBooks>(dev.device); }));
+  if (!rank->observing.exchange(true)) t.observe(rank);
+  auto L = make_books(spec, params, vmem_limit, dev, launch.seq, rank->program());
+  L->partial = true;
+  L->ranks = true;
+  L->rank = dev.device;
+  if (L->implicit_barrier) {
+    std::lock_guard<std::mutex> lock(L->program->mu);
+    L->program->last_barrier_seq = launch.seq;
+  }
+  attach(*L, dev.device, launch);
+  // Other ranks' cores are not here: finished, for every check that waits for running cores.
+  for (int c = 0; c < L->num_cores; ++c) {
+    if (c / spec.num_cores != dev.device) L->finished[static_cast<size_t>(c)] = 1;
+  }
+  // Other ranks write this rank's arrays without moving their shadow: every byte of them counts
+  // as written (no false report of an unwritten read).
+  for (auto& b : L->hbm) {
+    const uintptr_t base = b->region.base;
+    const int64_t bytes = b->region.bytes;
+    b->region.reset();
+    b->region.base = base;
+    b->region.bytes = bytes;
+  }
+  rank->running(L);
+  return make_engine_for(L, dev.device * spec.num_cores, dev.device);
+}
+
+void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  Dma d;
+  d.src = copy.src;
+  d.dst = copy.dst;
+  d.sem = copy.send_sem;
+  d.bytes = copy.bytes;
+  d.made = copy.made;
+  d.started = copy.where;
+  d.src_runs = runs_of(copy.src);  // the destination is the target's, not in these books
+  check_compute_vs_dma(ctx, d.src_runs, false, kStart, copy.where);
+  CheckNote note;
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    fill_note(cc, copy.where, note);
+    d.id = L.next_dma++;
+    d.vc_start = note.clock;
+  }
+  note.copy = true;
+  note.dst = copy.dst;
+  note.bytes = copy.bytes;
+  const int core = copy.target.core >= 0 ? copy.target.core : ctx.core;
+  d.remote =
+      fmt::format("the remote copy of {} {} from {} to device {} core {} started at {}",
+                  dtype_name(copy.src.dtype), copy.src.shape.to_string(), core_name(L, cc.core),
+                  L.mesh->name(copy.target.device), core, format_location(copy.where));
+  RemoteCopy sent = copy;
+  sent.note = &note;
+  L.transport->put(ctx, sent);
+  add_dma_bytes(ctx, copy.send_sem, copy.bytes);  // the bytes have left (the transport moved them)
+  d.executed = true;
+  cc.inflight.push_back(std::move(d));
+}
+
+void checked_rank_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                           const WaitSite& site, bool recv) {
+  if (recv) return block_until(ctx, *sem, slot, bytes, site);
+  // wait_send: completes this core's copies on the semaphore (their sources may change again).
+  checked_dma_wait(ctx, sem, slot, bytes, site);
+}
+
+void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot, int64_t inc,
+                         std::source_location where) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  CheckNote note;
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    fill_note(cc, where, note);
+  }
+  L.transport->signal(ctx, target, slot, inc, "pl::semaphore_signal", where, &note);
+}
+
+void rank_taken(CheckedLaunch& L, int core, int64_t slot, int64_t amount) {
+  auto it = L.arrivals.find({core, slot});
+  if (it == L.arrivals.end()) return;
+  std::vector<CheckedLaunch::Arrival>& v = it->second;
+  size_t n = 0;
+  for (int64_t left = amount; n < v.size() && left > 0; ++n) left -= v[n].bytes;
+  v.erase(v.begin(), v.begin() + static_cast<long>(n));
+  if (v.empty()) L.arrivals.erase(it);
+}
+
+std::string rank_arrivals(const CheckedLaunch& L, int core, int64_t slot) {
+  auto it = L.arrivals.find({core, slot});
+  if (it == L.arrivals.end()) return {};
+  std::vector<std::string> parts;
+  for (const CheckedLaunch::Arrival& a : it->second) parts.push_back(a.what);
+  return fmt::format("; arrived and not taken: {}", fmt::join(parts, ", "));
+}
+
+}  // namespace tessera::detail
