@@ -166,7 +166,7 @@ TEST(TpuPallasPipelineTest, PipelineUnalignedSliceHbm3d) {
 // checked mode fills an output window with TPU interpret mode's poison, the max (and NaN).
 template <class T>
 void pipeline_poison() {
-  const Array<T> x = full<T>({8, 128}, T(1));
+  const Array<T> x = full<T>({8, 128}, static_cast<T>(1.0f));
   const Array<T> out =
       pl::kernel(pl::out_type<T>({8, 128}), pltpu::TensorCoreMesh("core", 1),
                  pltpu::InterpretParams{})([](pltpu::HbmRef<const T> xh, pltpu::HbmRef<T> oh) {
@@ -180,9 +180,9 @@ void pipeline_poison() {
   for (int64_t r = 0; r < 8; ++r) {
     for (int64_t c = 0; c < 128; ++c) {
       if (r < 4) {
-        ASSERT_EQ(out(r, c), T(1));
-      } else if constexpr (std::is_floating_point_v<T>) {
-        ASSERT_TRUE(std::isnan(out(r, c)));
+        ASSERT_EQ(static_cast<float>(out(r, c)), 1.0f);
+      } else if constexpr (!std::is_integral_v<T>) {
+        ASSERT_TRUE(std::isnan(static_cast<float>(out(r, c))));
       } else {
         ASSERT_EQ(out(r, c), std::numeric_limits<T>::max());  // Mosaic: min
       }
@@ -194,6 +194,7 @@ TEST(TpuPallasPipelineTest, PipelinePoisonPoisonBuffers) {
   pipeline_poison<float>();
   pipeline_poison<int32_t>();
   pipeline_poison<int8_t>();
+  pipeline_poison<float8_e4m3fn>();
 }
 
 // ---- PallasCallMultipleBufferedPipelineTest ---------------------------------------------------
