@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "support/pallas_port.h"
@@ -362,34 +363,38 @@ TEST(TpuPallasPipelineTest, MegacorePipelineAxisQueries) {
 // ---- PaddedPipelineEmitterTest ----------------------------------------------------------------
 
 // matmul(x, y, bm, bk, bn): a pipelined matmul whose k blocks need not divide k; the last block's
-// padding is masked with iotas before the product, accumulated in a run_scoped VMEM scratch.
-Array<float> padded_matmul(const Array<float>& x, const Array<float>& y, int64_t bm, int64_t bk,
-                           int64_t bn) {
+// padding is masked with iotas before the product, accumulated in a run_scoped VMEM scratch of
+// the accumulator type A (float32, or int32 for int8).
+template <class T, class A>
+Array<T> padded_matmul(const Array<T>& x, const Array<T>& y, int64_t bm, int64_t bk, int64_t bn) {
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  auto body = [=](pltpu::VmemRef<A> acc, pltpu::VmemRef<const T> lhs, pltpu::VmemRef<const T> rhs,
+                  pltpu::VmemRef<T> out) {
+    const auto k_index = static_cast<int32_t>(pl::program_id(2));
+    pl::when(k_index == 0, [&] { acc = jnp::zeros_like(acc); });
+    if (k % bk == 0) {
+      acc += jnp::dot<A>(lhs, rhs);
+    } else {
+      const auto kb = static_cast<int32_t>(bk), kk = static_cast<int32_t>(k);
+      jnp::Value<T> l =
+          jnp::where(k_index * kb + lax::broadcasted_iota<int32_t>(lhs.shape(), 1) < kk,
+                     lhs[pl::ellipsis].template astype<A>(), A{})
+              .template astype<T>();
+      jnp::Value<T> r =
+          jnp::where(k_index * kb + lax::broadcasted_iota<int32_t>(rhs.shape(), 0) < kk,
+                     rhs[pl::ellipsis].template astype<A>(), A{})
+              .template astype<T>();
+      acc += jnp::dot<A>(l, r);
+    }
+    pl::when(k_index == pl::num_programs(2) - 1, [&] { out = acc.template astype<T>(); });
+  };
   return pl::pallas_call(
-      [=](pltpu::AnyRef<const float> x_hbm, pltpu::AnyRef<const float> y_hbm,
-          pltpu::AnyRef<float> o_hbm) {
+      [=](pltpu::AnyRef<const T> x_hbm, pltpu::AnyRef<const T> y_hbm, pltpu::AnyRef<T> o_hbm) {
         pl::run_scoped(
-            [&](pltpu::VmemRef<float> acc) {
+            [&](pltpu::VmemRef<A> acc) {
               pltpu::emit_pipeline(
-                  [&](pltpu::VmemRef<const float> lhs, pltpu::VmemRef<const float> rhs,
-                      pltpu::VmemRef<float> out) {
-                    const auto k_index = static_cast<int32_t>(pl::program_id(2));
-                    pl::when(k_index == 0, [&] { acc = jnp::zeros_like(acc); });
-                    if (k % bk == 0) {
-                      acc += jnp::dot<float>(lhs, rhs);
-                    } else {
-                      const auto kb = static_cast<int32_t>(bk), kk = static_cast<int32_t>(k);
-                      jnp::Value<float> l = jnp::where(
-                          k_index * kb + lax::broadcasted_iota<int32_t>(lhs.shape(), 1) < kk,
-                          lhs[pl::ellipsis], 0.0f);
-                      jnp::Value<float> r = jnp::where(
-                          k_index * kb + lax::broadcasted_iota<int32_t>(rhs.shape(), 0) < kk,
-                          rhs[pl::ellipsis], 0.0f);
-                      acc += jnp::dot<float>(l, r);
-                    }
-                    pl::when(k_index == pl::num_programs(2) - 1, [&] { out = acc; });
-                  },
+                  [&](pltpu::VmemRef<const T> lhs, pltpu::VmemRef<const T> rhs,
+                      pltpu::VmemRef<T> out) { body(acc, lhs, rhs, out); },
                   pl::in_specs(
                       pl::BlockSpec({bm, bk}, [](int i, int, int kk) { return pl::idx(i, kk); }),
                       pl::BlockSpec({bk, bn}, [](int, int j, int kk) { return pl::idx(kk, j); })),
@@ -398,30 +403,60 @@ Array<float> padded_matmul(const Array<float>& x, const Array<float>& y, int64_t
                   pltpu::grid({pl::cdiv(m, bm), pl::cdiv(n, bn), pl::cdiv(k, bk)}),
                   pltpu::dimension_semantics(PARALLEL, PARALLEL, ARBITRARY))(x_hbm, y_hbm, o_hbm);
             },
-            pltpu::VMEM<float>({bm, bn}));
+            pltpu::VMEM<A>({bm, bn}));
       },
-      pl::out_shape<float>({m, n}), pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
+      pl::out_shape<T>({m, n}), pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)),
       pl::out_specs(pl::BlockSpec(pl::ANY)), pl::grid({1}))(x, y);
 }
 
-TEST(TpuPallasPipelineTest, PaddedPipelineEmitterPaddedMatmul) {
+// Small values of T: Pallas' normal draws cast to T (int8 ones are -1, 0 or 1).
+template <class T>
+Array<T> small_values(Shape shape, uint64_t seed) {
+  Random r(seed);
+  Array<T> a(std::move(shape));
+  for (int64_t i = 0; i < a.size(); ++i) {
+    if constexpr (std::is_integral_v<T>) {
+      a[i] = static_cast<T>(r.uniform_int(-1, 2));
+    } else {
+      a[i] = static_cast<T>(r.uniform());
+    }
+  }
+  return a;
+}
+
+template <class T, class A>
+void check_padded_matmul(double tol) {
   // Pallas draws (m, bm), (k, bk), (n, bn) with hypothesis; these cover divisible and partial
-  // blocks on every axis (float32; the bfloat16 and int8 families as float32 here).
+  // blocks on every axis.
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> cases = {
       {32, 32, 128, 128, 128, 128}, {100, 32, 300, 128, 200, 128}, {129, 128, 256, 256, 130, 256}};
   uint64_t seed = 20;
   for (const auto& [m, bm, k, bk, n, bn] : cases) {
-    const Array<float> x = random_array<float>({m, k}, seed++);
-    const Array<float> y = random_array<float>({k, n}, seed++);
-    const Array<float> out = padded_matmul(x, y, bm, bk, bn);
+    const Array<T> x = small_values<T>({m, k}, seed++);
+    const Array<T> y = small_values<T>({k, n}, seed++);
+    const Array<T> out = padded_matmul<T, A>(x, y, bm, bk, bn);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double want = 0;
-        for (int64_t p = 0; p < k; ++p) want += double(x(i, p)) * double(y(p, j));
-        ASSERT_NEAR(out(i, j), want, 1e-4 + 1e-4 * std::abs(want)) << m << "," << k << "," << n;
+        for (int64_t p = 0; p < k; ++p) {
+          want += static_cast<double>(static_cast<float>(x(i, p))) *
+                  static_cast<double>(static_cast<float>(y(p, j)));
+        }
+        if constexpr (std::is_integral_v<T>) {
+          ASSERT_EQ(out(i, j), static_cast<T>(static_cast<int32_t>(want)));
+        } else {
+          ASSERT_NEAR(static_cast<float>(out(i, j)), want, tol + tol * std::abs(want))
+              << m << "," << k << "," << n;
+        }
       }
     }
   }
+}
+
+TEST(TpuPallasPipelineTest, PaddedPipelineEmitterPaddedMatmul) {
+  check_padded_matmul<float, float>(1e-4);
+  check_padded_matmul<bfloat16, float>(1e-2);
+  check_padded_matmul<int8_t, int32_t>(0);
 }
 
 // ---- PallasCallBoundedSliceIndexingTest -------------------------------------------------------
