@@ -1,8 +1,8 @@
 // Ports of pallas_test.py's PallasControlFlowTest and PallasOutOfBoundsInterpretTest
 // (docs/pallas-parity.md). Control flow in a kernel is C++'s: lax.switch and lax.cond are a
 // switch and an if, lax.fori_loop / pl.loop / lax.while_loop whose carry is a scalar are for and
-// while loops over C++ values (a carried array needs in-kernel values). Rank-0 arrays are
-// `Shape{}` and read as `r()`.
+// while loops over C++ values; a loop that carries an array is lax::fori_loop / lax::while_loop
+// over a jnp::Value (alone or in a std::tuple). Rank-0 arrays are `Shape{}` and read as `r()`.
 #include <gtest/gtest.h>
 
 #include <cmath>
