@@ -269,18 +269,23 @@ TEST(TpuPallasInterpretTest, UninitializedMemory) {
        {pltpu::UninitializedMemory::nan, pltpu::UninitializedMemory::zero}) {
     pltpu::InterpretParams p;
     p.uninitialized_memory = mode;
-    const auto [x, z] = pl::pallas_call(
-        [](pltpu::VmemRef<bfloat16> o1, pltpu::VmemRef<float>, pltpu::VmemRef<bfloat16> t1) {
+    const auto [x, y, z] = pl::pallas_call(
+        [](pltpu::VmemRef<bfloat16> o1, pltpu::VmemRef<int16_t> o2, pltpu::VmemRef<float>,
+           pltpu::VmemRef<bfloat16> t1, pltpu::VmemRef<int16_t> t2) {
           o1 = t1;
+          o2 = t2;
         },
-        pl::out_shape(ShapeDtypeStruct<bfloat16>{{8, 128}}, ShapeDtypeStruct<float>{{8, 128}}),
-        pl::scratch_shapes(pltpu::VMEM<bfloat16>({8, 128})), p)();
+        pl::out_shape(ShapeDtypeStruct<bfloat16>{{8, 128}}, ShapeDtypeStruct<int16_t>{{8, 128}},
+                      ShapeDtypeStruct<float>{{8, 128}}),
+        pl::scratch_shapes(pltpu::VMEM<bfloat16>({8, 128}), pltpu::VMEM<int16_t>({8, 128})), p)();
     for (int64_t i = 0; i < x.size(); ++i) {
       if (mode == pltpu::UninitializedMemory::nan) {
         ASSERT_TRUE(std::isnan(static_cast<float>(x[i])));
+        ASSERT_EQ(y[i], 32767);
         ASSERT_TRUE(std::isnan(z[i]));
       } else {
         ASSERT_EQ(static_cast<float>(x[i]), 0.0f);
+        ASSERT_EQ(y[i], 0);
         ASSERT_EQ(z[i], 0.0f);
       }
     }

@@ -164,25 +164,28 @@ TEST(TpuPallasPipelineTest, PipelineUnalignedSliceHbm3d) {
 
 // test_poison_buffers: deliberately different. Mosaic's poison for integers is the dtype's min;
 // checked mode fills an output window with TPU interpret mode's poison, the max (and NaN).
+// `buffers` = 1 is no_pipelining=True's schedule (deliberately different: emit_pipeline has no
+// such flag; one buffer per block is the unpipelined schedule).
 template <class T>
-void pipeline_poison() {
-  const Array<T> x = full<T>({8, 128}, T(1));
-  const Array<T> out =
-      pl::kernel(pl::out_type<T>({8, 128}), pltpu::TensorCoreMesh("core", 1),
-                 pltpu::InterpretParams{})([](pltpu::HbmRef<const T> xh, pltpu::HbmRef<T> oh) {
-        const pl::BlockSpec spec({8, 128}, [](int) { return pl::idx(0, 0); });
-        pltpu::emit_pipeline(
-            [](pltpu::VmemRef<const T> xv, pltpu::VmemRef<T> ov) {
-              ov.at(pl::ds(0, 4), pl::all) = xv.at(pl::ds(0, 4), pl::all);
-            },
-            pltpu::grid({1}), pl::in_specs(spec), pl::out_specs(spec))(xh, oh);
-      })(x);
+void pipeline_poison(int buffers) {
+  const Array<T> x = full<T>({8, 128}, static_cast<T>(1.0f));
+  const Array<T> out = pl::kernel(
+      pl::out_type<T>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+      pltpu::InterpretParams{})([buffers](pltpu::HbmRef<const T> xh, pltpu::HbmRef<T> oh) {
+    const pl::BlockSpec spec(
+        {8, 128}, [](int) { return pl::idx(0, 0); }, pl::Buffered(buffers));
+    pltpu::emit_pipeline(
+        [](pltpu::VmemRef<const T> xv, pltpu::VmemRef<T> ov) {
+          ov.at(pl::ds(0, 4), pl::all) = xv.at(pl::ds(0, 4), pl::all);
+        },
+        pltpu::grid({1}), pl::in_specs(spec), pl::out_specs(spec))(xh, oh);
+  })(x);
   for (int64_t r = 0; r < 8; ++r) {
     for (int64_t c = 0; c < 128; ++c) {
       if (r < 4) {
-        ASSERT_EQ(out(r, c), T(1));
-      } else if constexpr (std::is_floating_point_v<T>) {
-        ASSERT_TRUE(std::isnan(out(r, c)));
+        ASSERT_EQ(static_cast<float>(out(r, c)), 1.0f);
+      } else if constexpr (!std::is_integral_v<T>) {
+        ASSERT_TRUE(std::isnan(static_cast<float>(out(r, c))));
       } else {
         ASSERT_EQ(out(r, c), std::numeric_limits<T>::max());  // Mosaic: min
       }
@@ -191,9 +194,12 @@ void pipeline_poison() {
 }
 
 TEST(TpuPallasPipelineTest, PipelinePoisonPoisonBuffers) {
-  pipeline_poison<float>();
-  pipeline_poison<int32_t>();
-  pipeline_poison<int8_t>();
+  for (int buffers : {2, 1}) {
+    pipeline_poison<float>(buffers);
+    pipeline_poison<int32_t>(buffers);
+    pipeline_poison<int8_t>(buffers);
+    pipeline_poison<float8_e4m3fn>(buffers);
+  }
 }
 
 // ---- PallasCallMultipleBufferedPipelineTest ---------------------------------------------------
