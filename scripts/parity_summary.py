@@ -83,13 +83,12 @@ def main():
     text = PAGE.read_text()
     new = tables(count(text))
     if "--write" in sys.argv:
-        pattern = re.compile(r"\| Rows \(test families\) \| Count \|.*?\n\n(\| File \|.*?\n)(?:\|.*\n)*",
-                             re.S)
+        pattern = re.compile(r"\| Rows \(test families\) \| Count \|[^\n]*\n(?:\|[^\n]*\n)*\n\| File \|[^\n]*\n(?:\|[^\n]*\n)*")
         text, n = pattern.subn(new + "\n", text, count=1)
         if n != 1:
             sys.exit("parity_summary.py: the Summary tables were not found")
         feats = features(text)
-        pattern = re.compile(r"\| Feature \| Rows \|\n(?:\|.*\n)*")
+        pattern = re.compile(r"\| Feature \| Rows \|\n(?:\|[^\n]*\n)*")
         text, n = pattern.subn(feats + "\n", text, count=1)
         if n != 1:
             sys.exit("parity_summary.py: the features table was not found")
