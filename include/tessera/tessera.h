@@ -43,6 +43,7 @@
 #include "tessera/tpu_info.h"
 #include "tessera/trace.h"
 #include "tessera/value.h"
+#include "tessera/vector_create.h"
 #include "tessera/vector_extra.h"
 #include "tessera/vector_math.h"
 #include "tessera/vector_ops.h"

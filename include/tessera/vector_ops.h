@@ -17,7 +17,8 @@
 //
 // This header holds the expression nodes, the operators (`+ - * / % & | ^ << >>`, unary `-`
 // and `~`, comparisons `== != < <= > >=` giving bool masks), assignment and compound
-// assignment, and the creation functions (full, zeros, ones, arange, broadcasted_iota).
+// assignment; vector_create.h the creation functions (full, zeros, ones, arange,
+// broadcasted_iota) and detail/ref_item.h what `x_ref[...]` gives.
 // vector_math.h has the jnp/lax elementwise functions (maximum, where, exp, astype, ...);
 // vector_reduce.h the reductions and shape ops (sum, argmax, transpose, reshape, roll).
 //
@@ -668,70 +669,6 @@ TESSERA_COMPOUND_ASSIGN(/=, /, false)
 }  // namespace pl
 
 namespace detail {
-/// What `x_ref[...]` gives (ref.h): a leaf that reads the indexed view where it is used, and
-/// that Pallas' `o_ref[...] = e` / `o_ref[...] += e` write through. It reads a ref, so a named
-/// one cannot be used (TESSERA_CHECK_NAMED): `jnp::Value x = x_ref[pl::ellipsis];` keeps a copy.
-template <class T, MemorySpace S>
-struct RefItem : RefLeaf<T, S> {
-  RefItem(const RefItem&) = default;
-  explicit RefItem(pl::Ref<T, S> r) : RefLeaf<T, S>{{}, std::move(r)} {}
-
-  // `o[...] = x[...]`: writes the elements (a named item on the right reads late: refused).
-  [[gnu::always_inline]] RefItem& operator=(RefItem&& other) {
-    this->ref = std::move(other);
-    return *this;
-  }
-  RefItem& operator=(const RefItem& other) {
-    static_assert(sizeof(T) == 0,
-                  "tessera: this named x_ref[...] reads the ref where it is used, not where it "
-                  "was written; keep a copy with jnp::Value x = x_ref[pl::ellipsis];");
-    return *this = RefItem(other);
-  }
-  template <class E>
-  requires(!std::is_same_v<std::remove_cvref_t<E>, RefItem>) [[gnu::always_inline]] RefItem&
-  operator=(E&& e) {
-    this->ref = std::forward<E>(e);
-    return *this;
-  }
-#define TESSERA_ITEM_COMPOUND(op_)                      \
-  template <class E>                                    \
-  [[gnu::always_inline]] RefItem& operator op_(E&& e) { \
-    this->ref op_ std::forward<E>(e);                   \
-    return *this;                                       \
-  }
-  TESSERA_ITEM_COMPOUND(+=)
-  TESSERA_ITEM_COMPOUND(-=)
-  TESSERA_ITEM_COMPOUND(*=)
-  TESSERA_ITEM_COMPOUND(/=)
-#undef TESSERA_ITEM_COMPOUND
-};
-}  // namespace detail
-
-namespace pl {
-template <class T, MemorySpace Space>
-inline auto Ref<T, Space>::operator[](pl::Ellipsis) const {
-  static_assert(is_compute_space(Space),
-                "tessera: x_ref[...] loads from VMEM or SMEM; a Ref in HBM/ANY has to be copied "
-                "into a VMEM buffer first (pltpu::sync_copy or a BlockSpec)");
-  return detail::RefItem<T, Space>(Ref(*this, 0));
-}
-template <class T, MemorySpace Space>
-inline auto Ref<T, Space>::operator[](detail::Indexer index) const {
-  static_assert(is_compute_space(Space),
-                "tessera: x_ref[...] loads from VMEM or SMEM; a Ref in HBM/ANY has to be copied "
-                "into a VMEM buffer first (pltpu::sync_copy or a BlockSpec)");
-  return detail::RefItem<T, Space>(at_n({index}, {}));
-}
-template <class T, MemorySpace Space>
-inline auto Ref<T, Space>::operator[](std::initializer_list<detail::Indexer> indices) const {
-  static_assert(is_compute_space(Space),
-                "tessera: x_ref[...] loads from VMEM or SMEM; a Ref in HBM/ANY has to be copied "
-                "into a VMEM buffer first (pltpu::sync_copy or a BlockSpec)");
-  return detail::RefItem<T, Space>(at_n(indices, {}));
-}
-}  // namespace pl
-
-namespace detail {
 // Expression nodes live in tessera::detail; bring the operators into reach for them too.
 using pl::operator+;
 using pl::operator-;
@@ -755,76 +692,9 @@ using pl::operator||;
 using pl::operator!;
 }  // namespace detail
 
-// ---- creation functions (jnp.full, jnp.arange, ...) ------------------------------------------
-namespace jnp {
-
-/// `jnp.full(shape, value)`: every element `value`, dtype T. Cheap (Pallas: a constant).
-template <class T>
-detail::FullExpr<T> full(Shape shape, T value,
-                         std::source_location where = std::source_location::current()) {
-  return {{}, std::move(shape), value, where};
-}
-/// `jnp.full_like(ref, value)`: the ref's shape and dtype, every element `value`.
-template <class R, class V>
-requires(is_ref_v<R> || detail::is_expr_v<R>) &&
-    detail::is_scalar_v<V> auto full_like(
-        const R& like, V value, std::source_location where = std::source_location::current()) {
-  using T = detail::ValueOf<R>;
-  return detail::FullExpr<T>{{}, like.shape(), detail::weak_cast<T>(value), where};
-}
-/// `jnp.zeros_like(ref)`.
-template <class R>
-requires(is_ref_v<R> || detail::is_expr_v<R>) auto zeros_like(
-    const R& like, std::source_location where = std::source_location::current()) {
-  using T = detail::ValueOf<R>;
-  return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(0), where};
-}
-/// `jnp.ones_like(ref)`.
-template <class R>
-requires(is_ref_v<R> || detail::is_expr_v<R>) auto ones_like(
-    const R& like, std::source_location where = std::source_location::current()) {
-  using T = detail::ValueOf<R>;
-  return detail::FullExpr<T>{{}, like.shape(), static_cast<T>(1), where};
-}
-/// `jnp.zeros(shape, dtype=T)`. Cheap.
-template <class T>
-detail::FullExpr<T> zeros(Shape shape,
-                          std::source_location where = std::source_location::current()) {
-  return {{}, std::move(shape), static_cast<T>(0), where};
-}
-/// `jnp.ones(shape, dtype=T)`. Cheap.
-template <class T>
-detail::FullExpr<T> ones(Shape shape,
-                         std::source_location where = std::source_location::current()) {
-  return {{}, std::move(shape), static_cast<T>(1), where};
-}
-/// `jnp.arange(n, dtype=T)`: 0, 1, ..., n - 1 as a 1-D expression. Cheap.
-template <class T>
-detail::IotaExpr<T> arange(int64_t n,
-                           std::source_location where = std::source_location::current()) {
-  return {{}, Shape{n}, 0, where};
-}
-/// `jnp.arange(start, stop, step, dtype=T)`: start, start + step, ... below stop (above it for a
-/// negative step), as `arange<T>(count) * step + start`. A zero step is kInvalidArgument. Cheap.
-template <class T>
-auto arange(T start, T stop, T step = T(1),
-            std::source_location where = std::source_location::current()) {
-  const double span =
-      (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
-  if (!(static_cast<double>(step) != 0.0)) detail::raise_zero_step(where);
-  const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
-  return detail::IotaExpr<T>{{}, Shape{n}, 0, where} * step + start;
-}
-
-}  // namespace jnp
-
-namespace lax {
-/// `lax.broadcasted_iota(dtype, shape, dimension)`: the index along `dimension` of `shape`.
-template <class T>
-detail::IotaExpr<T> broadcasted_iota(Shape shape, int dimension,
-                                     std::source_location where = std::source_location::current()) {
-  return {{}, std::move(shape), dimension, where};
-}
-}  // namespace lax
-
 }  // namespace tessera
+
+// x_ref[...] (detail/ref_item.h) and the creation functions jnp::full, zeros, arange, ...
+// (vector_create.h) build on the nodes and operators above.
+#include "tessera/detail/ref_item.h"
+#include "tessera/vector_create.h"
