@@ -292,6 +292,7 @@ void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch
     std::lock_guard<std::mutex> lock(L.mu);
     L.arenas[static_cast<size_t>(core)] = ctx.arena;
     if (L.program) checked_device_core_begins(L, core);
+    std::lock_guard<std::mutex> regions(L.regions_mu);
     cc.vmem.base = reinterpret_cast<uintptr_t>(ctx.arena->vmem());
     cc.vmem.bytes = ctx.stack.limit(MemorySpace::VMEM);
     cc.vmem.allocate();
@@ -334,6 +335,7 @@ void checked_core_finished(CoreContext& ctx) noexcept {
   cc.inflight.clear();
   {
     std::lock_guard<std::mutex> lock(cc.launch->mu);
+    std::lock_guard<std::mutex> regions(cc.launch->regions_mu);
     cc.vmem.reset();
     cc.smem.reset();
   }

@@ -249,15 +249,19 @@ std::string describe(const CoreContext& ctx, uintptr_t addr) {
                        elem_at(addr, b->region.base, b->dtype, b->shape));
   }
   const LaunchSpec& spec = *L.spec;
-  for (const auto& other : L.cores) {
-    // Another core's memory (a remote copy's destination on a device mesh).
-    if (other.get() == &cc || !(other->vmem.contains(addr) || other->smem.contains(addr))) {
-      continue;
+  {
+    // Other cores set and reset their regions as they begin and finish (checked.cc).
+    std::lock_guard<std::mutex> regions(L.regions_mu);
+    for (const auto& other : L.cores) {
+      // Another core's memory (a remote copy's destination on a device mesh).
+      if (other.get() == &cc || !(other->vmem.contains(addr) || other->smem.contains(addr))) {
+        continue;
+      }
+      const bool vmem = other->vmem.contains(addr);
+      return fmt::format("{} of {} at byte offset {}", vmem ? "VMEM" : "SMEM",
+                         core_name(L, other->core),
+                         addr - (vmem ? other->vmem.base : other->smem.base));
     }
-    const bool vmem = other->vmem.contains(addr);
-    return fmt::format("{} of {} at byte offset {}", vmem ? "VMEM" : "SMEM",
-                       core_name(L, other->core),
-                       addr - (vmem ? other->vmem.base : other->smem.base));
   }
   for (const Region* reg : {&cc.vmem, &cc.smem}) {
     if (!reg->contains(addr)) continue;

@@ -323,6 +323,9 @@ struct CheckedLaunch {
   std::vector<std::unique_ptr<CheckedCore>> cores;
   std::mutex mu;
   std::mutex recorder_mu;  // serialises params.grid_point_recorder's calls
+  // Guards every core's vmem/smem Region while it is set or reset, for readers on other cores
+  // (describe() naming another core's memory). Taken last: nothing is locked while it is held.
+  std::mutex regions_mu;
   std::vector<VC> vc;
   std::map<std::pair<int, int64_t>, VC> sem_vc;
   std::vector<Blocked> blocked;

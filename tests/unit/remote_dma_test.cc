@@ -174,7 +174,6 @@ TEST(RemoteCopy, ShortCountTimesOutNamingTheSemaphore) {
                  kShortTimeout)([&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
                                     pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv) {
         v = jnp::zeros_like(v);
-        pltpu::sync_copy(v, o);
         if (lax::axis_index("x") == 0) {
           auto half = pltpu::make_async_remote_copy(v.at(pl::ds(0, 8)), o.at(pl::ds(0, 8)), send,
                                                     recv, {1});
@@ -200,7 +199,6 @@ TEST(RemoteCopy, ExcessBytesLeakAtExit) {
                  pl::name("excess"))([&](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
                                          pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv) {
         v = jnp::zeros_like(v);
-        pltpu::sync_copy(v, o);
         auto all = pltpu::make_async_remote_copy(v, o, send, recv, {1 - lax::axis_index("x")});
         all.start();
         all.wait_send();
