@@ -196,15 +196,23 @@ void evaluate_operand(const ExprNode& node, std::vector<ExprNode> sub, DType lan
                 RawRef{operand, lane, MemorySpace::VMEM, in_shape, row_major_strides(in_shape)});
 }
 
+/// `node`'s shape seen around its axis: `outer` rows of `n` steps of `inner` contiguous lanes.
+struct AxisExtents {
+  int64_t outer = 1;
+  int64_t n = 1;
+  int64_t inner = 1;
+};
+AxisExtents axis_extents(const ExprNode& node) {
+  AxisExtents e;
+  for (int i = 0; i < node.axis; ++i) e.outer *= node.shape[i];
+  for (int i = node.axis + 1; i < node.shape.rank(); ++i) e.inner *= node.shape[i];
+  e.n = node.shape[node.axis];
+  return e;
+}
+
 /// A roll of contiguous 32-bit lanes along `node.axis` by `node.iconst`.
 void roll_lanes(const ExprNode& node, const void* operand, void* result) {
-  const Shape& in_shape = node.shape;
-  const int ax = node.axis;
-  int64_t outer = 1;
-  int64_t inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= in_shape[i];
-  for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
-  const int64_t n = in_shape[ax];
+  const auto [outer, n, inner] = axis_extents(node);
   const int64_t s = node.iconst;  // 0 <= s < n
   const auto* src = static_cast<const std::byte*>(operand);
   auto* dst = static_cast<std::byte*>(result);
@@ -220,13 +228,7 @@ void roll_lanes(const ExprNode& node, const void* operand, void* result) {
 
 /// A running sum of contiguous 32-bit lanes along `node.axis` (float, or int32 wrapping).
 void cumsum_lanes(const ExprNode& node, bool flt, const void* operand, void* result) {
-  const Shape& in_shape = node.shape;
-  const int ax = node.axis;
-  int64_t outer = 1;
-  int64_t inner = 1;
-  for (int i = 0; i < ax; ++i) outer *= in_shape[i];
-  for (int i = ax + 1; i < in_shape.rank(); ++i) inner *= in_shape[i];
-  const int64_t n = in_shape[ax];
+  const auto [outer, n, inner] = axis_extents(node);
   auto scan = [&](const auto* src, auto* dst) {
     for (int64_t o = 0; o < outer; ++o) {
       const int64_t base = o * n * inner;
