@@ -58,7 +58,9 @@ CorePool& CorePool::current() noexcept { return t_pool != nullptr ? *t_pool : in
 void CorePool::set_current(CorePool* pool) noexcept { t_pool = pool; }
 
 bool CorePool::spinning() const noexcept {
-  const unsigned hw = std::thread::hardware_concurrency();
+  // Read once: glibc answers hardware_concurrency() by opening and parsing
+  // /sys/devices/system/cpu/online, which costs microseconds on every launch and wait.
+  static const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 || static_cast<unsigned>(g_threads.load(std::memory_order_relaxed)) <= hw;
 }
 
