@@ -17,13 +17,15 @@
 // values (value.h), or any expression (computed into a temporary when the product is made, so
 // `jnp::dot(p.astype<bfloat16>(), v)` works). `dot_general`'s contracting dimensions choose which
 // axis of each operand is summed over: ((1,), (0,)) is x @ y (what `jnp::dot` does), ((1,), (1,))
-// is x @ y.T, ((0,), (0,)) is x.T @ y. Batch dimensions (up to 4, listed in the same order for
+// is x @ y.T, ((0,), (0,)) is x.T @ y; several contracting dimensions (up to 4, paired in order)
+// are summed together. Batch dimensions (up to 4, at any position, listed in the same order for
 // both operands) make a batched product: ((2,), (2,)), ((0,), (0,)) on (B, M, K) and (B, N, K) is
-// (B, M, N). Each operand has one contracting dimension and at most one free dimension besides
-// its batch dimensions; a 1-D operand of jnp::dot is a vector (as jnp.dot: (M, K) @ (K,) is
-// (M,)). The result's axes are the batch dimensions, then the lhs free one, then the rhs free one.
-// `jnp::einsum` takes the two-operand subscripts that map onto that (one contracted letter,
-// shared batch letters, at most one free letter per operand, the output in any order).
+// (B, M, N). Every other dimension of an operand is free; a 1-D operand of jnp::dot is a vector
+// (as jnp.dot: (M, K) @ (K,) is (M,)). The result's axes are the batch dimensions, then the lhs
+// free ones, then the rhs free ones, each in the operand's order (as lax.dot_general).
+// `jnp::einsum` takes the two-operand subscripts that map onto one batched product (one
+// contracted letter, shared batch letters, at most one free letter per operand, the output in
+// any order).
 //
 // Dtypes (as jax.numpy promotes them): float32 x float32, bfloat16 x bfloat16 and
 // int8 x int8; products are always accumulated in float32 (int32 for int8). The result dtype
@@ -72,8 +74,8 @@ namespace tessera {
 namespace lax {
 
 /// `dimension_numbers` of `lax.dot_general`: ((lhs_contracting, rhs_contracting), (lhs_batch,
-/// rhs_batch)). Each contracting list has one dimension (negative counts from the end) and each
-/// batch list up to four:
+/// rhs_batch)). Each list has up to four dimensions (negative counts from the end); the two
+/// contracting lists, and the two batch lists, have the same length:
 ///
 ///   lax::dot_general(x, y, {{{1}, {1}}, {{}, {}}})   // x @ y.T, as (((1,), (1,)), ((), ()))
 ///   lax::dot_general(x, y, {{{1}, {1}}})             // the same, batch omitted
@@ -326,9 +328,9 @@ auto einsum(std::string_view subscripts, X&& x, Y&& y,
 namespace lax {
 
 /// `lax.dot_general(x, y, dimension_numbers, preferred_element_type=P)`: sums over x's
-/// contracting dimension and y's, batched over the batch dimensions; the result is (batch...,
-/// x's free dimension, y's free dimension). A transposed operand is read in place. See the
-/// file comment for dtypes, errors and cost.
+/// contracting dimensions and y's, batched over the batch dimensions; the result is (batch...,
+/// x's free dimensions..., y's free dimensions...). A transposed operand is read in place. See
+/// the file comment for dtypes, errors and cost.
 template <class P = void, class X, class Y>
 requires detail::DotArgs<X, Y>
 auto dot_general(X&& x, Y&& y, const DotDimensionNumbers& dimension_numbers,

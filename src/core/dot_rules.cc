@@ -38,34 +38,15 @@ int normalise(const DotCall& c, int d, int rank, const char* side, const char* w
   return d < 0 ? d + rank : d;
 }
 
-// The operand's dimension that is neither contracted nor batched, -1 when there is none; raises
-// when there is more than one.
-int free_dim(const DotCall& c, const RawRef& r, int contracted, const int* batch, int nb,
-             const char* side) {
-  int f = -1;
-  for (int d = 0; d < r.shape.rank(); ++d) {
-    if (d == contracted || std::find(batch, batch + nb, d) != batch + nb) continue;
-    if (f >= 0) {
-      raise(ErrorKind::kInvalidArgument, c.op, c.where,
-            fmt::format("the {} has more than one dimension that is neither contracted nor a "
-                        "batch dimension ({}: dimensions {} and {}); a product takes at most one "
-                        "free dimension per operand: reshape the operand, or name the others as "
-                        "batch dimensions",
-                        side, dot_call_text(c), f, d));
-    }
-    f = d;
-  }
-  return f;
-}
-
 void check_counts(const DotCall& c) {
   const auto& cd = c.dims.contracting;
   const auto& bd = c.dims.batch;
-  if (cd.lhs.size != 1 || cd.rhs.size != 1) {
+  if (cd.lhs.size != cd.rhs.size || cd.lhs.size > kMaxDims) {
     raise(ErrorKind::kInvalidArgument, c.op, c.where,
-          fmt::format("contracting dimensions {} and {} for {}; a product contracts exactly one "
-                      "dimension of each operand, e.g. (((1,), (0,)), ((), ())) for x @ y",
-                      dims_text(cd.lhs), dims_text(cd.rhs), dot_call_text(c)));
+          fmt::format("contracting dimensions {} and {} for {}; both operands list the same "
+                      "number of contracting dimensions (at most {}), paired in order, e.g. "
+                      "(((1,), (0,)), ((), ())) for x @ y",
+                      dims_text(cd.lhs), dims_text(cd.rhs), dot_call_text(c), kMaxDims));
   }
   if (bd.lhs.size != bd.rhs.size || bd.lhs.size > kMaxDims) {
     raise(ErrorKind::kInvalidArgument, c.op, c.where,
@@ -74,13 +55,71 @@ void check_counts(const DotCall& c) {
                       dims_text(bd.lhs), dims_text(bd.rhs), dot_call_text(c), kMaxDims));
   }
   for (const RawRef* r : {&c.lhs, &c.rhs}) {
-    if (r->shape.rank() < 1 + bd.lhs.size) {
-      raise(
-          ErrorKind::kInvalidArgument, c.op, c.where,
-          fmt::format("the {} has rank {} ({}); a product needs a contracting dimension "
-                      "besides its {} batch dimension(s)",
-                      r == &c.lhs ? "lhs" : "rhs", r->shape.rank(), dot_call_text(c), bd.lhs.size));
+    if (r->shape.rank() < 1) {
+      raise(ErrorKind::kInvalidArgument, c.op, c.where,
+            fmt::format("the {} is a scalar ({}); a product takes operands of rank 1 or more",
+                        r == &c.lhs ? "lhs" : "rhs", dot_call_text(c)));
     }
+  }
+}
+
+[[noreturn]] void raise_repeated(const DotCall& c) {
+  raise(ErrorKind::kInvalidArgument, c.op, c.where,
+        fmt::format("dimension numbers (({}, {}), ({}, {})) name a dimension twice for {}",
+                    dims_text(c.dims.contracting.lhs), dims_text(c.dims.contracting.rhs),
+                    dims_text(c.dims.batch.lhs), dims_text(c.dims.batch.rhs), dot_call_text(c)));
+}
+
+// Normalises the contracting and batch dimensions into `o` and checks their extents pair up.
+void pair_dims(const DotCall& c, DotOperands& o, SmallVec& natural) {
+  const int lr = c.lhs.shape.rank();
+  const int rr = c.rhs.shape.rank();
+  uint32_t lused = 0, rused = 0;
+  auto mark = [&](uint32_t& used, int d) {
+    if ((used >> d) & 1u) raise_repeated(c);
+    used |= 1u << d;
+  };
+  o.nc = c.dims.contracting.lhs.size;
+  for (int i = 0; i < o.nc; ++i) {
+    o.lcs[i] = normalise(c, c.dims.contracting.lhs.dims[i], lr, "lhs", "contracting");
+    o.rcs[i] = normalise(c, c.dims.contracting.rhs.dims[i], rr, "rhs", "contracting");
+    mark(lused, o.lcs[i]);
+    mark(rused, o.rcs[i]);
+    const int64_t kl = c.lhs.shape[o.lcs[i]];
+    const int64_t kr = c.rhs.shape[o.rcs[i]];
+    if (kl != kr) {
+      const bool plain = lr == 2 && rr == 2 && o.lcs[i] == 1 && o.rcs[i] == 0;
+      raise(ErrorKind::kShapeMismatch, c.op, c.where,
+            fmt::format("{}: the lhs contracts dimension {} (extent {}) and the rhs dimension {} "
+                        "(extent {}); the contracted extents must be equal{}",
+                        dot_call_text(c), o.lcs[i], kl, o.rcs[i], kr,
+                        plain && c.lhs.shape[1] == c.rhs.shape[1]
+                            ? " (for x @ y.T use lax::dot_general(x, y, {{{1}, {1}}}))"
+                            : ""));
+    }
+  }
+  o.nb = c.dims.batch.lhs.size;
+  for (int i = 0; i < o.nb; ++i) {
+    o.lb[i] = normalise(c, c.dims.batch.lhs.dims[i], lr, "lhs", "batch");
+    o.rb[i] = normalise(c, c.dims.batch.rhs.dims[i], rr, "rhs", "batch");
+    mark(lused, o.lb[i]);
+    mark(rused, o.rb[i]);
+    const int64_t bl = c.lhs.shape[o.lb[i]];
+    const int64_t br = c.rhs.shape[o.rb[i]];
+    if (bl != br) {
+      raise(ErrorKind::kShapeMismatch, c.op, c.where,
+            fmt::format("{}: batch dimension {} of the lhs has extent {} and dimension {} of the "
+                        "rhs {}; batch extents must be equal",
+                        dot_call_text(c), o.lb[i], bl, o.rb[i], br));
+    }
+    o.batch[i] = bl;
+    natural.push_back(bl);
+  }
+  for (int d = 0; d < lr; ++d) {
+    if (((lused >> d) & 1u) == 0) o.lfree.push_back(d);
+  }
+  for (int d = 0; d < rr; ++d) {
+    if (((rused >> d) & 1u) == 0) o.rfree.push_back(d);
   }
 }
 
@@ -94,55 +133,19 @@ std::string dot_call_text(const DotCall& c) {
 DotOperands dot_operands(const DotCall& c) {
   check_counts(c);
   DotOperands o{};
-  const int lr = c.lhs.shape.rank();
-  const int rr = c.rhs.shape.rank();
-  o.lc = normalise(c, c.dims.contracting.lhs.dims[0], lr, "lhs", "contracting");
-  o.rc = normalise(c, c.dims.contracting.rhs.dims[0], rr, "rhs", "contracting");
-  o.nb = c.dims.batch.lhs.size;
   SmallVec natural;
-  for (int i = 0; i < o.nb; ++i) {
-    o.lb[i] = normalise(c, c.dims.batch.lhs.dims[i], lr, "lhs", "batch");
-    o.rb[i] = normalise(c, c.dims.batch.rhs.dims[i], rr, "rhs", "batch");
-    const bool repeated = o.lb[i] == o.lc || o.rb[i] == o.rc ||
-                          std::find(o.lb, o.lb + i, o.lb[i]) != o.lb + i ||
-                          std::find(o.rb, o.rb + i, o.rb[i]) != o.rb + i;
-    if (repeated) {
-      raise(
-          ErrorKind::kInvalidArgument, c.op, c.where,
-          fmt::format("dimension numbers (({}, {}), ({}, {})) name a dimension twice for {}",
-                      dims_text(c.dims.contracting.lhs), dims_text(c.dims.contracting.rhs),
-                      dims_text(c.dims.batch.lhs), dims_text(c.dims.batch.rhs), dot_call_text(c)));
-    }
-    const int64_t bl = c.lhs.shape[o.lb[i]];
-    const int64_t br = c.rhs.shape[o.rb[i]];
-    if (bl != br) {
-      raise(ErrorKind::kShapeMismatch, c.op, c.where,
-            fmt::format("{}: batch dimension {} of the lhs has extent {} and dimension {} of the "
-                        "rhs {}; batch extents must be equal",
-                        dot_call_text(c), o.lb[i], bl, o.rb[i], br));
-    }
-    o.batch[i] = bl;
-    natural.push_back(bl);
-  }
-  o.lf = free_dim(c, c.lhs, o.lc, o.lb, o.nb, "lhs");
-  o.rf = free_dim(c, c.rhs, o.rc, o.rb, o.nb, "rhs");
-  const int64_t kl = c.lhs.shape[o.lc];
-  const int64_t kr = c.rhs.shape[o.rc];
-  if (kl != kr) {
-    const bool plain = lr == 2 && rr == 2 && o.lc == 1 && o.rc == 0;
-    raise(ErrorKind::kShapeMismatch, c.op, c.where,
-          fmt::format("{}: the lhs contracts dimension {} (extent {}) and the rhs dimension {} "
-                      "(extent {}); the contracted extents must be equal{}",
-                      dot_call_text(c), o.lc, kl, o.rc, kr,
-                      plain && c.lhs.shape[1] == c.rhs.shape[1]
-                          ? " (for x @ y.T use lax::dot_general(x, y, {{{1}, {1}}}))"
-                          : ""));
-  }
-  o.k = kl;
+  pair_dims(c, o, natural);
+  o.lc = o.nc > 0 ? o.lcs[o.nc - 1] : -1;
+  o.rc = o.nc > 0 ? o.rcs[o.nc - 1] : -1;
+  o.lf = o.lfree.empty() ? -1 : static_cast<int>(o.lfree[o.lfree.size() - 1]);
+  o.rf = o.rfree.empty() ? -1 : static_cast<int>(o.rfree[o.rfree.size() - 1]);
+  o.k = o.lc >= 0 ? c.lhs.shape[o.lc] : 1;
   o.m = o.lf >= 0 ? c.lhs.shape[o.lf] : 1;
   o.n = o.rf >= 0 ? c.rhs.shape[o.rf] : 1;
-  if (o.lf >= 0) natural.push_back(o.m);
-  if (o.rf >= 0) natural.push_back(o.n);
+  for (int i = 0; i < o.lfree.size(); ++i)
+    natural.push_back(c.lhs.shape[static_cast<int>(o.lfree[i])]);
+  for (int i = 0; i < o.rfree.size(); ++i)
+    natural.push_back(c.rhs.shape[static_cast<int>(o.rfree[i])]);
   o.natural = Shape(std::move(natural));
   if (!c.out_perm.empty() && c.out_perm.size() != o.natural.rank()) {
     raise(ErrorKind::kInvalidArgument, c.op, c.where,

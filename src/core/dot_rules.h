@@ -9,19 +9,26 @@
 
 namespace tessera::detail {
 
-/// A product as a batch of (m, k) x (k, n) tiles: each operand's normalised contracting
-/// dimension, free dimension (-1 for a vector operand, whose tile has one row or column) and
-/// batch dimensions.
+/// A product as a batch of (m, k) x (k, n) tiles: each operand's normalised dimensions. The tile
+/// takes each operand's last contracting dimension and last free dimension (-1 when there is
+/// none: a vector operand's tile has one row or column, and a product without contracting
+/// dimensions has k = 1); the other free dimensions are looped over around the tile, the other
+/// contracting dimensions summed over.
 struct DotOperands {
+  static constexpr int kMax = lax::DotDimensionNumbers::kMaxDims;
   int64_t m, n, k;
-  int lc, rc;  // contracting dimensions
-  int lf, rf;  // free dimensions, or -1
+  int lc, rc;  // the tile's contracting dimensions, or -1
+  int lf, rf;  // the tile's free dimensions, or -1
   int nb = 0;  // batch dimensions
-  int lb[lax::DotDimensionNumbers::kMaxDims] = {};
-  int rb[lax::DotDimensionNumbers::kMaxDims] = {};
-  int64_t batch[lax::DotDimensionNumbers::kMaxDims] = {};
-  /// The result's shape in natural order: the batch extents, then m (when lf >= 0), then n (when
-  /// rf >= 0).
+  int lb[kMax] = {};
+  int rb[kMax] = {};
+  int64_t batch[kMax] = {};
+  int nc = 0;  // contracting dimensions (lc = lcs[nc - 1])
+  int lcs[kMax] = {};
+  int rcs[kMax] = {};
+  SmallVec lfree, rfree;  // every free dimension of each operand, in order (lf = lfree's last)
+  /// The result's shape in natural order: the batch extents, then the lhs free extents, then the
+  /// rhs free extents.
   Shape natural;
 };
 

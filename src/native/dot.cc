@@ -128,36 +128,97 @@ void store(const RawRef& dst, const Acc* tmp, int64_t m, int64_t n, bool accumul
   }
 }
 
-// One (m, k) x (k, n) tile product: `call`'s operands are 2-D views with lc = 1, rc = 0 and
-// `dst` an (m, n) view of the result's dtype.
-void evaluate_tile(const DotCall& call, const DotOperands& o, const RawRef& dst, bool accumulate) {
+// Axes looped over around the tile: batch and further free dimensions (each moving the operands
+// and the destination), or further contracting dimensions (moving the operands only, summed).
+struct LoopAxes {
+  static constexpr int kMax = 2 * kMaxRank + lax::DotDimensionNumbers::kMaxDims;
+  int count = 0;
+  int64_t extent[kMax] = {};
+  int64_t l[kMax] = {};  // lhs stride (elements)
+  int64_t r[kMax] = {};  // rhs stride
+  int64_t d[kMax] = {};  // destination stride
+  void add(int64_t e, int64_t ls, int64_t rs, int64_t ds) {
+    extent[count] = e;
+    l[count] = ls;
+    r[count] = rs;
+    d[count] = ds;
+    ++count;
+  }
+  int64_t total() const {
+    int64_t t = 1;
+    for (int i = 0; i < count; ++i) t *= extent[i];
+    return t;
+  }
+  // Calls f(lhs offset, rhs offset, dst offset, first) for every index, row-major.
+  template <class F>
+  void each(F&& f) const {
+    const int64_t n = total();
+    int64_t idx[kMax] = {};
+    int64_t lo = 0, ro = 0, dofs = 0;
+    for (int64_t it = 0; it < n; ++it) {
+      f(lo, ro, dofs, it == 0);
+      for (int i = count - 1; i >= 0; --i) {
+        lo += l[i];
+        ro += r[i];
+        dofs += d[i];
+        if (++idx[i] < extent[i]) break;
+        lo -= l[i] * extent[i];
+        ro -= r[i] * extent[i];
+        dofs -= d[i] * extent[i];
+        idx[i] = 0;
+      }
+    }
+  }
+};
+
+RawRef shifted(const RawRef& r, int64_t offset) {
+  RawRef s = r;
+  s.data = static_cast<std::byte*>(r.data) + offset * itemsize(r.dtype);
+  return s;
+}
+
+// One (m, k) x (k, n) tile product, summed over `sum`'s axes: `call`'s operands are 2-D views
+// with lc = 1, rc = 0 and `dst` an (m, n) view of the result's dtype.
+void evaluate_tile(const DotCall& call, const DotOperands& o, const RawRef& dst, bool accumulate,
+                   const LoopAxes& sum) {
   if (o.m == 0 || o.n == 0) return;
-  const MxuEvent mxu_event(call.op, o.m, o.n, o.k,
-                           (call.lhs.shape.size() * itemsize(call.lhs.dtype)) +
-                               (call.rhs.shape.size() * itemsize(call.rhs.dtype)) +
+  const int64_t chunks = sum.total();
+  const MxuEvent mxu_event(call.op, o.m, o.n, o.k * chunks,
+                           (call.lhs.shape.size() * itemsize(call.lhs.dtype) * chunks) +
+                               (call.rhs.shape.size() * itemsize(call.rhs.dtype) * chunks) +
                                dst.shape.size() * itemsize(dst.dtype));
   const DType acc_dtype = call.lhs.dtype == DType::kInt8 ? DType::kInt32 : DType::kFloat32;
   const bool direct = dst.dtype == acc_dtype && (dst.strides[1] == 1 || o.n == 1) &&
                       (dst.strides[0] >= o.n || o.m == 1) && !overlaps(dst, call.lhs) &&
                       !overlaps(dst, call.rhs);
-  if (direct) {
-    product(call, o, dst.data, o.m == 1 ? o.n : dst.strides[0], accumulate);
-    return;
+  void* acc = direct ? dst.data : tl_temp.get(static_cast<size_t>(o.m * o.n) * 4);
+  const int64_t acc_rs = direct ? (o.m == 1 ? o.n : dst.strides[0]) : o.n;
+  const bool acc_accumulate = direct && accumulate;
+  if (chunks == 0) {  // a contracting extent of 0: the sum is empty
+    DotOperands none = o;
+    none.k = 0;
+    product(call, none, acc, acc_rs, acc_accumulate);
+  } else {
+    DotCall part = call;
+    sum.each([&](int64_t lo, int64_t ro, int64_t, bool first) {
+      part.lhs = shifted(call.lhs, lo);
+      part.rhs = shifted(call.rhs, ro);
+      product(part, o, acc, acc_rs, acc_accumulate || !first);
+    });
   }
-  void* tmp = tl_temp.get(static_cast<size_t>(o.m * o.n) * 4);
-  product(call, o, tmp, o.n, false);
+  if (direct) return;
   switch (dst.dtype) {
     case DType::kFloat32:
-      store<float, float>(dst, static_cast<float*>(tmp), o.m, o.n, accumulate);
+      store<float, float>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
       break;
     case DType::kBFloat16:
-      store<float, bfloat16>(dst, static_cast<float*>(tmp), o.m, o.n, accumulate);
+      store<float, bfloat16>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
       break;
     case DType::kInt32:
-      store<int32_t, int32_t>(dst, static_cast<int32_t*>(tmp), o.m, o.n, accumulate);
+      store<int32_t, int32_t>(dst, static_cast<int32_t*>(acc), o.m, o.n, accumulate);
       break;
     case DType::kInt8:
-      store<int32_t, int8_t>(dst, static_cast<int32_t*>(tmp), o.m, o.n, accumulate);
+      store<int32_t, int8_t>(dst, static_cast<int32_t*>(acc), o.m, o.n, accumulate);
       break;
     default:
       TESSERA_CHECK(false, "a dot's result has a dtype with no store");
@@ -200,34 +261,39 @@ void dot_evaluate(const DotCall& call, const RawRef& dst, bool accumulate) {
                 "a dot's destination has another dtype than the one its template checked");
   if (CoreContext* ctx = current_context()) ctx->engine->before_dot(*ctx, call, dst, accumulate);
   const SmallVec dst_nat = natural_strides(call, o, dst);
-  const int dm = o.nb;                        // dst's m axis in natural order
-  const int dn = o.nb + (o.lf >= 0 ? 1 : 0);  // and its n axis
+  const int nlf = o.lfree.size();
+  const int nrf = o.rfree.size();
+  const int dm = o.nb + nlf - 1;        // dst's m axis in natural order (when lf >= 0)
+  const int dn = o.nb + nlf + nrf - 1;  // and its n axis (when rf >= 0)
+  // Around the tile: the batch dimensions, then the lhs free dimensions but the last, then the
+  // rhs ones; summed inside it: the contracting dimensions but the last.
+  LoopAxes outer, sum;
+  for (int i = 0; i < o.nb; ++i) {
+    outer.add(o.batch[i], call.lhs.strides[o.lb[i]], call.rhs.strides[o.rb[i]], dst_nat[i]);
+  }
+  for (int i = 0; i + 1 < nlf; ++i) {
+    const int d = static_cast<int>(o.lfree[i]);
+    outer.add(call.lhs.shape[d], call.lhs.strides[d], 0, dst_nat[o.nb + i]);
+  }
+  for (int i = 0; i + 1 < nrf; ++i) {
+    const int d = static_cast<int>(o.rfree[i]);
+    outer.add(call.rhs.shape[d], 0, call.rhs.strides[d], dst_nat[o.nb + nlf + i]);
+  }
+  for (int i = 0; i + 1 < o.nc; ++i) {
+    sum.add(call.lhs.shape[o.lcs[i]], call.lhs.strides[o.lcs[i]], call.rhs.strides[o.rcs[i]], 0);
+  }
   DotCall tile{call.lhs, call.rhs, {{{1}, {0}}, {{}, {}}}, call.result, call.op, call.where, {}};
   DotOperands to = o;
   to.lc = 1;
   to.rc = 0;
-  // Every batch element, in row-major order of the batch extents.
-  int64_t count = 1;
-  for (int i = 0; i < o.nb; ++i) count *= o.batch[i];
-  SmallVec idx(o.nb, 0);
-  for (int64_t b = 0; b < count; ++b) {
-    int64_t lo = 0, ro = 0, dofs = 0;
-    for (int i = 0; i < o.nb; ++i) {
-      lo += idx[i] * call.lhs.strides[o.lb[i]];
-      ro += idx[i] * call.rhs.strides[o.rb[i]];
-      dofs += idx[i] * dst_nat[i];
-    }
+  outer.each([&](int64_t lo, int64_t ro, int64_t dofs, bool) {
     tile.lhs = tile_view(call.lhs, lo, o.lf, o.m, o.lc, o.k);
     tile.rhs = tile_view(call.rhs, ro, o.rc, o.k, o.rf, o.n);
     const RawRef d{static_cast<std::byte*>(dst.data) + dofs * itemsize(dst.dtype), dst.dtype,
                    dst.space, Shape{o.m, o.n},
                    SmallVec{o.lf >= 0 ? dst_nat[dm] : 0, o.rf >= 0 ? dst_nat[dn] : 0}};
-    evaluate_tile(tile, to, d, accumulate);
-    for (int i = o.nb - 1; i >= 0; --i) {
-      if (++idx[i] < o.batch[i]) break;
-      idx[i] = 0;
-    }
-  }
+    evaluate_tile(tile, to, d, accumulate, sum);
+  });
 }
 
 int emit_dot(ExprProgram& p, const DotCall& call, ValueStorage* cache) {
