@@ -341,9 +341,9 @@ TEST(OpsTest, DotGeneralDimensionNumbersErrors) {
     return pl::pallas_call(
         [dn, &line](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
                     pltpu::VmemRef<float> o_ref) {
+          jnp::Value<float> xv = x_ref[pl::ellipsis], yv = y_ref[pl::ellipsis];
           line = __LINE__ + 1;
-          o_ref[pl::ellipsis] =
-              lax::dot_general<float>(x_ref[pl::ellipsis], y_ref[pl::ellipsis], dn);
+          o_ref[pl::ellipsis] = lax::dot_general<float>(xv, yv, dn);
         },
         pl::out_shape<float>({8, 8}))(x, y);
   };
