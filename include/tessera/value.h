@@ -193,6 +193,14 @@ class Value : public detail::ExprOps<Value<T>, T> {
            std::source_location w = std::source_location::current()) const {
     return view({a, b, c, d}, w);
   }
+  /// at() with a run-time number of indexers (one per leading axis, at most the rank).
+  Value at(const detail::Indexer* ix, int n,
+           std::source_location w = std::source_location::current()) const {
+    storage_.check_usable("jnp::Value.at", w);
+    Value v(*this);
+    v.data_ = data_ + detail::apply_indexers(v.shape_, v.strides_, ix, n, MemorySpace::VMEM, w);
+    return v;
+  }
   /// Pallas' subscript on values: `x[pl::ellipsis]`, `x[i]`, `x[{pl::ds(0, 8), pl::all}]`.
   /// `jnp.diagonal(v, offset)` of a 2-D value: a strided view of its elements (no copy); an
   /// offset past the edge gives an empty view.
@@ -237,12 +245,7 @@ class Value : public detail::ExprOps<Value<T>, T> {
     return data_[off];
   }
   Value view(std::initializer_list<detail::Indexer> ix, std::source_location w) const {
-    storage_.check_usable("jnp::Value.at", w);
-    Value v(*this);
-    const int64_t off = detail::apply_indexers(v.shape_, v.strides_, ix.begin(),
-                                               static_cast<int>(ix.size()), MemorySpace::VMEM, w);
-    v.data_ = data_ + off;
-    return v;
+    return at(ix.begin(), static_cast<int>(ix.size()), w);
   }
 
   detail::ValueStorage storage_;

@@ -58,6 +58,13 @@ int emit_concat(ExprProgram& p, const RawRef* parts, int n, int axis, bool stack
                 std::source_location where);
 /// The axis of a scan or an expand_dims, normalised against `rank`; throws at `where`.
 int normalise_axis(int axis, int rank, const char* op, std::source_location where);
+/// The extent of each of jnp.split's `sections` parts of `s` along `axis` (normalised in place);
+/// kInvalidArgument when they do not divide it equally.
+int64_t split_size(const Shape& s, int64_t sections, int& axis, std::source_location where);
+/// kInvalidArgument for jnp.repeat's repeats outside 0..2^31.
+void check_repeats(int64_t repeats, std::source_location where);
+/// kInvalidArgument for lax.slice_in_dim's limit below start or a stride below 1.
+void check_slice_in_dim(int64_t start, int64_t limit, int64_t stride, std::source_location where);
 
 /// jnp.concatenate / jnp.stack of values of dtype T (see the file comment).
 template <class T>
@@ -254,6 +261,57 @@ requires(detail::Operand<Xs>&&...) auto stack(
   return detail::make_concat<T>(std::move(values), axis, true, where);
 }
 
+/// `jnp.split(x, sections, axis=0)`: x cut along `axis` into `sections` equal parts, as values
+/// (views of one copy of x; a value is not copied). kInvalidArgument when the parts would not be
+/// equal.
+template <class X>
+requires detail::Operand<X> std::vector<Value<detail::ValueOf<X>>> split(
+    X&& x, int64_t sections, int axis = 0,
+    std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  using T = detail::ValueOf<X>;
+  const Value<T> v = detail::part_value<T>(x, where);
+  const int64_t size = detail::split_size(v.shape(), sections, axis, where);
+  std::vector<Value<T>> parts;
+  parts.reserve(static_cast<size_t>(sections));
+  std::vector<detail::Indexer> ix(static_cast<size_t>(axis), detail::Indexer(pl::all));
+  ix.emplace_back(pl::ds(0, size));
+  for (int64_t i = 0; i < sections; ++i) {
+    ix.back() = detail::Indexer(pl::ds(i * size, size));
+    parts.push_back(v.at(ix.data(), axis + 1, where));
+  }
+  return parts;
+}
+
+/// `jnp.repeat(x, repeats, axis)`: each element of x repeated `repeats` times along `axis`
+/// ([a, b] -> [a, a, b, b] for 2); `jnp::repeat(x, repeats)` (axis=None) repeats the flattened
+/// elements. Cost: a copy of the result.
+template <class X>
+requires detail::Operand<X>
+auto repeat(X&& x, int64_t repeats, int axis,
+            std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  detail::check_repeats(repeats, where);
+  const Shape s = x.shape();
+  axis = detail::normalise_axis(axis, s.rank(), "jnp.repeat", where);
+  std::vector<int64_t> wide, out;
+  for (int a = 0; a < s.rank(); ++a) {
+    wide.push_back(s[a]);
+    out.push_back(a == axis ? s[a] * repeats : s[a]);
+    if (a == axis) wide.push_back(repeats);
+  }
+  auto spread =
+      jnp::broadcast_to(jnp::expand_dims(detail::checked(x), axis + 1, where), Shape(wide), where);
+  return jnp::reshape(std::move(spread), Shape(out), where);
+}
+template <class X>
+requires detail::Operand<X>
+auto repeat(X&& x, int64_t repeats, std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  return jnp::repeat(jnp::reshape(detail::checked(x), Shape{x.shape().size()}, where), repeats, 0,
+                     where);
+}
+
 /// `jnp.cumsum(x, axis)`: running sums along `axis`; `jnp::cumsum(x)` (axis=None) scans x
 /// flattened. float32/bfloat16 accumulate in float32; integers and bools give int32 (wrapping).
 template <class X>
@@ -311,6 +369,23 @@ auto tril(X&& x, int k = 0, std::source_location where = std::source_location::c
 }  // namespace jnp
 
 namespace lax {
+
+/// `lax.slice_in_dim(x, start, limit, stride=1, axis=0)`: elements start, start + stride, ...
+/// below `limit` of `axis` (negative axis counts from the end), a view of x as a value (x is
+/// computed first unless it is a value). kOutOfBounds outside the axis.
+template <class X>
+requires detail::Operand<X>
+auto slice_in_dim(X&& x, int64_t start, int64_t limit, int64_t stride = 1, int axis = 0,
+                  std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  using T = detail::ValueOf<X>;
+  const jnp::Value<T> v = detail::part_value<T>(x, where);
+  axis = detail::normalise_axis(axis, v.shape().rank(), "lax.slice_in_dim", where);
+  detail::check_slice_in_dim(start, limit, stride, where);
+  std::vector<detail::Indexer> ix(static_cast<size_t>(axis), detail::Indexer(pl::all));
+  ix.emplace_back(pl::ds(start, (limit - start + stride - 1) / stride, stride));
+  return v.at(ix.data(), axis + 1, where);
+}
 
 /// `lax.broadcast_in_dim(x, shape, broadcast_dimensions)`: operand axis i becomes result axis
 /// broadcast_dimensions[i] (increasing; its extent equal or 1). A view of a ref or a value.

@@ -238,6 +238,35 @@ int normalise_axis(int axis, int rank, const char* op, std::source_location wher
   return axis < 0 ? axis + rank : axis;
 }
 
+int64_t split_size(const Shape& s, int64_t sections, int& axis, std::source_location where) {
+  axis = normalise_axis(axis, s.rank(), "jnp.split", where);
+  if (sections < 1 || s[axis] % sections != 0) {
+    raise(
+        ErrorKind::kInvalidArgument, "jnp.split", where,
+        fmt::format("{} sections do not divide axis {} of shape {} (extent {}) equally; jnp.split "
+                    "needs a divisor of the extent (slice unequal parts with "
+                    "lax::slice_in_dim)",
+                    sections, axis, shape_str(s), s[axis]));
+  }
+  return s[axis] / sections;
+}
+
+void check_slice_in_dim(int64_t start, int64_t limit, int64_t stride, std::source_location where) {
+  if (stride < 1 || limit < start) {
+    raise(ErrorKind::kInvalidArgument, "lax.slice_in_dim", where,
+          fmt::format("start {}, limit {} and stride {}: a slice needs start <= limit and a "
+                      "stride of at least 1",
+                      start, limit, stride));
+  }
+}
+
+void check_repeats(int64_t repeats, std::source_location where) {
+  if (repeats < 0 || repeats > (int64_t{1} << 31)) {
+    raise(ErrorKind::kInvalidArgument, "jnp.repeat", where,
+          fmt::format("repeats={} must be between 0 and 2^31", repeats));
+  }
+}
+
 SmallVec broadcast_dims(const Shape& in, const Shape& out, const SmallVec& dims, const char* op,
                         std::source_location where) {
   if (dims.size() != in.rank()) {

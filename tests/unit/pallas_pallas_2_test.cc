@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -313,6 +315,114 @@ TEST(PallasTest, NamedGridCanQueryNamedGridProgramIdInKernelViaAxisIndex) {
       pl::out_shape<int32_t>({4, 8, 128}), pl::in_specs(spec), pl::out_specs(spec),
       pl::grid({{"i", 4}}))(x);
   for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] + i / (8 * 128)) << i;
+}
+
+// ---- PallasCallTest.test_split ----------------------------------------------------------------
+// Pallas' kernel takes *o_ref (one output per part); a C++ body lists them. The case with as many
+// parts as the axis' extent is skipped on TPU by Pallas itself, and here too.
+
+TEST(PallasCallTest, Split) {
+  {  // (32,), 2 parts, axis 0
+    const Array<float> x = random_array<float>({32}, 1);
+    const auto [a, b] = pl::pallas_call(
+        [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<float> o0, pltpu::VmemRef<float> o1) {
+          const auto parts = jnp::split(x_ref[pl::ellipsis], 2, 0);
+          o0[pl::ellipsis] = parts[0];
+          o1[pl::ellipsis] = parts[1];
+        },
+        pl::out_shape(ShapeDtypeStruct<float>{{16}}, ShapeDtypeStruct<float>{{16}}))(x);
+    for (int64_t i = 0; i < 16; ++i) {
+      ASSERT_EQ(a[i], x[i]);
+      ASSERT_EQ(b[i], x[16 + i]);
+    }
+  }
+  {  // (32, 64), 4 parts, axis 0
+    const Array<float> x = random_array<float>({32, 64}, 2);
+    const auto outs = pl::pallas_call(
+        [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<float> o0, pltpu::VmemRef<float> o1,
+           pltpu::VmemRef<float> o2, pltpu::VmemRef<float> o3) {
+          const auto parts = jnp::split(x_ref[pl::ellipsis], 4, 0);
+          o0[pl::ellipsis] = parts[0];
+          o1[pl::ellipsis] = parts[1];
+          o2[pl::ellipsis] = parts[2];
+          o3[pl::ellipsis] = parts[3];
+        },
+        pl::out_shape(ShapeDtypeStruct<float>{{8, 64}}, ShapeDtypeStruct<float>{{8, 64}},
+                      ShapeDtypeStruct<float>{{8, 64}}, ShapeDtypeStruct<float>{{8, 64}}))(x);
+    const Array<float>* o[] = {&std::get<0>(outs), &std::get<1>(outs), &std::get<2>(outs),
+                               &std::get<3>(outs)};
+    for (int p = 0; p < 4; ++p)
+      for (int64_t i = 0; i < 8; ++i)
+        for (int64_t j = 0; j < 64; ++j) ASSERT_EQ((*o[p])(i, j), x(p * 8 + i, j)) << p;
+  }
+  {  // (32, 16), 8 parts, axis 1: each part (32, 2)
+    const Array<float> x = random_array<float>({32, 16}, 3);
+    using O = pltpu::VmemRef<float>;
+    const ShapeDtypeStruct<float> part{{32, 2}};
+    const auto outs = pl::pallas_call(
+        [](pltpu::VmemRef<const float> x_ref, O o0, O o1, O o2, O o3, O o4, O o5, O o6, O o7) {
+          const auto parts = jnp::split(x_ref[pl::ellipsis], 8, 1);
+          const O os[] = {o0, o1, o2, o3, o4, o5, o6, o7};
+          for (int p = 0; p < 8; ++p) os[p][pl::ellipsis] = parts[static_cast<size_t>(p)];
+        },
+        pl::out_shape(part, part, part, part, part, part, part, part))(x);
+    std::apply(
+        [&](const auto&... o) {
+          int p = 0;
+          for (const Array<float>* a : {&o...}) {
+            for (int64_t i = 0; i < 32; ++i)
+              for (int64_t j = 0; j < 2; ++j) ASSERT_EQ((*a)(i, j), x(i, p * 2 + j)) << p;
+            ++p;
+          }
+        },
+        outs);
+  }
+}
+
+// jnp.split's sections must divide the axis; the error names the extent, at the call's line.
+TEST(PallasCallTest, SplitUnequalIsAnError) {
+  int line = 0;
+  auto e = tessera::testing::catch_error<KernelError>([&] {
+    (void)pl::pallas_call(
+        [&line](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<float> o) {
+          line = __LINE__ + 1;
+          const auto parts = jnp::split(x_ref[pl::ellipsis], 3, 0);
+          o[pl::ellipsis] = parts[0];
+        },
+        pl::out_shape<float>({10}))(Array<float>({32}));
+  });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(
+      std::string(e->what()).find("3 sections do not divide axis 0 of shape (32,) (extent 32)"),
+      std::string::npos)
+      << e->what();
+  EXPECT_EQ(static_cast<int>(e->where().line()), line);
+}
+
+// jnp.repeat and lax.slice_in_dim, as jnp spells them.
+TEST(PallasCallTest, RepeatAndSliceInDim) {
+  const Array<int32_t> x = arange<int32_t>({2, 3});
+  const auto [r0, r1, rf, sl] = pl::pallas_call(
+      [](pltpu::VmemRef<const int32_t> x_ref, pltpu::VmemRef<int32_t> o0,
+         pltpu::VmemRef<int32_t> o1, pltpu::VmemRef<int32_t> of, pltpu::VmemRef<int32_t> os) {
+        jnp::Value<int32_t> v = x_ref[pl::ellipsis];
+        o0[pl::ellipsis] = jnp::repeat(v, 2, 0);
+        o1[pl::ellipsis] = jnp::repeat(x_ref[pl::ellipsis], 3, -1);
+        of[pl::ellipsis] = jnp::repeat(v, 2);
+        os[pl::ellipsis] = lax::slice_in_dim(v, 0, 3, 2, 1);
+      },
+      pl::out_shape(ShapeDtypeStruct<int32_t>{{4, 3}}, ShapeDtypeStruct<int32_t>{{2, 9}},
+                    ShapeDtypeStruct<int32_t>{{12}}, ShapeDtypeStruct<int32_t>{{2, 2}}))(x);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 3; ++j) ASSERT_EQ(r0(i, j), x(i / 2, j));
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 9; ++j) ASSERT_EQ(r1(i, j), x(i, j / 3));
+  for (int64_t i = 0; i < 12; ++i) ASSERT_EQ(rf[i], x[i / 2]);
+  for (int64_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(sl(i, 0), x(i, 0));
+    ASSERT_EQ(sl(i, 1), x(i, 2));
+  }
 }
 
 }  // namespace
