@@ -70,8 +70,12 @@ Array<float> ring_all_reduce(const Array<float>& x, int cores, bool alone) {
     // All-gather: chunk (me + 1) is complete here; pass it on, then each chunk that arrives.
     for (int s = 0; s < n - 1; ++s) {
       const int c = (my_id + 1 - s + n) % n;
-      auto copy = pltpu::make_async_remote_copy(o_ref.at(rows_of(c)), o_ref.at(rows_of(c)),
-                                                send_sem, ag_sems.at(s), {right_neighbor});
+      // Alone (the benchmark's floor), a copy of chunk c onto itself would move nothing (memmove
+      // returns at once when source and destination coincide): it goes to a receive slot, the
+      // same bytes read and written as the ring's copy into the neighbour's output.
+      auto dst = alone ? recv_ref.at(slot_rows(s)) : o_ref.at(rows_of(c));
+      auto copy = pltpu::make_async_remote_copy(o_ref.at(rows_of(c)), dst, send_sem, ag_sems.at(s),
+                                                {right_neighbor});
       copy.start();
       copy.wait();  // sent, and chunk (me - s) has arrived from the left
     }

@@ -2,7 +2,9 @@
 // (examples/11_ring_all_reduce.cc) on N devices, each holding S MiB of float32, against
 // MPI_Allreduce of the same arrays over N ranks and against the memory-traffic floor of the same
 // ring (the same kernel with every copy sent to the device itself and no start barrier: exactly
-// its copies and adds, with no communication), in the same run.
+// its copies and adds, with no communication; examples/11_ring_all_reduce.cc sends the
+// all-gather's copies to a receive slot there, since a copy onto itself moves nothing), in the
+// same run.
 //
 // MPI_Allreduce needs N ranks: started outside mpirun, the command runs itself again under
 // `mpirun -np N` (when Tessera was built with MPI and mpirun is on the PATH). In that job rank 0
