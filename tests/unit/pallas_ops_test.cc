@@ -178,90 +178,6 @@ TEST(OpsTest, UnaryPrimitivesTranscendentals) {
             [](double v) { return 1 / std::sqrt(v); });
 }
 
-// test_cast_from_32bit / test_cast_from_sub_32bit on the dtypes Tessera has: float to int
-// truncates and saturates, int to a narrower int wraps, anything to bool is != 0.
-template <class From, class To>
-To jnp_cast(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f;
-  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
-    const double d = static_cast<double>(static_cast<float>(v));
-    if (std::isnan(d)) return To(0);
-    if (d >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    if (d <= double(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    return static_cast<To>(std::trunc(d));
-  } else if constexpr (std::is_integral_v<To>) {
-    return static_cast<To>(static_cast<int64_t>(v));  // wraps, as numpy's astype
-  } else {
-    return static_cast<To>(static_cast<float>(v));
-  }
-}
-
-template <class From, class To>
-void cast(const Array<From>& x) {
-  const Array<To> y = pl::pallas_call(
-      [](pltpu::VmemRef<const From> xr, pltpu::VmemRef<To> o) { o = xr.template astype<To>(); },
-      pl::out_shape<To>(x.shape()))(x);
-  for (int64_t i = 0; i < x.size(); ++i) {
-    const To want = jnp_cast<From, To>(x[i]);
-    if constexpr (std::is_floating_point_v<To> || std::is_same_v<To, bfloat16>) {
-      if (std::isnan(static_cast<float>(want))) {
-        ASSERT_TRUE(std::isnan(static_cast<float>(y[i])));
-        continue;
-      }
-    }
-    ASSERT_EQ(static_cast<double>(y[i]), static_cast<double>(want)) << i << " of " << x.size();
-  }
-}
-
-template <class From>
-void cast_to_all(const Array<From>& x) {
-  if constexpr (!std::is_same_v<From, float>) cast<From, float>(x);
-  if constexpr (!std::is_same_v<From, int32_t>) cast<From, int32_t>(x);
-  if constexpr (!std::is_same_v<From, bfloat16>) cast<From, bfloat16>(x);
-  if constexpr (!std::is_same_v<From, int8_t>) cast<From, int8_t>(x);
-  if constexpr (!std::is_same_v<From, bool>) cast<From, bool>(x);
-}
-
-TEST(OpsTest, CastFrom32bit) {
-  Array<float> xf({8, 128});
-  Random r(3);
-  const float specials[] = {0.0f,
-                            -0.0f,
-                            1e10f,
-                            -1e10f,
-                            std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(),
-                            127.9f,
-                            -128.9f,
-                            300.0f};
-  for (int64_t i = 0; i < xf.size(); ++i) {
-    xf[i] = i < 9 ? specials[i] : r.uniform() * static_cast<float>(r.uniform_int(1, 100000));
-  }
-  cast_to_all(xf);
-  Array<int32_t> xi({8, 128});
-  for (int64_t i = 0; i < xi.size(); ++i) xi[i] = static_cast<int32_t>(r.next());
-  cast_to_all(xi);
-}
-
-TEST(OpsTest, CastFromSub32bit) {
-  // Every bfloat16 and int8 value (NaNs replaced by 0, as Pallas does), and the bools.
-  Array<bfloat16> xb({8, 65536 / 8});
-  for (int64_t i = 0; i < xb.size(); ++i) {
-    const uint32_t bits = static_cast<uint32_t>(i) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    xb[i] = bfloat16(std::isnan(f) ? 0.0f : f);
-  }
-  cast_to_all(xb);
-  Array<int8_t> x8({8, 32});
-  for (int64_t i = 0; i < x8.size(); ++i) x8[i] = static_cast<int8_t>(i - 128);
-  cast_to_all(x8);
-  Array<bool> xbool({16, 16});
-  for (int64_t i = 0; i < xbool.size(); ++i) xbool[i] = ((i / 16) + i) % 2 == 1;
-  cast_to_all(xbool);
-}
-
 template <class T>
 void scalar_map(const Shape& shape) {
   const Array<T> x = arange<T>(shape);
@@ -392,7 +308,8 @@ void elementwise_float(F f, double (*want)(double), bool is_exp) {
   const Array<T> got = elementwise(x, f);
   const double rtol = exp_bf16 ? 2e-3 : 1e-6;
   for (int64_t i = 0; i < x.size(); ++i) {
-    const double w = static_cast<double>(static_cast<T>(static_cast<float>(want(static_cast<double>(x[i])))));
+    const double w =
+        static_cast<double>(static_cast<T>(static_cast<float>(want(static_cast<double>(x[i])))));
     ASSERT_NEAR(static_cast<double>(got[i]), w, rtol * std::abs(w) + 1e-30) << i;
   }
 }
