@@ -6,6 +6,9 @@
 #   find_package(tessera 0.1 CONFIG REQUIRED)   # `Tessera` works too
 #   target_link_libraries(app PRIVATE tessera::tessera)
 #
+# and, when the MPI transport was built, `find_package(tessera CONFIG REQUIRED COMPONENTS mpi)`
+# and `tessera::mpi`.
+#
 # The config file is named tessera-config.cmake: find_package(<Name>) looks for
 # <Name>Config.cmake *and* <lower-case name>-config.cmake, so one lower-case file serves both
 # spellings. The build tree gets the same files (export(EXPORT ...)), so a consumer can also use
@@ -21,6 +24,18 @@ install(TARGETS tessera
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+# The MPI transport, when it was built: tessera::mpi (component `mpi`). It has no headers of its
+# own (programs use tessera/device.h); linking it makes `mpirun -np N app` run one device per
+# rank. Its MPI::MPI_CXX dependency is found again by the package config.
+if(TARGET tessera_mpi)
+  install(TARGETS tessera_mpi
+    EXPORT TesseraTargets
+    ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+    LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+  set(TESSERA_CONFIG_MPI ON)
+else()
+  set(TESSERA_CONFIG_MPI OFF)
+endif()
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/tessera"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
   FILES_MATCHING PATTERN "*.h" PATTERN "*.inc")

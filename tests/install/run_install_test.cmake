@@ -31,7 +31,7 @@ function(check_consumer name)
   run_step("${name}: configure" "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${bin}"
            -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_BUILD_TYPE=${CONFIG}"
            -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
-           -DCMAKE_FIND_PACKAGE_NO_SYSTEM_PACKAGE_REGISTRY=ON ${ARGN})
+           -DCMAKE_FIND_PACKAGE_NO_SYSTEM_PACKAGE_REGISTRY=ON "-DEXPECT_MPI=${EXPECT_MPI}" ${ARGN})
   run_step("${name}: build" "${CMAKE_COMMAND}" --build "${bin}" --config "${CONFIG}")
   set(exe "${bin}/tessera_consumer")
   if(NOT EXISTS "${exe}")
@@ -41,6 +41,22 @@ function(check_consumer name)
   message(STATUS "[${name}: run] ${step_output}")
   if(NOT step_output MATCHES "consumer: ok")
     message(FATAL_ERROR "[${name}] the consumer did not print 'consumer: ok'")
+  endif()
+  if(EXPECT_MPI)
+    # In process (no launcher: two in-process devices), then one device per rank under mpirun.
+    run_step("${name}: run mpi consumer" "${exe}_mpi")
+    if(NOT step_output MATCHES "consumer mpi: ok")
+      message(FATAL_ERROR "[${name}] the MPI consumer did not print 'consumer mpi: ok'")
+    endif()
+    if(MPIEXEC)
+      run_step("${name}: mpirun mpi consumer" "${MPIEXEC}" --allow-run-as-root --oversubscribe
+               --bind-to none -np 2 "${exe}_mpi")
+      string(REGEX MATCHALL "consumer mpi: ok" oks "${step_output}")
+      list(LENGTH oks n_ok)
+      if(NOT n_ok EQUAL 2)
+        message(FATAL_ERROR "[${name}] 2 ranks should print 'consumer mpi: ok':\n${step_output}")
+      endif()
+    endif()
   endif()
 endfunction()
 
