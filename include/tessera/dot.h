@@ -27,13 +27,16 @@
 // contracted letter, shared batch letters, at most one free letter per operand, the output in
 // any order).
 //
-// Dtypes (as jax.numpy promotes them): float32 x float32, bfloat16 x bfloat16 and
-// int8 x int8; products are always accumulated in float32 (int32 for int8). The result dtype
-// is the operands' dtype unless the preferred element type is given as the first template
-// argument (`jnp::dot<float>(x, y)`, jnp's `preferred_element_type=`): float32 or bfloat16 for
-// float operands, int32 or int8 for int8. A narrower result is rounded (bfloat16, nearest even)
-// or wrapped (int8) once, after the accumulation, as a TPU does. float32 products are computed
-// in float32 (Pallas' precision HIGHEST; the TPU default would round operands to bfloat16).
+// Dtypes (as jax.numpy promotes them): float32 x float32, bfloat16 x bfloat16, float16 x
+// float16 and int8 x int8; products are always accumulated in float32 (int32 for int8). The
+// result dtype is the operands' dtype unless the preferred element type is given as the first
+// template argument (`jnp::dot<float>(x, y)`, jnp's `preferred_element_type=`): float32 or
+// bfloat16 for float32/bfloat16 operands, float32 or float16 for float16, int32 or int8 for int8.
+// float16 operands are widened to float32 first (exact); a TPU's MXU takes no float16, so
+// checked mode with a chip raises kUnsupported for them. A narrower result is rounded (bfloat16,
+// nearest even) or wrapped (int8) once, after the accumulation, as a TPU does. float32 products are
+// computed in float32 (Pallas' precision HIGHEST; the TPU default would round operands to
+// bfloat16).
 //
 // A product is an expression: `dst = jnp::dot(x, y)` writes it straight into `dst` and
 // `dst += jnp::dot(x, y)` accumulates into it with the tile GEMM (no temporary); anywhere else
@@ -143,14 +146,18 @@ constexpr bool check_dot_types() {
   using A = std::remove_cv_t<L>;
   using B = std::remove_cv_t<R>;
   static_assert(std::is_same_v<A, B> && (std::is_same_v<A, float> || std::is_same_v<A, bfloat16> ||
-                                         std::is_same_v<A, int8_t>),
+                                         std::is_same_v<A, float16> || std::is_same_v<A, int8_t>),
                 "tessera: jnp::dot / lax::dot_general takes float32 x float32, bfloat16 x "
-                "bfloat16 or int8 x int8 operands; convert one operand first (astype) so that "
-                "both have one of these dtypes");
+                "bfloat16, float16 x float16 or int8 x int8 operands; convert one operand first "
+                "(astype) so that both have one of these dtypes");
   if constexpr (std::is_same_v<A, int8_t>) {
     static_assert(std::is_same_v<P, int32_t> || std::is_same_v<P, int8_t>,
                   "tessera: the preferred element type of an int8 dot must be int32_t or int8_t "
                   "(products accumulate in int32); e.g. jnp::dot<int32_t>(x, y)");
+  } else if constexpr (std::is_same_v<A, float16>) {
+    static_assert(std::is_same_v<P, float> || std::is_same_v<P, float16>,
+                  "tessera: the preferred element type of a float16 dot must be float or float16 "
+                  "(products accumulate in float32); e.g. jnp::dot<float>(x, y)");
   } else {
     static_assert(std::is_same_v<P, float> || std::is_same_v<P, bfloat16>,
                   "tessera: the preferred element type of a float32/bfloat16 dot must be float "

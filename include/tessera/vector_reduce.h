@@ -40,8 +40,10 @@
 // leading dims: free for a contiguous ref, a copy otherwise.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <source_location>
 #include <string_view>
 #include <type_traits>
@@ -185,17 +187,21 @@ auto argmin(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
   return e;
 }
 
-/// `jnp.transpose(x)` (Pallas' `x.T`: all axes reversed) or `jnp.transpose(x, {perm})`. Pallas TPU
+/// `jnp.transpose(x)` (Pallas' `x.T`: all axes reversed) or `jnp.transpose(x, {perm})` (a braced
+/// list, or any container of ints: `std::vector<int>`, `std::array<int, N>`). Pallas TPU
 /// lowers swaps of the last two dims (and leading-dim permutations); Tessera accepts any
 /// permutation. A plain ref is transposed as a view (strided reads); an expression through a
 /// temporary. Cost: a copy.
-template <class X>
-requires detail::Operand<X>
-auto transpose(X&& x, std::initializer_list<int> axes = {},
+template <class X, class Axes = std::initializer_list<int>>
+requires detail::Operand<X> && requires(const Axes& a) {
+  { *std::begin(a) } -> std::convertible_to<int>;
+  std::end(a);
+}
+auto transpose(X&& x, const Axes& axes = {},
                std::source_location where = std::source_location::current()) {
   TESSERA_CHECK_NAMED(X);
   detail::SmallVec perm;
-  for (int a : axes) perm.push_back(a);
+  for (auto a : axes) perm.push_back(static_cast<int>(a));
   perm = detail::transpose_perm(x.shape(), perm, where);
   detail::SmallVec dims;
   for (int i = 0; i < perm.size(); ++i) dims.push_back(x.shape()[static_cast<int>(perm[i])]);

@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "core/dot_rules.h"
 #include "native/gemm.h"
+#include "native/gemm_scratch.h"
 #include "runtime/context.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
@@ -85,6 +86,18 @@ class Temp {
 };
 thread_local Temp tl_temp;
 
+thread_local GemmScratch tl_widen_a;
+thread_local GemmScratch tl_widen_b;
+
+// dst (rows x cols, contiguous) = v widened to float32.
+void widen(MatrixView<float16> v, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      dst[i * cols + j] = static_cast<float>(v.data[i * v.rs + j * v.cs]);
+    }
+  }
+}
+
 // acc (+)= product for the operands' dtype; `acc` has the accumulator dtype, row stride c_rs.
 void product(const DotCall& c, const DotOperands& o, void* acc, int64_t c_rs, bool accumulate) {
   switch (c.lhs.dtype) {
@@ -100,6 +113,16 @@ void product(const DotCall& c, const DotOperands& o, void* acc, int64_t c_rs, bo
       gemm_s8(o.m, o.n, o.k, lhs_view<int8_t>(c.lhs, o.lc), rhs_view<int8_t>(c.rhs, o.rc),
               static_cast<int32_t*>(acc), c_rs, accumulate);
       return;
+    case DType::kFloat16: {
+      // Widened to float32 (exact), then the float32 GEMM: no x86 GEMM takes float16 operands.
+      float* a = tl_widen_a.get<float>(o.m * o.k);
+      float* b = tl_widen_b.get<float>(o.k * o.n);
+      widen(lhs_view<float16>(c.lhs, o.lc), o.m, o.k, a);
+      widen(rhs_view<float16>(c.rhs, o.rc), o.k, o.n, b);
+      gemm_f32(o.m, o.n, o.k, MatrixView<float>{a, o.k, 1}, MatrixView<float>{b, o.n, 1},
+               static_cast<float*>(acc), c_rs, accumulate);
+      return;
+    }
     default:
       TESSERA_CHECK(false, "jnp::dot reached the GEMMs with operand dtypes none of them takes");
   }
@@ -213,6 +236,9 @@ void evaluate_tile(const DotCall& call, const DotOperands& o, const RawRef& dst,
       break;
     case DType::kBFloat16:
       store<float, bfloat16>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
+      break;
+    case DType::kFloat16:
+      store<float, float16>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
       break;
     case DType::kInt32:
       store<int32_t, int32_t>(dst, static_cast<int32_t*>(acc), o.m, o.n, accumulate);

@@ -347,6 +347,29 @@ TEST(CheckedRules, MatmulDtypePerGeneration) {
   expect_bug([&] { run("v3"); }, {ErrorKind::kUnsupported, kMarked, 0, {}, "v3"});
 }
 
+// float16 operands: computed without a chip (widened to float32), refused by every chip's MXU.
+TEST(CheckedMemory, Float16MatmulRunsWithoutAChipAndNoChipTakesIt) {
+  auto run = [](const char* chip) {
+    return pl::kernel(
+        pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+        pl::scratch_types(pltpu::VMEM<float16>({8, 128}), pltpu::VMEM<float16>({128, 128}),
+                          pltpu::VMEM<float>({8, 128})),
+        on_chip(chip))([](pltpu::HbmRef<float> o, pltpu::VmemRef<float16> x,
+                          pltpu::VmemRef<float16> y, pltpu::VmemRef<float> acc) {
+      x = jnp::full_like(x, float16(1.0f));
+      y = jnp::full_like(y, float16(0.5f));
+      // clang-format off
+      MARK_LINE; acc = jnp::dot<float>(x, y);
+      // clang-format on
+      pltpu::sync_copy(acc, o);
+    })();
+  };
+  EXPECT_EQ(run("")[0], 64.0f);
+  for (const char* chip : {"v4", "v5e", "v6e"}) {
+    expect_bug([&] { run(chip); }, {ErrorKind::kUnsupported, kMarked, 0, {}, chip});
+  }
+}
+
 // ---- output revisits --------------------------------------------------------------------------
 
 Array<float> revisit(const Array<float>& x, bool buggy) {

@@ -80,7 +80,7 @@ Reference reference(const X& x, const Y& y, int lc, int rc) {
 // Checks out == before + ref (before = 0 unless accumulating) within the float32 bound.
 template <class O>
 void expect_close(const O& out, const Reference& ref, int64_t k, const std::vector<double>& before,
-                  double result_rel, const std::string& what) {
+                  double result_rel, const std::string& what, double result_abs = 0.0) {
   const int64_t m = out.shape()[0], n = out.shape()[1];
   int bad = 0;
   for (int64_t i = 0; i < m && bad < 5; ++i) {
@@ -88,7 +88,7 @@ void expect_close(const O& out, const Reference& ref, int64_t k, const std::vect
       const size_t e = static_cast<size_t>(i * n + j);
       const double want = (before.empty() ? 0.0 : before[e]) + ref.value[e];
       const double tol = static_cast<double>(k + 2) * std::ldexp(1.0, -24) * ref.bound[e] +
-                         result_rel * (std::fabs(want) + ref.bound[e]) + 1e-30;
+                         result_rel * (std::fabs(want) + ref.bound[e]) + result_abs + 1e-30;
       const double got = at(out, i, j);
       if (!(std::fabs(got - want) <= tol)) {
         ADD_FAILURE() << what << ": out(" << i << ", " << j << ") = " << got << ", want " << want
@@ -114,8 +114,10 @@ class DotModes : public ::testing::TestWithParam<detail::GemmMode> {
 };
 
 // Every contracting-dimension pair on f32 and bf16, assigned and accumulated.
+// `result_abs`: the result dtype's subnormal step (a rounded result below its smallest normal
+// has that absolute precision, whatever its size).
 template <class T, class P>
-void check_all_layouts(const std::string& name, double result_rel) {
+void check_all_layouts(const std::string& name, double result_rel, double result_abs = 0.0) {
   uint32_t seed = 1;
   for (const Shape3& s : kShapes) {
     for (int lc : {1, 0}) {
@@ -137,11 +139,11 @@ void check_all_layouts(const std::string& name, double result_rel) {
         } else {
           o = lax::dot_general<P>(x, y, {{{lc}, {rc}}, {{}, {}}});
         }
-        expect_close(o, ref, s.k, {}, result_rel, what + " =");
+        expect_close(o, ref, s.k, {}, result_rel, what + " =", result_abs);
         std::vector<double> before(ov.size());
         for (size_t e = 0; e < ov.size(); ++e) before[e] = static_cast<float>(ov[e]);
         o += lax::dot_general<P>(x, y, {{{lc - 2}, {rc - 2}}});  // negative dims, batch omitted
-        expect_close(o, ref, s.k, before, result_rel * 2, what + " +=");
+        expect_close(o, ref, s.k, before, result_rel * 2, what + " +=", result_abs * 2);
       }
     }
   }
@@ -155,6 +157,11 @@ TEST_P(DotModes, BFloat16ToFloat32AllLayouts) {
 
 TEST_P(DotModes, BFloat16ResultIsRoundedOnce) {
   check_all_layouts<bfloat16, bfloat16>("bf16->bf16", std::ldexp(1.0, -8));
+}
+
+TEST_P(DotModes, Float16AllLayouts) {
+  check_all_layouts<float16, float>("f16->f32", 0.0);
+  check_all_layouts<float16, float16>("f16->f16", std::ldexp(1.0, -11), std::ldexp(1.0, -24));
 }
 
 TEST_P(DotModes, Int8ToInt32IsExact) {
