@@ -31,10 +31,10 @@
 // async copy started before, or in an earlier pallas_call, and waited before the pipeline runs).
 // Its BufferedRef then holds no VMEM of its own: the caller binds its VMEM ref as the windows,
 //
-//   x_bref, o_bref = allocs                             auto [x_bref, o_bref] = allocs;
-//   allocs = (x_bref.with_window_ref(x_vmem), o_bref)   pipeline(x, o, pltpu::allocations(
-//   pipeline(x, o, allocations=allocs)                      x_bref.with_window_ref(x_vmem),
-//   o_bref));
+//   x_bref, o_bref = allocs                  auto [x_bref, o_bref] = allocs;
+//   allocs = (x_bref.with_window_ref(x_vmem),
+//             o_bref)                         allocs = {x_bref.with_window_ref(x_vmem), o_bref};
+//   pipeline(x, o, allocations=allocs)       pipeline(x, o, pltpu::allocations(allocs));
 //
 // and the pipeline uses window j for its j-th fetch (j < p) instead of copying the block; later
 // blocks are copied into the bound windows as usual (so the pipeline writes that ref). The ref
