@@ -11,6 +11,8 @@
 //   pl.BlockSpec((None, 128), lambda i: (i, 0))      pl::BlockSpec({pl::squeezed, 128},
 //                                                        [](int i) { return pl::idx(i, 0); })
 //   pipeline_mode=pl.Buffered(3)                     pl::BlockSpec(..., pl::Buffered(3))
+//   pl.Buffered(buffer_count=2, prefetched_count=1)  pl::Buffered{.buffer_count = 2,
+//                                                                  .prefetched_count = 1}
 //   pl.BlockSpec((8, 128))   (no index map)          pl::BlockSpec({8, 128})   (block 0 always)
 //   pl.BlockSpec((8, 128), f, memory_space=pltpu.SMEM)   pl::BlockSpec({8, 128}, f, pltpu::SMEM)
 //   pl.BlockSpec(memory_space=pltpu.SMEM)            pl::BlockSpec(pltpu::SMEM)
@@ -171,10 +173,16 @@ requires(detail::BlockIndexValue<I>&&...) Indices idx(I... i) {
 
 /// `pl.Buffered(n)`: how many buffers a pipeline keeps for a block (default 2, double
 /// buffering; 1 for a block whose index never changes); `use_lookahead` fetches the next
-/// distinct block as soon as a buffer frees.
+/// distinct block as soon as a buffer frees. `prefetched_count` (an input of
+/// emit_pipeline_with_allocations): the first that many blocks are already in the first
+/// windows, copied there by the caller before the pipeline starts; the caller's windows are
+/// bound with BufferedRef::with_window_ref (tessera/buffered_ref.h). Pallas' keywords carry
+/// over as designated initializers:
+///   pl::Buffered{.buffer_count = 2, .use_lookahead = false, .prefetched_count = 1}
 struct Buffered {
   int buffer_count = 2;
   bool use_lookahead = false;
+  int prefetched_count = 0;
 };
 
 }  // namespace pl

@@ -25,10 +25,31 @@
 // the start of each visit, so a block may be visited again: an accumulator kept in HBM). Inputs
 // come first, then outputs. Windows live in VMEM.
 //
+// A window filled before the pipeline starts (Pallas' `pl.Buffered(prefetched_count=)`): an input
+// spec with `pl::Buffered{.buffer_count = n, .prefetched_count = p}` says that the caller copies
+// the first p blocks the pipeline would fetch into the first p windows itself (typically with an
+// async copy started before, or in an earlier pallas_call, and waited before the pipeline runs).
+// Its BufferedRef then holds no VMEM of its own: the caller binds its VMEM ref as the windows,
+//
+//   x_bref, o_bref = allocs                  auto [x_bref, o_bref] = allocs;
+//   allocs = (x_bref.with_window_ref(x_vmem),
+//             o_bref)                         allocs = {x_bref.with_window_ref(x_vmem), o_bref};
+//   pipeline(x, o, allocations=allocs)       pipeline(x, o, pltpu::allocations(allocs));
+//
+// and the pipeline uses window j for its j-th fetch (j < p) instead of copying the block; later
+// blocks are copied into the bound windows as usual (so the pipeline writes that ref). The ref
+// holds n windows one after another: shape (n, *window), (n * w,) for a 1-D window of w, or the
+// window itself when n is 1. p < n, except for a block that is the whole array at every step
+// (a single fetch: p may be 1 with n = 1). Checked mode sees the caller's copy: the body reading
+// a prefetched window before that copy was waited is a race (KernelError kRace).
+//
 // Errors: a spec without a block shape for BufferedRef::input/output (the window's shape is not
 // known: emit_pipeline_with_allocations knows the array and takes whole-array specs), a buffer
 // count outside 1.. (outputs 1..2), and at the pipeline a window whose shape differs from the
-// block the spec takes of the operand.
+// block the spec takes of the operand. A prefetched_count below 0, on an output, or at least
+// the buffer count; a window ref of the wrong shape or not contiguous (with_window_ref); a
+// pipeline run with a prefetched input whose windows were never bound ("expected external window
+// buffer to be bound for prefetched input", Pallas' words).
 #pragma once
 
 #include <cstddef>
@@ -87,19 +108,38 @@ class BufferedRef {
   const pl::BlockSpec& spec() const noexcept { return spec_; }
   BufferType buffer_type() const noexcept { return type_; }
   int buffer_count() const noexcept { return count_; }
+  /// `pl.Buffered(prefetched_count=)` of the spec: how many windows the caller fills.
+  int prefetched_count() const noexcept { return prefetched_; }
+
+  /// `BufferedRef.with_window_ref(ref)`: this BufferedRef with `ref`'s VMEM as its windows
+  /// (buffer_count of them, one after another: see the file comment). For a prefetched input the
+  /// caller has copied its first blocks into the first windows; the pipeline writes the rest.
+  template <class U>
+  BufferedRef with_window_ref(const pl::Ref<U, MemorySpace::VMEM>& ref,
+                              std::source_location where = std::source_location::current()) const {
+    static_assert(std::is_same_v<U, T>,
+                  "tessera: with_window_ref takes a VmemRef<T> of the BufferedRef's dtype with "
+                  "mutable elements (the pipeline copies its later blocks into the windows)");
+    detail::check_window_ref(ref.shape(), ref.strides(), count_, window_, where);
+    BufferedRef r = *this;
+    r.window_data_ = ref.data();
+    return r;
+  }
   /// One window's shape (the block without squeezed axes).
   const Shape& window_shape() const noexcept { return window_; }
   /// The windows (`buffer_count` of them, one after another), null until allocated.
   T* window() const noexcept { return window_data_; }
 
-  // As a scratch type: buffer_count windows in VMEM.
+  // As a scratch type: buffer_count windows in VMEM; none for a prefetched input, whose windows
+  // the caller binds (with_window_ref).
   detail::ScratchRequest request() const {
+    if (prefetched_ > 0) return detail::ScratchRequest{MemorySpace::VMEM, dtype_of<T>, Shape{0}, 0};
     return detail::ScratchRequest{MemorySpace::VMEM, dtype_of<T>, buffers_shape(),
                                   buffers_shape().size() * static_cast<int64_t>(sizeof(T))};
   }
   BufferedRef make_ref(void* p) const {
     BufferedRef r = *this;
-    r.window_data_ = static_cast<T*>(p);
+    if (prefetched_ == 0) r.window_data_ = static_cast<T*>(p);
     return r;
   }
 
@@ -110,8 +150,10 @@ class BufferedRef {
     window_ = detail::window_shape(spec_, Shape{});
     validate();
   }
-  void validate() const {
+  void validate() {
     detail::check_buffered_ref(count_, type_ != BufferType::INPUT, spec_.memory_space(), where_);
+    prefetched_ = spec_.has_pipeline_mode() ? spec_.pipeline_mode().prefetched_count : 0;
+    detail::check_prefetched_count(prefetched_, count_, type_ == BufferType::INPUT, where_);
     detail::check_scratch_shape(buffers_shape(), int64_t{sizeof(T)}, MemorySpace::VMEM, where_);
   }
   Shape buffers_shape() const {
@@ -123,6 +165,7 @@ class BufferedRef {
   pl::BlockSpec spec_;
   BufferType type_ = BufferType::INPUT;
   int count_ = 0;
+  int prefetched_ = 0;
   std::source_location where_;
   Shape window_;
   T* window_data_ = nullptr;
@@ -148,8 +191,10 @@ detail::Allocations<T...> allocations(const BufferedRef<T>&... refs) {
   return {std::tuple<BufferedRef<T>...>(refs...)};
 }
 template <class... T>
-detail::Allocations<T...> allocations(const std::tuple<BufferedRef<T>...>& refs) {
-  return {refs};
+detail::Allocations<T...> allocations(
+    const std::tuple<BufferedRef<T>...>& refs,
+    std::source_location where = std::source_location::current()) {
+  return {refs, where};
 }
 
 /// `emit_pipeline_with_allocations(body, grid=..., in_specs=..., out_specs=...)`: the pipeline

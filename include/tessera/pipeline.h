@@ -40,7 +40,9 @@
 // Their blocks are used where they lie, as Pallas aliases them, so each block must lie wholly
 // inside its ref. A spec in SMEM (`pltpu::SMEM`) stages its blocks in SMEM windows. The body's
 // parameter types say which ref each operand gets; they must match the specs' spaces. With
-// `pltpu::allocations(...)` last, the windows are BufferedRefs made ahead (buffered_ref.h).
+// `pltpu::allocations(...)` last, the windows are BufferedRefs made ahead (buffered_ref.h); an
+// input whose spec says `pl::Buffered{..., .prefetched_count = p}` finds its first p blocks in
+// windows the caller filled and bound (BufferedRef::with_window_ref), and copies nothing for them.
 #pragma once
 
 #include <array>
@@ -158,6 +160,7 @@ namespace detail {
 template <class... T>
 struct Allocations {
   std::tuple<pltpu::BufferedRef<T>...> refs;
+  std::source_location where{};  // the pltpu::allocations(tuple) call (none for the list form)
 };
 template <class T>
 inline constexpr bool is_allocations_v = false;
@@ -189,6 +192,9 @@ struct PipelineOperand {
   int storage_buffers = 0;
   bool input_output = false;
   Shape storage_window;  // the BufferedRef's window shape, checked against the block's
+  /// Where pltpu::allocations(...) was called (line 0: unknown), for a prefetched input whose
+  /// windows were never bound.
+  std::source_location allocations_where{};
 };
 
 /// The buffers a pipeline gives a block of `spec` over `grid` by default: 2, or 1 when its index
@@ -199,6 +205,18 @@ int default_buffer_count(const pl::BlockSpec& spec, const Shape& grid);
 void check_buffered_ref(int buffer_count, bool is_output, MemorySpace space,
                         std::source_location where);
 [[noreturn]] void buffered_ref_needs_block_shape(std::source_location where);
+/// pl::Buffered(prefetched_count=) on a BufferedRef (src/runtime/prefetched_window.cc): 0 or
+/// more, on an input only, at most the buffer count.
+void check_prefetched_count(int prefetched, int buffer_count, bool is_input,
+                            std::source_location where);
+/// The same against the operand's array and the grid (make_allocations): fewer than the buffer
+/// count unless the block is the whole array at every step (trivial windowing).
+void check_prefetched_block(const pl::BlockSpec& spec, int buffer_count, const Shape& array,
+                            const Shape& grid, std::source_location where);
+/// BufferedRef::with_window_ref: a VMEM ref of `shape` and `strides` that holds `buffer_count`
+/// windows of `window` one after another, contiguously.
+void check_window_ref(const Shape& shape, const SmallVec& strides, int buffer_count,
+                      const Shape& window, std::source_location where);
 
 /// What the body sees of one operand at a step: its window's first element and its element
 /// strides (row-major for a window in VMEM; the array's own strides for a block read or
@@ -295,7 +313,8 @@ class Pipeline {
                     "out_spec, inputs first (or with pltpu::allocations(...) last)");
       static_assert(((is_ref_v<R> && R::space != MemorySpace::SEMAPHORE) && ...),
                     "tessera: emit_pipeline operands are refs (in HBM, ANY, VMEM or SMEM)");
-      run(std::index_sequence_for<R...>{}, static_cast<const std::nullptr_t*>(nullptr), args...);
+      run(std::index_sequence_for<R...>{}, static_cast<const std::nullptr_t*>(nullptr),
+          std::source_location{}, args...);
     }
   }
 
@@ -310,15 +329,20 @@ class Pipeline {
  private:
   const pl::BlockSpec& spec(size_t k) const { return k < NIn ? in_.specs[k] : out_.specs[k - NIn]; }
 
+  int buffer_count(size_t k) const {
+    return spec(k).has_pipeline_mode() ? spec(k).pipeline_mode().buffer_count
+                                       : detail::default_buffer_count(spec(k), cfg_.grid);
+  }
   template <size_t... K, class... R>
   auto make_allocations_at(std::index_sequence<K...>, const R&... refs) const {
     using std::remove_cv_t;
-    return std::tuple<pltpu::BufferedRef<remove_cv_t<typename R::element_type>>...>{
+    auto allocs = std::tuple<pltpu::BufferedRef<remove_cv_t<typename R::element_type>>...>{
         pltpu::BufferedRef<remove_cv_t<typename R::element_type>>(
             spec(K), K < NIn ? pltpu::BufferType::INPUT : pltpu::BufferType::OUTPUT,
-            spec(K).has_pipeline_mode() ? spec(K).pipeline_mode().buffer_count
-                                        : detail::default_buffer_count(spec(K), cfg_.grid),
-            refs.shape(), cfg_.where)...};
+            buffer_count(K), refs.shape(), cfg_.where)...};
+    (detail::check_prefetched_block(spec(K), buffer_count(K), refs.shape(), cfg_.grid, cfg_.where),
+     ...);
+    return allocs;
   }
 
   template <size_t... K, class All>
@@ -326,13 +350,16 @@ class Pipeline {
     const auto& alloc = std::get<sizeof...(K)>(all).refs;
     static_assert(std::tuple_size_v<std::decay_t<decltype(alloc)>> == sizeof...(K),
                   "tessera: pltpu::allocations(...) gives one BufferedRef per operand");
-    run(std::index_sequence<K...>{}, &alloc, std::get<K>(all)...);
+    run(std::index_sequence<K...>{}, &alloc, std::get<sizeof...(K)>(all).where,
+        std::get<K>(all)...);
   }
 
   // Operand K's description; with allocations (`alloc` a tuple of BufferedRefs), its spec,
   // direction and windows are the BufferedRef's.
   template <size_t K, class R, class Alloc>
-  detail::PipelineOperand operand(const R& ref, const Alloc* alloc) const {
+  detail::PipelineOperand operand(const R& ref, const Alloc* alloc,
+                                  std::source_location alloc_where) const {
+    static_cast<void>(alloc_where);  // unused without allocations
     detail::PipelineOperand op;
     op.hbm = ref.raw();
     op.declared = detail::declared_space<Body, K>();
@@ -354,6 +381,7 @@ class Pipeline {
       op.storage_buffers = b.buffer_count();
       op.input_output = b.buffer_type() == pltpu::BufferType::INPUT_OUTPUT;
       op.storage_window = b.window_shape();
+      op.allocations_where = alloc_where;
       return op;
     }
   }
@@ -381,9 +409,11 @@ class Pipeline {
   }
 
   template <size_t... K, class Alloc, class... R>
-  void run(std::index_sequence<K...>, const Alloc* alloc, const R&... refs) const {
+  void run(std::index_sequence<K...>, const Alloc* alloc, std::source_location alloc_where,
+           const R&... refs) const {
     static_cast<void>(alloc);  // unused without operands
-    std::vector<detail::PipelineOperand> ops{operand<K, R>(refs, alloc)...};
+    static_cast<void>(alloc_where);
+    std::vector<detail::PipelineOperand> ops{operand<K, R>(refs, alloc, alloc_where)...};
     const std::array<Shape, sizeof...(R)> shapes{
         detail::window_shape(spec_of<K, R>(alloc), refs.shape())...};
     auto per_step = [&](const detail::WindowRef* windows) {

@@ -513,6 +513,10 @@ GridMapping map_grid(const GridRequest& request, const std::vector<MappedOperand
                        m.name(), op.storage_window.to_string(), m.window.to_string(),
                        op.hbm.shape.to_string()));
     }
+    if (const auto problem = prefetched_problem(request, op, m, at)) {
+      fail(request, problem->kind, problem->where, problem->what);
+    }
+    m.prefetched = s.has_pipeline_mode() ? s.pipeline_mode().prefetched_count : 0;
     if (!op.is_output && outputs > 0) {
       fail(request, ErrorKind::kInvalidArgument, at,
            fmt::format("{} comes after an output; a pipeline takes its inputs first, then its "

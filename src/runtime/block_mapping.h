@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tessera/block_spec.h"
+#include "tessera/error.h"
 #include "tessera/ref.h"
 
 namespace tessera::detail {
@@ -40,6 +41,7 @@ struct MappedOperand {
   int storage_buffers = 0;
   bool input_output = false;
   Shape storage_window;
+  std::source_location allocations_where{};  // pltpu::allocations(...) (line 0: unknown)
 };
 
 /// A BlockSpec canonicalised against its operand.
@@ -53,6 +55,9 @@ struct BlockMapping {
   int buffers = 1;            // windows the pipeline keeps (pl::Buffered; 1 for a whole array)
   void* storage = nullptr;    // the windows, made ahead by a BufferedRef (null: on the stack)
   bool input_output = false;  // an output copied in at the start of each visit
+  /// pl::Buffered(prefetched_count=): the first that many fetches find their block already in
+  /// windows 0.. of `storage` (the caller's), and copy nothing.
+  int prefetched = 0;
   MemorySpace space = MemorySpace::VMEM;  // where the window lives: VMEM, SMEM or ANY (none)
   SmallVec block;  // per array axis: the block's extent (1 for a squeezed axis)
   Shape window;    // the body's view: the block without squeezed axes
@@ -97,6 +102,18 @@ struct GridMapping {
 /// Whether every point of `grid` maps `s` to the same block: no index map, or one of the grid
 /// indices alone that is constant over the grid (evaluated, for grids up to 2^16 points).
 bool constant_block(const pl::BlockSpec& s, const Shape& grid);
+
+/// Why an operand cannot run as map_grid sees it: the error's kind, line and message.
+struct MappingProblem {
+  ErrorKind kind;
+  std::source_location where;
+  std::string what;
+};
+/// The checks of an operand's pl::Buffered(prefetched_count=) (src/runtime/prefetched_window.cc):
+/// only an input of an emit_pipeline, in VMEM windows bound by the caller, fewer than its
+/// buffers unless fetched once. `m` is mapped but for `prefetched`.
+std::optional<MappingProblem> prefetched_problem(const GridRequest& r, const MappedOperand& op,
+                                                 const BlockMapping& m, std::source_location at);
 
 /// Validates and canonicalises a grid walk (see the file comment). Raises UsageError before a
 /// pallas_call's launch (naming the kernel), KernelError for emit_pipeline inside a kernel.

@@ -74,6 +74,7 @@ struct OperandState {
   bool may_alias = false;   // the semantics allow using the block where it lies
   bool in_place = false;    // the current block is used where it lies
   bool single_visit = false;
+  int fetches = 0;  // blocks an input has fetched in this run (the first few may be prefetched)
   WindowRef win;
   // Full blocks found without a BlockWindow (every axis blocked or squeezed): per array axis,
   // the bytes from one block index to the next and how many blocks along it are full.
@@ -266,10 +267,13 @@ void PipelineRun::allocate_windows() {
     }
     st.may_alias = (m.is_output || m.read_only) && !in_smem && !m.input_output &&
                    engine_.may_use_blocks_in_place();
-    engine_.fresh(ctx_, st.buffer, m.window_bytes * m.buffers, m.hbm.dtype, [&] {
-      return fmt::format("the VMEM window of {} ({}<{}>{})", m.name(), config_.op,
-                         dtype_name(m.hbm.dtype), m.window.to_string());
-    });
+    // The windows the caller filled (pl::Buffered(prefetched_count=)) keep their contents.
+    const int64_t kept = std::min(m.prefetched, m.buffers) * m.window_bytes;
+    engine_.fresh(ctx_, static_cast<std::byte*>(st.buffer) + kept,
+                  m.window_bytes * m.buffers - kept, m.hbm.dtype, [&] {
+                    return fmt::format("the VMEM window of {} ({}<{}>{})", m.name(), config_.op,
+                                       dtype_name(m.hbm.dtype), m.window.to_string());
+                  });
     for (size_t j = 0; j < n && st.may_alias; ++j) {
       const BlockMapping& other = g_.blocks[j];
       const bool other_kind = other.is_output != m.is_output;
@@ -317,6 +321,12 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
     }
     if (!m.is_output) {
       if (!cursor.copy_in(static_cast<int>(k))) continue;  // same block: the copy is elided
+      if (st.fetches < m.prefetched) {  // the caller copied this block into window `fetches`
+        st.in_place = false;
+        st.win = WindowRef{static_cast<std::byte*>(st.buffer) + st.fetches++ * m.window_bytes,
+                           &st.buffer_strides};
+        continue;
+      }
       if (st.may_alias) {
         if (std::byte* p = full_block_address(m, st, cursor.block(static_cast<int>(k)))) {
           st.in_place = true;
@@ -536,6 +546,7 @@ void run_pipeline(const PipelineConfig& config, const std::vector<PipelineOperan
     m.storage_buffers = op.storage_buffers;
     m.input_output = op.input_output;
     m.storage_window = op.storage_window;
+    m.allocations_where = op.allocations_where;
     mapped.push_back(std::move(m));
   }
   const GridMapping g = map_grid(request, mapped);

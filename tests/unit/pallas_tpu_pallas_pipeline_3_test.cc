@@ -2,10 +2,12 @@
 // PallasCallPipelineTransformedRefsTest, the nested families (docs/pallas-parity.md): pipelines
 // inside a pipeline's body walk its VMEM windows where they lie, over views of HBM refs. The
 // `dynamic_grid` parameter (a traced grid extent) is a run-time value here: each case runs with
-// its extents read from a variable.
+// its extents read from a variable. Then PallasCallPipelineTest's prefetched inputs: a window
+// filled by an async copy of earlier pallas_calls, bound with BufferedRef::with_window_ref.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "support/pallas_port.h"
@@ -157,6 +159,125 @@ TEST(TpuPallasPipelineTest, TransformedRefsTransformedRefsAsInputsNestedSequenti
   for (int64_t i = 0; i < out.size(); ++i) {
     ASSERT_EQ(out[i], x[16 * 8192 + i] * 2.0f + 1.0f) << i;
   }
+}
+
+// ---- PallasCallPipelineTest: prefetched inputs -----------------------------------------------
+
+struct PrefetchedInputCase {
+  const char* name;
+  int64_t grid;
+  int64_t block_size;
+  int buffer_count;
+  bool use_lookahead;
+  Shape vmem_shape;
+  bool first_buffer;  // vmem_slice_type 'first_buffer' (ref.at[0]), else 'full' (ref)
+};
+
+void prefetched_input(const PrefetchedInputCase& c) {
+  const int64_t grid = c.grid;
+  const int64_t block_size = c.block_size;
+  const int buffer_count = c.buffer_count;
+  const bool use_lookahead = c.use_lookahead;
+  const bool first_buffer = c.first_buffer;
+
+  const auto pipeline_body = [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<float> o_ref) {
+    o_ref = x_ref;
+  };
+  const auto vmem_slice_fn = [first_buffer](pltpu::VmemRef<float> ref) {
+    return first_buffer ? ref.at(0) : ref;
+  };
+  const auto prefetch_start = [&](pltpu::HbmRef<const float> x_hbm_ref,
+                                  pltpu::VmemRef<float> x_vmem_ref, pltpu::DmaSemaphoreRef sem) {
+    pltpu::async_copy(x_hbm_ref.at(pl::ds(0, block_size)), vmem_slice_fn(x_vmem_ref), sem);
+  };
+  const auto prefetch_done = [&](pltpu::HbmRef<const float> x_hbm_ref,
+                                 pltpu::VmemRef<float> x_vmem_ref, pltpu::DmaSemaphoreRef sem,
+                                 pltpu::VmemRef<float> /*x_vmem_out_ref: alias to x_vmem_ref*/) {
+    pltpu::make_async_copy(x_hbm_ref.at(pl::ds(0, block_size)), vmem_slice_fn(x_vmem_ref), sem)
+        .wait();
+  };
+  const auto kernel = [&](pltpu::HbmRef<const float> x_hbm_ref,
+                          pltpu::VmemRef<float> x_prefetched_vmem, pltpu::HbmRef<float> o_hbm_ref) {
+    auto [pipeline, make_allocs] = pltpu::emit_pipeline_with_allocations(
+        pipeline_body, pltpu::grid({grid}),
+        pl::in_specs(pl::BlockSpec(
+            {block_size}, [](int i) { return pl::idx(i); },
+            pl::Buffered{.buffer_count = buffer_count,
+                         .use_lookahead = use_lookahead,
+                         .prefetched_count = 1})),
+        pl::out_specs(pl::BlockSpec({block_size}, [](int i) { return pl::idx(i); })));
+    pl::run_scoped(
+        [&](std::tuple<pltpu::BufferedRef<float>, pltpu::BufferedRef<float>> allocs) {
+          auto [x_bref, o_bref] = allocs;
+          allocs = {x_bref.with_window_ref(x_prefetched_vmem), o_bref};
+          pipeline(x_hbm_ref, o_hbm_ref, pltpu::allocations(allocs));
+        },
+        make_allocs(x_hbm_ref, o_hbm_ref));
+  };
+
+  const auto run = [&](const Array<float>& x) {
+    auto [prefetched, sem] =
+        pl::pallas_call(prefetch_start, pl::in_specs(pl::BlockSpec(pltpu::HBM)),
+                        pl::out_specs(pl::BlockSpec(pltpu::VMEM), pl::BlockSpec(pltpu::SEMAPHORE)),
+                        pl::out_shape(pltpu::VMEM<float>(c.vmem_shape), pltpu::SemaphoreType::DMA),
+                        pltpu::TensorCoreMesh("core", 1))(x);
+    prefetched = pl::pallas_call(
+        prefetch_done,
+        pl::in_specs(pl::BlockSpec(pltpu::HBM), pl::BlockSpec(pltpu::VMEM),
+                     pl::BlockSpec(pltpu::SEMAPHORE)),
+        pl::out_specs(pl::BlockSpec(pltpu::VMEM)), pl::out_shape(pltpu::VMEM<float>(c.vmem_shape)),
+        pl::input_output_aliases({{1, 0}}), pltpu::TensorCoreMesh("core", 1))(x, prefetched, sem);
+    return pl::pallas_call(
+        kernel, pl::in_specs(pl::BlockSpec(pltpu::HBM), pl::BlockSpec(pltpu::VMEM)),
+        pl::out_specs(pl::BlockSpec(pltpu::HBM)), pl::out_shape(ShapeDtypeStruct<float>{{512}}),
+        pltpu::TensorCoreMesh("core", 1))(x, prefetched);
+  };
+  const Array<float> x = arange<float>({512});
+  const Array<float> out = run(x);
+  EXPECT_EQ(out.to_vector(), x.to_vector());
+}
+
+TEST(TpuPallasPipelineTest, PipelinePrefetchedInput) {
+  // The three named parameters Pallas runs (none is skipped on a TPU without the
+  // emit_pipeline primitive, Pallas' default).
+  const PrefetchedInputCase cases[] = {
+      {"standard", 4, 128, 2, false, Shape{2, 128}, true},
+      {"lookahead", 4, 128, 2, true, Shape{2, 128}, true},
+      {"trivial_windowing", 1, 512, 1, false, Shape{512}, false},
+  };
+  for (const PrefetchedInputCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    prefetched_input(c);
+  }
+}
+
+TEST(TpuPallasPipelineTest, PipelinePrefetchedInputUnboundError) {
+  const auto pipeline_body = [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<float> o_ref) {
+    o_ref = x_ref;
+  };
+  const auto kernel = [&](pltpu::HbmRef<const float> x_hbm_ref, pltpu::HbmRef<float> o_hbm_ref) {
+    auto [pipeline, make_allocs] = pltpu::emit_pipeline_with_allocations(
+        pipeline_body, pltpu::grid({4}),
+        pl::in_specs(pl::BlockSpec(
+            {128}, [](int i) { return pl::idx(i); },
+            pl::Buffered{.buffer_count = 2, .prefetched_count = 1})),
+        pl::out_specs(pl::BlockSpec({128}, [](int i) { return pl::idx(i); })));
+    pl::run_scoped(
+        [&](std::tuple<pltpu::BufferedRef<float>, pltpu::BufferedRef<float>> allocs) {
+          // Purposely do not bind window_ref using with_window_ref!
+          pipeline(x_hbm_ref, o_hbm_ref, pltpu::allocations(allocs));
+        },
+        make_allocs(x_hbm_ref, o_hbm_ref));
+  };
+  const auto run = [&](const Array<float>& x) {
+    return pl::pallas_call(
+        kernel, pl::in_specs(pl::BlockSpec(pltpu::HBM)), pl::out_specs(pl::BlockSpec(pltpu::HBM)),
+        pl::out_shape(ShapeDtypeStruct<float>{{512}}), pltpu::TensorCoreMesh("core", 1))(x);
+  };
+  const Array<float> x = arange<float>({512});
+  // Pallas raises a ValueError whose message starts with these words.
+  expect_error<KernelError>([&] { run(x); }, ErrorKind::kInvalidArgument,
+                            "expected external window buffer to be bound for prefetched input");
 }
 
 }  // namespace
