@@ -36,6 +36,7 @@
 #include <source_location>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tessera/array.h"
 #include "tessera/kernel.h"
@@ -49,7 +50,10 @@ namespace detail {
 /// The counters of a SemaphoreArray and the copies still in flight on them (runtime-defined).
 struct SemaphoreState;
 std::shared_ptr<SemaphoreState> make_semaphore_state(int64_t count);
-int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, std::source_location where);
+int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, int core,
+                              std::source_location where);
+/// Raises kOutOfBounds unless 0 <= core < cores (`what`: "SmemArray.core").
+void check_core_index(int core, int cores, const char* what, std::source_location where);
 }  // namespace detail
 
 namespace pltpu {
@@ -62,6 +66,39 @@ class VmemArray : public Array<T> {
   using Array<T>::Array;
   /// Takes over an Array's storage (it then stands for VMEM).
   explicit VmemArray(Array<T>&& a) noexcept : Array<T>(std::move(a)) {}
+};
+
+/// An array whose storage stands for SMEM: a pallas_call output of `pltpu::SMEM<T>(shape)`, taken
+/// by a later call with `pl::BlockSpec(pltpu::SMEM)` where it lies. Every core has its own SMEM,
+/// so the array holds one copy per core of the call that made it: the Array itself is core 0's,
+/// `core(c)` is core c's, and core c of a later call works on copy c. Otherwise an Array.
+template <class T>
+class SmemArray : public Array<T> {
+ public:
+  using Array<T>::Array;
+  /// Takes over an Array's storage (it then stands for core 0's SMEM).
+  explicit SmemArray(Array<T>&& a) noexcept : Array<T>(std::move(a)) {}
+  /// `cores` copies of `shape`, their contents unspecified (a pallas_call output).
+  SmemArray(detail::Uninitialized u, Shape shape, int cores, std::source_location where,
+            const char* what)
+      : Array<T>(u, shape, where, what) {
+    for (int c = 1; c < cores; ++c) others_.emplace_back(u, shape, where, what);
+  }
+
+  /// How many cores have a copy (the cores of the call that made it).
+  int num_cores() const noexcept { return 1 + static_cast<int>(others_.size()); }
+  /// Core `c`'s copy (core 0's is the array itself).
+  const Array<T>& core(int c, std::source_location where = std::source_location::current()) const {
+    detail::check_core_index(c, num_cores(), "SmemArray.core", where);
+    return c == 0 ? static_cast<const Array<T>&>(*this) : others_[static_cast<size_t>(c - 1)];
+  }
+  Array<T>& core(int c, std::source_location where = std::source_location::current()) {
+    detail::check_core_index(c, num_cores(), "SmemArray.core", where);
+    return c == 0 ? static_cast<Array<T>&>(*this) : others_[static_cast<size_t>(c - 1)];
+  }
+
+ private:
+  std::vector<Array<T>> others_;  // cores 1, 2, ...
 };
 
 /// Semaphores that outlive a call: a pallas_call output of `pltpu::SemaphoreType::DMA` (or
@@ -77,11 +114,17 @@ class SemaphoreArray {
 
   const Shape& shape() const noexcept { return shape_; }
   int64_t size() const noexcept { return shape_.size(); }
-  /// The count semaphore `flat` (row-major) holds between calls: signals not yet waited, or the
-  /// bytes of completed copies not yet waited (a copy completes when it starts, natively).
+  /// The count semaphore `flat` (row-major) of core 0 holds between calls: signals not yet
+  /// waited, or the bytes of completed copies not yet waited (a copy completes when it starts,
+  /// natively).
   int64_t value(int64_t flat = 0,
                 std::source_location where = std::source_location::current()) const {
-    return detail::semaphore_state_value(*state_, flat, where);
+    return detail::semaphore_state_value(*state_, flat, 0, where);
+  }
+  /// The same on core `core` (each core has its own semaphores; a core no call ran on holds 0).
+  int64_t value(int64_t flat, int core,
+                std::source_location where = std::source_location::current()) const {
+    return detail::semaphore_state_value(*state_, flat, core, where);
   }
   /// The runtime's state (for pallas_call).
   detail::SemaphoreState& state() const noexcept { return *state_; }
@@ -96,9 +139,12 @@ using RegularSemaphoreArray = SemaphoreArray<SemaphoreKind::REGULAR>;
 }  // namespace pltpu
 
 namespace detail {
-/// Output markers of a pallas_call's out_shape: a VMEM array of T, and semaphores of a kind.
+/// Output markers of a pallas_call's out_shape: a VMEM or SMEM array of T, and semaphores of a
+/// kind.
 template <class T>
 struct VmemOut {};
+template <class T>
+struct SmemOut {};
 template <SemaphoreKind K>
 struct SemaphoreOut {
   static constexpr SemaphoreKind kind = K;
@@ -107,6 +153,10 @@ struct SemaphoreOut {
 template <class T>
 struct OutStorage<VmemOut<T>> {
   using type = pltpu::ScratchType<T, MemorySpace::VMEM>;
+};
+template <class T>
+struct OutStorage<SmemOut<T>> {
+  using type = pltpu::ScratchType<T, MemorySpace::SMEM>;
 };
 template <SemaphoreKind K>
 struct OutStorage<SemaphoreOut<K>> {
@@ -138,6 +188,18 @@ struct OutItem<pltpu::ScratchType<T, MemorySpace::VMEM>> {
     return o.where;
   }
 };
+template <class T>
+struct OutItem<pltpu::ScratchType<T, MemorySpace::SMEM>> {
+  static constexpr bool ok = true;
+  using param = SmemOut<T>;
+  static pltpu::ScratchType<T, MemorySpace::SMEM> store(
+      const pltpu::ScratchType<T, MemorySpace::SMEM>& o) {
+    return o;
+  }
+  static std::source_location where(const pltpu::ScratchType<T, MemorySpace::SMEM>& o) {
+    return o.where;
+  }
+};
 template <SemaphoreKind K>
 struct OutItem<pltpu::SemaphoreTypeTag<K>> {
   static constexpr bool ok = true;
@@ -155,7 +217,8 @@ struct OutItem<pltpu::SemaphoreArrayType<K>> {
   static std::source_location where(const pltpu::SemaphoreArrayType<K>& o) { return o.where; }
 };
 
-/// What a pallas_call returns for an output: an Array, a VmemArray or a SemaphoreArray.
+/// What a pallas_call returns for an output: an Array, a VmemArray, an SmemArray or a
+/// SemaphoreArray.
 template <class O>
 struct OutResult {
   using type = Array<O>;
@@ -163,6 +226,10 @@ struct OutResult {
 template <class T>
 struct OutResult<VmemOut<T>> {
   using type = pltpu::VmemArray<T>;
+};
+template <class T>
+struct OutResult<SmemOut<T>> {
+  using type = pltpu::SmemArray<T>;
 };
 template <SemaphoreKind K>
 struct OutResult<SemaphoreOut<K>> {
