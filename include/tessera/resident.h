@@ -1,8 +1,10 @@
 // File: tessera/resident.h
 //
-// What a `pl::pallas_call` may leave on the chip for the next call: arrays in VMEM and
-// semaphores, Pallas' `out_shape=pltpu.VMEM(shape, dtype)` and `out_shape=pltpu.SemaphoreType.DMA`.
-// A DMA started in one call can then be waited in the next (Pallas' tpu_pallas_async_test):
+// What a `pl::pallas_call` may leave on the chip for the next call: arrays in VMEM or SMEM and
+// semaphores, Pallas' `out_shape=pltpu.VMEM(shape, dtype)` / `pltpu.SMEM(shape, dtype)` and
+// `out_shape=pltpu.SemaphoreType.DMA`. A DMA started in one call can then be waited in the next
+// (Pallas' tpu_pallas_async_test), also from or into an SMEM array (an SMEM ref made once with
+// `pl.empty_ref_like(pltpu.SMEM(...))` and used by several kernels):
 //
 //   Pallas                                          Tessera
 //   out_shape=(pltpu.VMEM((8, 128), jnp.float32),   pl::out_shape(pltpu::VMEM<float>({8, 128}),
@@ -13,22 +15,30 @@
 //                                                                 pl::BlockSpec(pltpu::SEMAPHORE))
 //   out, sem = f(x)                                 auto [out, sem] = f(x);
 //   # out: a VMEM array, sem: a semaphore array     // pltpu::VmemArray<float>, DmaSemaphoreArray
+//   y_ref = pl.empty_ref_like(                      pl::out_shape(pltpu::SMEM<int32_t>({8})),
+//       pltpu.SMEM((8,), jnp.int32))                pl::out_specs(pl::BlockSpec(pltpu::SMEM))
+//                                                   // the call returns a pltpu::SmemArray<int32_t>
 //
-// The body takes a VMEM output as a `pltpu::VmemRef<T>` of the whole array and a semaphore
-// output as a semaphore ref (`pltpu::DmaSemaphoreRef`); a later call takes them as inputs with
-// `pl::BlockSpec(pltpu::VMEM)` (used where they lie, never copied) and
-// `pl::BlockSpec(pltpu::SEMAPHORE)`.
+// The body takes a VMEM output as a `pltpu::VmemRef<T>` of the whole array, an SMEM output as a
+// `pltpu::SmemRef<T>`, and a semaphore output as a semaphore ref (`pltpu::DmaSemaphoreRef`); a
+// later call takes them as inputs with `pl::BlockSpec(pltpu::VMEM)` / `pl::BlockSpec(pltpu::SMEM)`
+// (used where they lie, never copied; a kernel that updates one aliases it to an output of the
+// same kind) and `pl::BlockSpec(pltpu::SEMAPHORE)`.
 //
 // Semantics. A VmemArray is an Array whose storage stands for VMEM: a call that takes it in
-// VMEM works on it in place, and it counts against that call's VMEM budget. A SemaphoreArray is
-// a handle on counters that outlive the call: copies of the handle share them, a call that takes
-// it starts from the counts the previous one left (they may be non-zero at that call's exit: a
-// copy in flight), and leaves its own counts in it. The counters live on the call's first core
-// (core 0), which is the one that starts and waits the copies on them; the other cores of the
-// call see their own semaphores, zero. In checked mode a copy still in flight at the end of a
-// call travels with the semaphore to the call that waits for it: that call must take the copy's
-// source and destination arrays (aliased where it writes them, as Pallas' async kernels do),
-// otherwise it raises before its body runs.
+// VMEM works on it in place, and it counts against that call's VMEM budget. An SmemArray stands
+// for SMEM, which every core has its own of: it holds one copy per core of the call that made it
+// (the Array itself is core 0's, `core(c)` core c's), core c of a later call works on copy c in
+// place (a call on more cores than the array has copies is refused), and each copy counts
+// against its core's SMEM with the call's SMEM scratch (a checked chip's SMEM in checked mode).
+// A SemaphoreArray is a handle on counters that outlive the call: copies of the handle share
+// them, and every core has its own (`value(flat, core)`); a call that takes it starts each core
+// from the counts that core left at the previous call (they may be non-zero at that call's
+// exit: a copy in flight), and leaves its own counts in it. In checked mode a copy still in
+// flight at the end of a call travels with its core's semaphore to the call that waits for it:
+// that call must take the copy's source and destination arrays (aliased where it writes them,
+// as Pallas' async kernels do), otherwise it raises before its body runs; reading the
+// destination, or writing the source, before the wait raises a race as within one kernel.
 #pragma once
 
 #include <cstdint>
