@@ -318,7 +318,7 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         p.operands.push_back(detail::PallasOperand{
             dtype_of<T>, arr->shape(), spec, false, detail::param_is_const_ref<Body, K>(),
             detail::declared_space<Body, K>(), Arg<A>::source, arr->data(), p.input_leaves++,
-            static_cast<int>(K) - NP, detail::core_copies(a)});
+            static_cast<int>(K) - NP, detail::core_copies(a, spec_.where)});
       }
     }
   }
@@ -336,7 +336,7 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
       p.operands.push_back(detail::PallasOperand{
           dtype_of<T>, result.shape(), spec, true, false, detail::declared_space<Body, K>(),
           detail::PallasOut<Ot>::source, result.data(), static_cast<int>(O), static_cast<int>(O),
-          detail::core_copies(result)});
+          detail::core_copies(result, spec_.where)});
     }
   }
 

@@ -64,6 +64,9 @@ int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, int core,
                               std::source_location where);
 /// Raises kOutOfBounds unless 0 <= core < cores (`what`: "SmemArray.core").
 void check_core_index(int core, int cores, const char* what, std::source_location where);
+/// Raises kShapeMismatch: an SmemArray whose copy for `core` has another shape than core 0's.
+[[noreturn]] void smem_copy_shape_mismatch(const Shape& first, const Shape& copy, int core,
+                                           std::source_location where);
 }  // namespace detail
 
 namespace pltpu {

@@ -33,6 +33,15 @@ int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, int core,
   return s.cores[static_cast<size_t>(core)].counts[static_cast<size_t>(flat)];
 }
 
+void smem_copy_shape_mismatch(const Shape& first, const Shape& copy, int core,
+                              std::source_location where) {
+  raise(ErrorKind::kShapeMismatch, "pallas_call", where,
+        fmt::format("the SmemArray's copy for core {} has shape {} but core 0's has {}; every "
+                    "core's copy of an SMEM array keeps one shape (assign a copy an Array of "
+                    "the same shape)",
+                    core, copy.to_string(), first.to_string()));
+}
+
 void check_core_index(int core, int cores, const char* what, std::source_location where) {
   if (core >= 0 && core < cores) return;
   raise(ErrorKind::kOutOfBounds, what, where,

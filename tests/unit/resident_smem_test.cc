@@ -323,6 +323,12 @@ TEST(SmemArrays, MisuseIsReportedBeforeLaunch) {
                "input 0 is an SMEM array with 1 copy (one per core of the call that made it), "
                "but this call runs on 2 cores",
                two_line, two_line + 2);
+  // A copy assigned an array of another shape.
+  pltpu::SmemArray<int32_t> odd = fill(2);
+  odd.core(1) = Array<int32_t>(Shape{3});
+  expect_usage([&] { two(odd); }, ErrorKind::kShapeMismatch,
+               "the SmemArray's copy for core 1 has shape (3,) but core 0's has (16,)", two_line,
+               two_line + 2);
   // Taken in VMEM: it lives in SMEM.
   const pl::BlockSpec vmem(pltpu::VMEM);
   const int vmem_line = __LINE__ - 1;

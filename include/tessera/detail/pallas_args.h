@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <source_location>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -107,12 +108,18 @@ struct PallasArg<pltpu::SmemArray<T>> : PallasArg<Array<T>> {
 };
 
 /// Every core's copy of an SMEM array (core c's at [c]); empty for any other array, which the
-/// cores share.
+/// cores share. Raises kShapeMismatch at `where` for a copy whose shape is not core 0's (one
+/// assigned another Array).
 template <class A>
-std::vector<const void*> core_copies(const A& a) {
+std::vector<const void*> core_copies(const A& a, std::source_location where) {
   std::vector<const void*> copies;
   if constexpr (requires { a.num_cores(); }) {
-    for (int c = 0; c < a.num_cores(); ++c) copies.push_back(a.core(c).data());
+    for (int c = 0; c < a.num_cores(); ++c) {
+      if (a.core(c).shape() != a.shape()) {
+        smem_copy_shape_mismatch(a.shape(), a.core(c).shape(), c, where);
+      }
+      copies.push_back(a.core(c).data());
+    }
   }
   return copies;
 }
