@@ -27,7 +27,7 @@
 //
 // Semantics. A VmemArray is an Array whose storage stands for VMEM: a call that takes it in
 // VMEM works on it in place, and it counts against that call's VMEM budget. An SmemArray stands
-// for SMEM, which every core has its own of: it holds one copy per core of the call that made it
+// for SMEM, of which every core has its own: it holds one copy per core of the call that made it
 // (the Array itself is core 0's, `core(c)` core c's), core c of a later call works on copy c in
 // place (a call on more cores than the array has copies is refused), and each copy counts
 // against its core's SMEM with the call's SMEM scratch (a checked chip's SMEM in checked mode).
