@@ -281,8 +281,8 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
   }
 
   static_assert((is_element_type_v<Outs> && ...),
-                "tessera: pl::kernel outputs are arrays (pl::out_type); VMEM and semaphore "
-                "outputs are for pl::pallas_call");
+                "tessera: pl::kernel outputs are arrays (pl::out_type); VMEM, SMEM and "
+                "semaphore outputs are for pl::pallas_call");
 
   /// Runs the kernel on every core and returns its outputs (see the file comment).
   template <class... Ins>

@@ -13,9 +13,9 @@
 //   Array<float> o = add(x, y);
 //
 //   pl::out_shape<T>(shape) / pl::out_shape(ShapeDtypeStruct<T>{...}, ...)   outputs (none:
-//                                  the call returns nothing); pltpu::VMEM<T>(shape) and
-//                                  pltpu::SemaphoreType::DMA outputs stay for the next call
-//                                  (resident.h)
+//                                  the call returns nothing); pltpu::VMEM<T>(shape),
+//                                  pltpu::SMEM<T>(shape) and pltpu::SemaphoreType::DMA outputs
+//                                  stay for the next call (resident.h)
 //   pl::grid({...})                grid (default: one invocation); pl::grid({{"i", 4}}) named
 //   pl::in_specs(...), pl::out_specs(...)   BlockSpecs (default: whole arrays)
 //   pl::scratch_shapes(pltpu::VMEM<float>({8, 128}), ...)   scratch, kept across the grid
@@ -24,10 +24,10 @@
 //   pl::name("add")
 //
 // The call takes the scalar-prefetch operands (an Array, or a std::tuple of Arrays: a grouped
-// operand), then the inputs (an Array, a VmemArray, a std::optional<Array> or std::nullopt for an
-// operand that may be absent, a SemaphoreArray). The body gets the SMEM refs of the prefetch
-// operands (a std::tuple of them for a group), one ref per input block (a std::optional ref for an
-// optional input), per output block, then the scratch refs. The grid
+// operand), then the inputs (an Array, a VmemArray or SmemArray, a std::optional<Array> or
+// std::nullopt for an operand that may be absent, a SemaphoreArray). The body gets the SMEM refs
+// of the prefetch operands (a std::tuple of them for a group), one ref per input block (a
+// std::optional ref for an optional input), per output block, then the scratch refs. The grid
 // runs as emit_pipeline's does (see pipeline.h); PARALLEL axes, which must be a prefix of the
 // grid, are split over the cores in contiguous chunks, the rest run in order on each core.
 // Before any core runs, the blocks' VMEM (window bytes x buffer count, 2 by default) plus the
@@ -70,7 +70,8 @@ OutType<T> out_shape(std::initializer_list<int64_t> dims,
   return out_type<T>(Shape(dims), where);
 }
 /// Several outputs, or one described by a value: ShapeDtypeStruct<T>{shape} (an array),
-/// pltpu::VMEM<T>(shape) (a VMEM array, pltpu::VmemArray<T>), pltpu::SemaphoreType::DMA or
+/// pltpu::VMEM<T>(shape) (a VMEM array, pltpu::VmemArray<T>), pltpu::SMEM<T>(shape) (an SMEM
+/// array, one copy per core, pltpu::SmemArray<T>), pltpu::SemaphoreType::DMA or
 /// ::DMA({n}) (semaphores, pltpu::SemaphoreArray; tessera/resident.h). No outputs:
 /// `pl::out_shape()`, or leave out_shape out.
 template <class... O>
@@ -99,7 +100,8 @@ struct NoSpecs {};
 /// One array operand of a pallas_call (an input or output the grid walks), as its template knows
 /// it: `index` is its position for input_output_aliases (inputs: among the call's input leaves,
 /// scalar prefetch first; outputs: among the outputs); `source` where its array lives (HBM, or
-/// VMEM for a VmemArray / VMEM output); `data` the caller's array (outputs: the fresh one).
+/// VMEM or SMEM for a VmemArray / SmemArray / such an output); `data` the caller's array
+/// (outputs: the fresh one).
 struct PallasOperand {
   DType dtype;
   Shape shape;
@@ -111,6 +113,9 @@ struct PallasOperand {
   const void* data = nullptr;
   int index = 0;
   int position = 0;  // among the call's input arguments (after the prefetch), or its outputs
+  /// An SMEM array: every core's copy (core c's at [c], [0] is `data`); empty: one array that
+  /// every core shares.
+  std::vector<const void*> copies = {};
 };
 /// One scalar-prefetch array (copied into SMEM on every core before the grid runs); `group` is
 /// the call argument it belongs to (a grouped operand, a std::tuple of arrays, has several).
@@ -142,6 +147,9 @@ struct PallasCallSpec {
   std::optional<pltpu::InterpretParams> interpret;
   std::vector<ScratchRequest> scratch;  // the user's scratch
 };
+/// The number of cores a pallas_call runs on: its mesh's, else the checked chip's TensorCores
+/// (at most this machine's cores), else this machine's cores.
+int pallas_call_num_cores(const PallasCallSpec& call);
 /// Runs a pallas_call (src/runtime/pallas_call.cc): validates it before launch (UsageError),
 /// launches, and calls `body` at every grid step of every core. The operands' `data` are the
 /// caller's arrays, the outputs' the fresh arrays the call fills.
@@ -207,8 +215,8 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
   }
 
   /// Runs the grid over `args` (the NP scalar-prefetch operands, then the inputs) and returns
-  /// the output(s), as pl::kernel does. An argument is an Array (or a VmemArray), for a
-  /// scalar-prefetch operand also a std::tuple of Arrays, for an input also a
+  /// the output(s), as pl::kernel does. An argument is an Array (or a VmemArray or SmemArray), for
+  /// a scalar-prefetch operand also a std::tuple of Arrays, for an input also a
   /// std::optional<Array> or std::nullopt (no operand, Pallas' None) or a SemaphoreArray.
   template <class... Args>
   auto operator()(const Args&... args) const {
@@ -241,8 +249,8 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
       return std::type_identity<typename Arg<A>::prefetch_param>{};
     } else {
       static_assert(Arg<A>::input,
-                    "tessera: a pallas_call input is an Array, a VmemArray, a std::optional<Array> "
-                    "or std::nullopt (no operand), or a SemaphoreArray");
+                    "tessera: a pallas_call input is an Array, a VmemArray, an SmemArray, a "
+                    "std::optional<Array> or std::nullopt (no operand), or a SemaphoreArray");
       return std::type_identity<typename Arg<A>::template param<Body, K>>{};
     }
   }
@@ -310,7 +318,7 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         p.operands.push_back(detail::PallasOperand{
             dtype_of<T>, arr->shape(), spec, false, detail::param_is_const_ref<Body, K>(),
             detail::declared_space<Body, K>(), Arg<A>::source, arr->data(), p.input_leaves++,
-            static_cast<int>(K) - NP});
+            static_cast<int>(K) - NP, detail::core_copies(a, spec_.where)});
       }
     }
   }
@@ -327,7 +335,8 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
       slot.operand = static_cast<int>(p.operands.size());
       p.operands.push_back(detail::PallasOperand{
           dtype_of<T>, result.shape(), spec, true, false, detail::declared_space<Body, K>(),
-          detail::PallasOut<Ot>::source, result.data(), static_cast<int>(O), static_cast<int>(O)});
+          detail::PallasOut<Ot>::source, result.data(), static_cast<int>(O), static_cast<int>(O),
+          detail::core_copies(result, spec_.where)});
     }
   }
 
@@ -338,6 +347,10 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
     const auto& d = std::get<O>(out_.outs);
     if constexpr (detail::is_semaphore_out_v<Ot>) {
       return R(d.shape);
+    } else if constexpr (std::is_same_v<Ot, detail::SmemOut<typename R::value_type>>) {
+      // One copy per core: each core has its own SMEM.
+      return R(detail::Uninitialized{}, d.shape, detail::pallas_call_num_cores(spec_), spec_.where,
+               "a pallas_call output");
     } else {
       return R(detail::Uninitialized{}, d.shape, spec_.where, "a pallas_call output");
     }

@@ -1,8 +1,10 @@
 // File: tessera/resident.h
 //
-// What a `pl::pallas_call` may leave on the chip for the next call: arrays in VMEM and
-// semaphores, Pallas' `out_shape=pltpu.VMEM(shape, dtype)` and `out_shape=pltpu.SemaphoreType.DMA`.
-// A DMA started in one call can then be waited in the next (Pallas' tpu_pallas_async_test):
+// What a `pl::pallas_call` may leave on the chip for the next call: arrays in VMEM or SMEM and
+// semaphores, Pallas' `out_shape=pltpu.VMEM(shape, dtype)` / `pltpu.SMEM(shape, dtype)` and
+// `out_shape=pltpu.SemaphoreType.DMA`. A DMA started in one call can then be waited in the next
+// (Pallas' tpu_pallas_async_test), also from or into an SMEM array (an SMEM ref made once with
+// `pl.empty_ref_like(pltpu.SMEM(...))` and used by several kernels):
 //
 //   Pallas                                          Tessera
 //   out_shape=(pltpu.VMEM((8, 128), jnp.float32),   pl::out_shape(pltpu::VMEM<float>({8, 128}),
@@ -13,22 +15,30 @@
 //                                                                 pl::BlockSpec(pltpu::SEMAPHORE))
 //   out, sem = f(x)                                 auto [out, sem] = f(x);
 //   # out: a VMEM array, sem: a semaphore array     // pltpu::VmemArray<float>, DmaSemaphoreArray
+//   y_ref = pl.empty_ref_like(                      pl::out_shape(pltpu::SMEM<int32_t>({8})),
+//       pltpu.SMEM((8,), jnp.int32))                pl::out_specs(pl::BlockSpec(pltpu::SMEM))
+//                                                   // the call returns a pltpu::SmemArray<int32_t>
 //
-// The body takes a VMEM output as a `pltpu::VmemRef<T>` of the whole array and a semaphore
-// output as a semaphore ref (`pltpu::DmaSemaphoreRef`); a later call takes them as inputs with
-// `pl::BlockSpec(pltpu::VMEM)` (used where they lie, never copied) and
-// `pl::BlockSpec(pltpu::SEMAPHORE)`.
+// The body takes a VMEM output as a `pltpu::VmemRef<T>` of the whole array, an SMEM output as a
+// `pltpu::SmemRef<T>`, and a semaphore output as a semaphore ref (`pltpu::DmaSemaphoreRef`); a
+// later call takes them as inputs with `pl::BlockSpec(pltpu::VMEM)` / `pl::BlockSpec(pltpu::SMEM)`
+// (used where they lie, never copied; a kernel that updates one aliases it to an output of the
+// same kind) and `pl::BlockSpec(pltpu::SEMAPHORE)`.
 //
 // Semantics. A VmemArray is an Array whose storage stands for VMEM: a call that takes it in
-// VMEM works on it in place, and it counts against that call's VMEM budget. A SemaphoreArray is
-// a handle on counters that outlive the call: copies of the handle share them, a call that takes
-// it starts from the counts the previous one left (they may be non-zero at that call's exit: a
-// copy in flight), and leaves its own counts in it. The counters live on the call's first core
-// (core 0), which is the one that starts and waits the copies on them; the other cores of the
-// call see their own semaphores, zero. In checked mode a copy still in flight at the end of a
-// call travels with the semaphore to the call that waits for it: that call must take the copy's
-// source and destination arrays (aliased where it writes them, as Pallas' async kernels do),
-// otherwise it raises before its body runs.
+// VMEM works on it in place, and it counts against that call's VMEM budget. An SmemArray stands
+// for SMEM, of which every core has its own: it holds one copy per core of the call that made it
+// (the Array itself is core 0's, `core(c)` core c's), core c of a later call works on copy c in
+// place (a call on more cores than the array has copies is refused), and each copy counts
+// against its core's SMEM with the call's SMEM scratch (a checked chip's SMEM in checked mode).
+// A SemaphoreArray is a handle on counters that outlive the call: copies of the handle share
+// them, and every core has its own (`value(flat, core)`); a call that takes it starts each core
+// from the counts that core left at the previous call (they may be non-zero at that call's
+// exit: a copy in flight), and leaves its own counts in it. In checked mode a copy still in
+// flight at the end of a call travels with its core's semaphore to the call that waits for it:
+// that call must take the copy's source and destination arrays (aliased where it writes them,
+// as Pallas' async kernels do), otherwise it raises before its body runs; reading the
+// destination, or writing the source, before the wait raises a race as within one kernel.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +46,7 @@
 #include <source_location>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tessera/array.h"
 #include "tessera/kernel.h"
@@ -49,7 +60,13 @@ namespace detail {
 /// The counters of a SemaphoreArray and the copies still in flight on them (runtime-defined).
 struct SemaphoreState;
 std::shared_ptr<SemaphoreState> make_semaphore_state(int64_t count);
-int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, std::source_location where);
+int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, int core,
+                              std::source_location where);
+/// Raises kOutOfBounds unless 0 <= core < cores (`what`: "SmemArray.core").
+void check_core_index(int core, int cores, const char* what, std::source_location where);
+/// Raises kShapeMismatch: an SmemArray whose copy for `core` has another shape than core 0's.
+[[noreturn]] void smem_copy_shape_mismatch(const Shape& first, const Shape& copy, int core,
+                                           std::source_location where);
 }  // namespace detail
 
 namespace pltpu {
@@ -62,6 +79,39 @@ class VmemArray : public Array<T> {
   using Array<T>::Array;
   /// Takes over an Array's storage (it then stands for VMEM).
   explicit VmemArray(Array<T>&& a) noexcept : Array<T>(std::move(a)) {}
+};
+
+/// An array whose storage stands for SMEM: a pallas_call output of `pltpu::SMEM<T>(shape)`, taken
+/// by a later call with `pl::BlockSpec(pltpu::SMEM)` where it lies. Every core has its own SMEM,
+/// so the array holds one copy per core of the call that made it: the Array itself is core 0's,
+/// `core(c)` is core c's, and core c of a later call works on copy c. Otherwise an Array.
+template <class T>
+class SmemArray : public Array<T> {
+ public:
+  using Array<T>::Array;
+  /// Takes over an Array's storage (it then stands for core 0's SMEM).
+  explicit SmemArray(Array<T>&& a) noexcept : Array<T>(std::move(a)) {}
+  /// `cores` copies of `shape`, their contents unspecified (a pallas_call output).
+  SmemArray(detail::Uninitialized u, Shape shape, int cores, std::source_location where,
+            const char* what)
+      : Array<T>(u, shape, where, what) {
+    for (int c = 1; c < cores; ++c) others_.emplace_back(u, shape, where, what);
+  }
+
+  /// How many cores have a copy (the cores of the call that made it).
+  int num_cores() const noexcept { return 1 + static_cast<int>(others_.size()); }
+  /// Core `c`'s copy (core 0's is the array itself).
+  const Array<T>& core(int c, std::source_location where = std::source_location::current()) const {
+    detail::check_core_index(c, num_cores(), "SmemArray.core", where);
+    return c == 0 ? static_cast<const Array<T>&>(*this) : others_[static_cast<size_t>(c - 1)];
+  }
+  Array<T>& core(int c, std::source_location where = std::source_location::current()) {
+    detail::check_core_index(c, num_cores(), "SmemArray.core", where);
+    return c == 0 ? static_cast<Array<T>&>(*this) : others_[static_cast<size_t>(c - 1)];
+  }
+
+ private:
+  std::vector<Array<T>> others_;  // cores 1, 2, ...
 };
 
 /// Semaphores that outlive a call: a pallas_call output of `pltpu::SemaphoreType::DMA` (or
@@ -77,11 +127,17 @@ class SemaphoreArray {
 
   const Shape& shape() const noexcept { return shape_; }
   int64_t size() const noexcept { return shape_.size(); }
-  /// The count semaphore `flat` (row-major) holds between calls: signals not yet waited, or the
-  /// bytes of completed copies not yet waited (a copy completes when it starts, natively).
+  /// The count semaphore `flat` (row-major) of core 0 holds between calls: signals not yet
+  /// waited, or the bytes of completed copies not yet waited (a copy completes when it starts,
+  /// natively).
   int64_t value(int64_t flat = 0,
                 std::source_location where = std::source_location::current()) const {
-    return detail::semaphore_state_value(*state_, flat, where);
+    return detail::semaphore_state_value(*state_, flat, 0, where);
+  }
+  /// The same on core `core` (each core has its own semaphores; a core no call ran on holds 0).
+  int64_t value(int64_t flat, int core,
+                std::source_location where = std::source_location::current()) const {
+    return detail::semaphore_state_value(*state_, flat, core, where);
   }
   /// The runtime's state (for pallas_call).
   detail::SemaphoreState& state() const noexcept { return *state_; }
@@ -96,9 +152,12 @@ using RegularSemaphoreArray = SemaphoreArray<SemaphoreKind::REGULAR>;
 }  // namespace pltpu
 
 namespace detail {
-/// Output markers of a pallas_call's out_shape: a VMEM array of T, and semaphores of a kind.
+/// Output markers of a pallas_call's out_shape: a VMEM or SMEM array of T, and semaphores of a
+/// kind.
 template <class T>
 struct VmemOut {};
+template <class T>
+struct SmemOut {};
 template <SemaphoreKind K>
 struct SemaphoreOut {
   static constexpr SemaphoreKind kind = K;
@@ -107,6 +166,10 @@ struct SemaphoreOut {
 template <class T>
 struct OutStorage<VmemOut<T>> {
   using type = pltpu::ScratchType<T, MemorySpace::VMEM>;
+};
+template <class T>
+struct OutStorage<SmemOut<T>> {
+  using type = pltpu::ScratchType<T, MemorySpace::SMEM>;
 };
 template <SemaphoreKind K>
 struct OutStorage<SemaphoreOut<K>> {
@@ -138,6 +201,18 @@ struct OutItem<pltpu::ScratchType<T, MemorySpace::VMEM>> {
     return o.where;
   }
 };
+template <class T>
+struct OutItem<pltpu::ScratchType<T, MemorySpace::SMEM>> {
+  static constexpr bool ok = true;
+  using param = SmemOut<T>;
+  static pltpu::ScratchType<T, MemorySpace::SMEM> store(
+      const pltpu::ScratchType<T, MemorySpace::SMEM>& o) {
+    return o;
+  }
+  static std::source_location where(const pltpu::ScratchType<T, MemorySpace::SMEM>& o) {
+    return o.where;
+  }
+};
 template <SemaphoreKind K>
 struct OutItem<pltpu::SemaphoreTypeTag<K>> {
   static constexpr bool ok = true;
@@ -155,7 +230,8 @@ struct OutItem<pltpu::SemaphoreArrayType<K>> {
   static std::source_location where(const pltpu::SemaphoreArrayType<K>& o) { return o.where; }
 };
 
-/// What a pallas_call returns for an output: an Array, a VmemArray or a SemaphoreArray.
+/// What a pallas_call returns for an output: an Array, a VmemArray, an SmemArray or a
+/// SemaphoreArray.
 template <class O>
 struct OutResult {
   using type = Array<O>;
@@ -163,6 +239,10 @@ struct OutResult {
 template <class T>
 struct OutResult<VmemOut<T>> {
   using type = pltpu::VmemArray<T>;
+};
+template <class T>
+struct OutResult<SmemOut<T>> {
+  using type = pltpu::SmemArray<T>;
 };
 template <SemaphoreKind K>
 struct OutResult<SemaphoreOut<K>> {

@@ -212,8 +212,8 @@ void checked_add_buffers(CheckedLaunch& L, const LaunchBuffer* buffers, int num_
       bool aliased = false;
       for (int j = 0; j < num_buffers; ++j)
         aliased |= buffers[j].is_output && buffers[j].data == b.data;
-      const int index = in_index++;
-      if (aliased || b.bytes == 0) continue;  // the output's entry stands for it
+      const int index = b.core > 0 ? in_index - 1 : in_index++;  // a core's copy: the same input
+      if (aliased || b.bytes == 0) continue;                     // the output's entry stands for it
       auto h = std::make_unique<HbmBuffer>();
       h->device = device;
       h->region.base = reinterpret_cast<uintptr_t>(b.data);
@@ -221,6 +221,8 @@ void checked_add_buffers(CheckedLaunch& L, const LaunchBuffer* buffers, int num_
       h->dtype = b.dtype;
       h->shape = b.shape;
       h->index = index;
+      h->space = b.space;
+      h->core = b.core;
       L.hbm.push_back(std::move(h));
       continue;
     }
@@ -236,6 +238,8 @@ void checked_add_buffers(CheckedLaunch& L, const LaunchBuffer* buffers, int num_
     h->shape = b.shape;
     h->is_output = true;
     h->index = b.index;
+    h->space = b.space;
+    h->core = b.core;
     if (!aliased) {
       // A fresh output: never written (aliased outputs start as their input). Its bytes are
       // poisoned only when reads of unwritten bytes are allowed: otherwise any read of them

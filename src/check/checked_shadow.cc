@@ -240,11 +240,12 @@ std::string describe(const CoreContext& ctx, uintptr_t addr) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   if (HbmBuffer* b = hbm_of(L, addr)) {
-    return fmt::format("{}HBM {} {} {}{}",
+    return fmt::format("{}{} {} {}{} {}{}",
                        b->device >= 0 && L.mesh != nullptr
                            ? fmt::format("device {}'s ", L.mesh->name(b->device))
                            : std::string(),
-                       b->is_output ? "output" : "input", b->index,
+                       to_string(b->space), b->is_output ? "output" : "input", b->index,
+                       b->core >= 0 ? fmt::format(" (core {}'s copy)", b->core) : std::string(),
                        std::string(dtype_name(b->dtype)) + b->shape.to_string(),
                        elem_at(addr, b->region.base, b->dtype, b->shape));
   }

@@ -214,7 +214,9 @@ struct HbmBuffer {
   Shape shape;
   bool is_output = false;
   int index = 0;
-  int device = -1;  // on a device mesh: whose array it is
+  int device = -1;                       // on a device mesh: whose array it is
+  MemorySpace space = MemorySpace::HBM;  // a pallas_call's VMEM or SMEM array stands there
+  int core = -1;                         // >= 0: core `core`'s copy of an SMEM array
   std::vector<HbmAccess> history;
   size_t prune_at = kHistorySoftCap;  // the history size at which ordered accesses are pruned
 };

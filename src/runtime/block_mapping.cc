@@ -126,6 +126,13 @@ void check_space_and_buffers(const GridRequest& r, const MappedOperand& op, cons
                      "pl::BlockSpec(pltpu::SEMAPHORE) is for semaphore operands",
                      m.name(), m.name()));
   }
+  if (!pipeline && op.hbm.space == MemorySpace::SMEM && space != MemorySpace::SMEM &&
+      space != MemorySpace::ANY) {
+    fail(r, ErrorKind::kInvalidArgument, at,
+         fmt::format("{} is an SMEM array (each core's copy lives in its SMEM), but its BlockSpec "
+                     "puts it in {}; take it where it lies: pl::BlockSpec(pltpu::SMEM)",
+                     m.name(), to_string(space)));
+  }
   if (hbm_asked && !from_hbm) {
     fail(r, ErrorKind::kInvalidArgument, at,
          fmt::format("the BlockSpec of {} asks for an HBM block, but the {} lives in {}; a "

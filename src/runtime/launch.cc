@@ -77,6 +77,10 @@ std::string semaphore_type_name(SemaphoreKind kind, const Shape& shape) {
 }
 
 std::string describe_scratch(const ScratchRequest& r, size_t index) {
+  if (!r.what.empty()) {
+    return fmt::format("{} {}<{}>{} = {} bytes", r.what, to_string(r.space), dtype_name(r.dtype),
+                       r.shape.to_string(), r.bytes);
+  }
   if (r.space == MemorySpace::SEMAPHORE) {
     return fmt::format("#{} {} = {} bytes", index, semaphore_type_name(r.semaphore_kind, r.shape),
                        r.bytes);

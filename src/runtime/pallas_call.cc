@@ -3,14 +3,16 @@
 // (the user's scratch, one SMEM buffer per scalar-prefetch array, one semaphore buffer per
 // semaphore operand), starts the aliased outputs as copies of their inputs, and launches; each
 // core copies the scalar-prefetch arrays into SMEM and runs its share of the grid
-// (pipeline_run.h), calling the typed body back once per step. Core 0 also holds the semaphore
-// operands' counts for the call (runtime/resident.h).
+// (pipeline_run.h), calling the typed body back once per step. Each core holds its own counts
+// of the semaphore operands for the call (runtime/resident.h), and works on its own copy of each
+// SMEM array.
 #include "tessera/pallas_call.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +115,35 @@ void check_aliases(const PallasCallSpec& call, const std::vector<PallasPrefetch>
   }
 }
 
+// An SMEM array aliases only an SMEM array output (each core keeps its own copy), and a call
+// takes one with a copy for each of its cores.
+void check_smem_arrays(const PallasCallSpec& call, const Operands& ops, int cores) {
+  for (const auto& [in, out] : call.aliases) {
+    const PallasOperand& i = *ops.input[static_cast<size_t>(in)];
+    const PallasOperand& o = *ops.output[static_cast<size_t>(out)];
+    if ((i.source == MemorySpace::SMEM) != (o.source == MemorySpace::SMEM)) {
+      fail(ErrorKind::kInvalidArgument, call.name, call.where,
+           fmt::format("input_output_aliases {{{}: {}}}: input {} is {}an SMEM array but output "
+                       "{} is {}; an SMEM array (one copy per core) aliases only an output made "
+                       "with pl::out_shape(pltpu::SMEM<T>(shape))",
+                       in, out, in, i.source == MemorySpace::SMEM ? "" : "not ", out,
+                       o.source == MemorySpace::SMEM ? "one" : "not"));
+    }
+  }
+  for (const PallasOperand* op : ops.input) {
+    if (op == nullptr || op->source != MemorySpace::SMEM) continue;
+    const int have = std::max(1, static_cast<int>(op->copies.size()));
+    if (have >= cores) continue;
+    fail(ErrorKind::kInvalidArgument, call.name, call.where,
+         fmt::format("input {} is an SMEM array with {} cop{} (one per core of the call that made "
+                     "it), but this call runs on {} cores, and each core works on its own copy "
+                     "in its own SMEM; run it on at most {} core{} "
+                     "(pltpu::TensorCoreMesh(\"core\", {})), or make the array on {} cores",
+                     op->position, have, have == 1 ? "y" : "ies", cores, have, have == 1 ? "" : "s",
+                     have, cores));
+  }
+}
+
 // A semaphore operand's BlockSpec is the default or pl::BlockSpec(pltpu::SEMAPHORE).
 void check_semaphore_specs(const PallasCallSpec& call,
                            const std::vector<PallasSemaphore>& semaphores) {
@@ -182,13 +213,19 @@ void check_vmem_budget(const PallasCallSpec& call, const GridMapping& g, int64_t
                    total, limit, fmt::join(top, "; ")));
 }
 
-// Where the kernel reads operand `op`: an aliased input from its output's buffer.
-const void* kernel_data(const PallasCallSpec& call, const Operands& ops, const PallasOperand& op) {
-  if (op.is_output) return op.data;
+// Core `core`'s copy of `op` (the one array every core shares, unless it is an SMEM array).
+const void* copy_of(const PallasOperand& op, int core) {
+  return op.copies.empty() ? op.data : op.copies[static_cast<size_t>(core)];
+}
+
+// Where core `core`'s kernel reads operand `op`: an aliased input from its output's buffer.
+const void* kernel_data(const PallasCallSpec& call, const Operands& ops, const PallasOperand& op,
+                        int core = 0) {
+  if (op.is_output) return copy_of(op, core);
   for (const auto& [ai, ao] : call.aliases) {
-    if (ai == op.index) return ops.output[static_cast<size_t>(ao)]->data;
+    if (ai == op.index) return copy_of(*ops.output[static_cast<size_t>(ao)], core);
   }
-  return op.data;
+  return copy_of(op, core);
 }
 
 // The operands as the kernel sees them, validated and mapped once (map_grid), then the budget.
@@ -198,8 +235,7 @@ GridMapping map_operands(const PallasCallSpec& call, const std::vector<PallasPre
   mapped.reserve(operands.size());
   for (const PallasOperand& op : operands) {
     MappedOperand m;
-    m.hbm = RawRef{const_cast<void*>(kernel_data(call, ops, op)), op.dtype,
-                   op.source == MemorySpace::VMEM ? MemorySpace::VMEM : MemorySpace::HBM, op.shape,
+    m.hbm = RawRef{const_cast<void*>(kernel_data(call, ops, op)), op.dtype, op.source, op.shape,
                    row_major_strides(op.shape)};
     m.spec = op.spec;
     m.is_output = op.is_output;
@@ -229,27 +265,51 @@ GridMapping map_operands(const PallasCallSpec& call, const std::vector<PallasPre
   return g;
 }
 
-// Aliased outputs start as a copy of their input.
+// Aliased outputs start as a copy of their input (an SMEM array's, core by core).
 void copy_aliased_inputs(const PallasCallSpec& call, const Operands& ops) {
   for (const auto& [ai, ao] : call.aliases) {
     const PallasOperand& i = *ops.input[static_cast<size_t>(ai)];
     const PallasOperand& o = *ops.output[static_cast<size_t>(ao)];
     const size_t bytes = static_cast<size_t>(o.shape.size() * itemsize(o.dtype));
-    if (bytes != 0) std::memcpy(const_cast<void*>(o.data), i.data, bytes);
+    const int copies = std::max(1, static_cast<int>(o.copies.size()));
+    for (int c = 0; c < copies && bytes != 0; ++c) {
+      std::memcpy(const_cast<void*>(copy_of(o, c)), copy_of(i, c), bytes);
+    }
   }
 }
 
-// The kernel: the user's scratch, then one SMEM buffer per scalar-prefetch array, then one
-// semaphore buffer per semaphore operand.
-LaunchSpec make_launch_spec(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
-                            const std::vector<PallasSemaphore>& semaphores) {
-  // Without a mesh: this machine's cores, or those of the chip the call is checked against.
+// The call's mesh: its own, else this machine's cores, or those of the chip it is checked
+// against.
+pltpu::TensorCoreMesh call_mesh(const PallasCallSpec& call) {
+  if (call.mesh) return *call.mesh;
   const int chip_cores = call.interpret ? chip_num_cores(*call.interpret) : 0;
-  const pltpu::TensorCoreMesh mesh =
-      call.mesh ? *call.mesh
-      : chip_cores > 0
-          ? pltpu::TensorCoreMesh("core", std::min(chip_cores, default_num_cores()), call.where)
-          : pltpu::TensorCoreMesh("core", call.where);
+  return chip_cores > 0
+             ? pltpu::TensorCoreMesh("core", std::min(chip_cores, default_num_cores()), call.where)
+             : pltpu::TensorCoreMesh("core", call.where);
+}
+
+// The room each SMEM array the call works on (each once) holds in every core's SMEM: counted
+// against the SMEM capacity with the scratch, and kept from the core's SMEM blocks and
+// run_scoped buffers.
+std::vector<ScratchRequest> smem_arrays(const GridMapping& g) {
+  std::vector<ScratchRequest> held;
+  std::vector<const void*> seen;
+  for (const BlockMapping& m : g.blocks) {
+    if (m.hbm.space != MemorySpace::SMEM) continue;
+    if (std::find(seen.begin(), seen.end(), m.hbm.data) != seen.end()) continue;
+    seen.push_back(m.hbm.data);
+    held.push_back(ScratchRequest{
+        MemorySpace::SMEM, m.hbm.dtype, m.hbm.shape, m.hbm.shape.size() * itemsize(m.hbm.dtype),
+        SemaphoreKind::REGULAR, fmt::format("{}: the SMEM array", m.name())});
+  }
+  return held;
+}
+
+// The kernel: the user's scratch, then one SMEM buffer per scalar-prefetch array, then one
+// semaphore buffer per semaphore operand, then the room the SMEM arrays hold.
+LaunchSpec make_launch_spec(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
+                            const std::vector<PallasSemaphore>& semaphores, const GridMapping& g) {
+  const pltpu::TensorCoreMesh mesh = call_mesh(call);
   LaunchSpec spec;
   spec.entry = "pl::pallas_call";
   spec.name = call.name;
@@ -264,6 +324,7 @@ LaunchSpec make_launch_spec(const PallasCallSpec& call, const std::vector<Pallas
     spec.scratch.push_back(ScratchRequest{MemorySpace::SEMAPHORE, DType::kInt32, s.shape,
                                           s.shape.size() * int64_t{sizeof(SemaphoreCell)}, s.kind});
   }
+  for (ScratchRequest& r : smem_arrays(g)) spec.scratch.push_back(std::move(r));
   spec.vmem_limit_bytes = call.params.vmem_limit_bytes.value_or(0);
   spec.wait_timeout_ms = call.params.wait_timeout_ms.value_or(0);
   spec.collective_id = call.params.collective_id.value_or(-1);
@@ -279,14 +340,27 @@ struct CallPlan {
   const PallasCallSpec* call;
   const std::vector<PallasPrefetch>* prefetch;
   const std::vector<PallasSemaphore>* semaphores;
+  const std::vector<PallasOperand>* operands;
+  const Operands* ops;
   const GridMapping* g;
-  std::vector<ArrayPlace> places;      // where the kernel sees the callers' input arrays
-  std::vector<SemaphoreState>* saved;  // core 0's semaphore states after its body
+  std::vector<ArrayPlace> places;  // where the kernel sees the callers' input arrays
+  // Per core, its semaphore operands' states after its body.
+  std::vector<std::vector<CoreSemaphores>>* saved;
+  bool per_core = false;  // some operand is an SMEM array: each core has its own copy
   int cores = 1;
 };
 
-// One core's part: the scalar-prefetch arrays copied into its SMEM, core 0's semaphore operands
-// loaded, then its share of the grid, calling the body at every step; core 0 saves the semaphore
+// The operands as core `core` sees them: its own copy of each SMEM array.
+GridMapping core_mapping(const CallPlan& p, int core) {
+  GridMapping g = *p.g;
+  for (size_t k = 0; k < g.blocks.size(); ++k) {
+    g.blocks[k].hbm.data = const_cast<void*>(kernel_data(*p.call, *p.ops, (*p.operands)[k], core));
+  }
+  return g;
+}
+
+// One core's part: the scalar-prefetch arrays copied into its SMEM, its semaphore operands
+// loaded, then its share of the grid, calling the body at every step; it saves the semaphore
 // operands after it.
 void run_core(const CallPlan& p, int core, void* const* scratch,
               FunctionRef<void(const PallasStep&)> body) {
@@ -314,8 +388,10 @@ void run_core(const CallPlan& p, int core, void* const* scratch,
                           fmt::format("{} {}", s.is_output ? "output" : "input", s.index)});
   }
   CoreContext& ctx = *current_context();
-  if (core == 0) load_semaphores(ctx, resident, p.places);
-  const GridMapping& g = *p.g;
+  load_semaphores(ctx, core, resident, p.places);
+  std::optional<GridMapping> own;
+  if (p.per_core) own.emplace(core_mapping(p, core));
+  const GridMapping& g = own ? *own : *p.g;
   PipelineConfig cfg;
   cfg.grid = g.grid;
   cfg.grid_names = call.grid_names;
@@ -337,10 +413,48 @@ void run_core(const CallPlan& p, int core, void* const* scratch,
     body(PallasStep{smem.data(), windows, shapes.data(), arrays.data(), scratch, cells.data()});
   };
   run_mapped_pipeline(cfg, g, step);
-  if (core == 0) save_semaphores(ctx, resident, *p.saved);
+  save_semaphores(ctx, resident, (*p.saved)[static_cast<size_t>(core)]);
+}
+
+// Every input array (an SMEM array: the copy of each core of the call): where its caller's bytes
+// are and where the kernel sees them.
+std::vector<ArrayPlace> array_places(const PallasCallSpec& call, const Operands& ops,
+                                     const std::vector<PallasOperand>& operands, int cores) {
+  std::vector<ArrayPlace> places;
+  for (const PallasOperand& op : operands) {
+    if (op.is_output) continue;
+    const int copies = op.copies.empty() ? 1 : cores;
+    for (int c = 0; c < copies; ++c) {
+      places.push_back(ArrayPlace{copy_of(op, c), const_cast<void*>(kernel_data(call, ops, op, c)),
+                                  op.shape.size() * itemsize(op.dtype)});
+    }
+  }
+  return places;
+}
+
+// What an engine that keeps books of the arrays sees: every scalar-prefetch array, then the
+// operands (inputs, then outputs; an SMEM array once per core).
+void book_buffers(const CallPlan& p, std::vector<LaunchBuffer>& books) {
+  for (size_t k = 0; k < p.prefetch->size(); ++k) {
+    const PallasPrefetch& pf = (*p.prefetch)[k];
+    books.push_back(LaunchBuffer{pf.data, pf.shape.size() * itemsize(pf.dtype), pf.dtype, pf.shape,
+                                 false, static_cast<int>(k)});
+  }
+  for (size_t k = 0; k < p.g->blocks.size(); ++k) {
+    const BlockMapping& m = p.g->blocks[k];
+    const PallasOperand& op = (*p.operands)[k];
+    const int copies = op.copies.empty() ? 1 : p.cores;
+    for (int c = 0; c < copies; ++c) {
+      books.push_back(LaunchBuffer{
+          kernel_data(*p.call, *p.ops, op, c), m.hbm.shape.size() * itemsize(m.hbm.dtype),
+          m.hbm.dtype, m.hbm.shape, m.is_output, m.index, m.hbm.space, op.copies.empty() ? -1 : c});
+    }
+  }
 }
 
 }  // namespace
+
+int pallas_call_num_cores(const PallasCallSpec& call) { return call_mesh(call).num_cores(); }
 
 void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
                      const std::vector<PallasOperand>& operands,
@@ -350,33 +464,29 @@ void run_pallas_call(const PallasCallSpec& call, const std::vector<PallasPrefetc
   check_aliases(call, prefetch, ops);
   check_semaphore_specs(call, semaphores);
   const GridMapping g = map_operands(call, prefetch, operands, ops);
+  const LaunchSpec spec = make_launch_spec(call, prefetch, semaphores, g);
+  check_smem_arrays(call, ops, spec.num_cores);
   copy_aliased_inputs(call, ops);
-  const LaunchSpec spec = make_launch_spec(call, prefetch, semaphores);
-  std::vector<SemaphoreState> saved;
-  CallPlan plan{&call, &prefetch, &semaphores, &g, {}, &saved, spec.num_cores};
-  for (const PallasOperand& op : operands) {
-    if (op.is_output) continue;
-    plan.places.push_back(ArrayPlace{op.data, const_cast<void*>(kernel_data(call, ops, op)),
-                                     op.shape.size() * itemsize(op.dtype)});
-  }
-  // What an engine that keeps books of the arrays sees: every scalar-prefetch array, then the
-  // operands (inputs, then outputs).
-  auto buffers = [&](std::vector<LaunchBuffer>& books) {
-    for (size_t k = 0; k < prefetch.size(); ++k) {
-      const PallasPrefetch& pf = prefetch[k];
-      books.push_back(LaunchBuffer{pf.data, pf.shape.size() * itemsize(pf.dtype), pf.dtype,
-                                   pf.shape, false, static_cast<int>(k)});
-    }
-    for (const BlockMapping& m : g.blocks) {
-      books.push_back(LaunchBuffer{m.hbm.data, m.hbm.shape.size() * itemsize(m.hbm.dtype),
-                                   m.hbm.dtype, m.hbm.shape, m.is_output, m.index});
-    }
-  };
+  std::vector<std::vector<CoreSemaphores>> saved(static_cast<size_t>(spec.num_cores));
+  CallPlan plan{&call, &prefetch, &semaphores, &operands, &ops,
+                &g,    {},        &saved,      false,     spec.num_cores};
+  plan.places = array_places(call, ops, operands, spec.num_cores);
+  for (const PallasOperand& op : operands) plan.per_core |= !op.copies.empty();
+  auto buffers = [&](std::vector<LaunchBuffer>& books) { book_buffers(plan, books); };
   auto per_core = [&](int core, void* const* scratch) { run_core(plan, core, scratch, body); };
   launch(spec, per_core, buffers);
-  // The call succeeded: its semaphore operands keep what core 0 left in them.
-  for (size_t k = 0; k < semaphores.size() && k < saved.size(); ++k) {
-    *semaphores[k].state = std::move(saved[k]);
+  // The call succeeded: its semaphore operands keep what each core left in them.
+  for (size_t k = 0; k < semaphores.size(); ++k) {
+    SemaphoreState& state = *semaphores[k].state;
+    if (state.cores.size() < saved.size()) {
+      state.cores.resize(
+          saved.size(),
+          CoreSemaphores{std::vector<int64_t>(static_cast<size_t>(state.count), 0),
+                         std::vector<std::vector<CarriedCopy>>(static_cast<size_t>(state.count))});
+    }
+    for (size_t c = 0; c < saved.size(); ++c) {
+      if (k < saved[c].size()) state.cores[c] = std::move(saved[c][k]);
+    }
   }
 }
 

@@ -14,18 +14,40 @@ namespace tessera::detail {
 
 std::shared_ptr<SemaphoreState> make_semaphore_state(int64_t count) {
   auto s = std::make_shared<SemaphoreState>();
-  s->counts.assign(static_cast<size_t>(count), 0);
-  s->copies.resize(static_cast<size_t>(count));
+  s->count = count;
   return s;
 }
 
-int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, std::source_location where) {
-  if (flat < 0 || flat >= static_cast<int64_t>(s.counts.size())) {
+int64_t semaphore_state_value(const SemaphoreState& s, int64_t flat, int core,
+                              std::source_location where) {
+  if (flat < 0 || flat >= s.count) {
     raise(ErrorKind::kOutOfBounds, "SemaphoreArray.value", where,
           fmt::format("semaphore {} is outside 0..{}; the array holds {} semaphores", flat,
-                      static_cast<int64_t>(s.counts.size()) - 1, s.counts.size()));
+                      s.count - 1, s.count));
   }
-  return s.counts[static_cast<size_t>(flat)];
+  if (core < 0) {
+    raise(ErrorKind::kOutOfBounds, "SemaphoreArray.value", where,
+          fmt::format("core {} is negative; cores count from 0", core));
+  }
+  if (core >= static_cast<int>(s.cores.size())) return 0;  // no call ran on that core
+  return s.cores[static_cast<size_t>(core)].counts[static_cast<size_t>(flat)];
+}
+
+void smem_copy_shape_mismatch(const Shape& first, const Shape& copy, int core,
+                              std::source_location where) {
+  raise(ErrorKind::kShapeMismatch, "pallas_call", where,
+        fmt::format("the SmemArray's copy for core {} has shape {} but core 0's has {}; every "
+                    "core's copy of an SMEM array keeps one shape (assign a copy an Array of "
+                    "the same shape)",
+                    core, copy.to_string(), first.to_string()));
+}
+
+void check_core_index(int core, int cores, const char* what, std::source_location where) {
+  if (core >= 0 && core < cores) return;
+  raise(ErrorKind::kOutOfBounds, what, where,
+        fmt::format("core {} is outside 0..{}; {} core{} of the call that made the array "
+                    "ha{} a copy",
+                    core, cores - 1, cores, cores == 1 ? "" : "s", cores == 1 ? "s" : "ve"));
 }
 
 namespace {
@@ -57,14 +79,16 @@ std::optional<RawRef> place(const RawRef& r, const std::vector<ArrayPlace>& plac
 
 }  // namespace
 
-void load_semaphores(CoreContext& ctx, const std::vector<ResidentSemaphore>& sems,
+void load_semaphores(CoreContext& ctx, int core, const std::vector<ResidentSemaphore>& sems,
                      const std::vector<ArrayPlace>& places) {
   for (const ResidentSemaphore& s : sems) {
+    if (core >= static_cast<int>(s.state->cores.size())) continue;  // zeros: the cells' start
+    const CoreSemaphores& mine = s.state->cores[static_cast<size_t>(core)];
     for (int64_t i = 0; i < s.count; ++i) {
       const auto k = static_cast<size_t>(i);
-      s.cells[i].store(s.state->counts[k]);
-      if (s.state->copies[k].empty()) continue;
-      std::vector<CarriedCopy> copies = s.state->copies[k];
+      s.cells[i].store(mine.counts[k]);
+      if (mine.copies[k].empty()) continue;
+      std::vector<CarriedCopy> copies = mine.copies[k];
       for (CarriedCopy& c : copies) {
         const std::optional<RawRef> src = place(c.src, places);
         const std::optional<RawRef> dst = place(c.dst, places);
@@ -87,8 +111,8 @@ void load_semaphores(CoreContext& ctx, const std::vector<ResidentSemaphore>& sem
 }
 
 void save_semaphores(CoreContext& ctx, const std::vector<ResidentSemaphore>& sems,
-                     std::vector<SemaphoreState>& out) {
-  out.assign(sems.size(), SemaphoreState{});
+                     std::vector<CoreSemaphores>& out) {
+  out.assign(sems.size(), CoreSemaphores{});
   for (size_t j = 0; j < sems.size(); ++j) {
     const ResidentSemaphore& s = sems[j];
     out[j].counts.resize(static_cast<size_t>(s.count));

@@ -1,5 +1,6 @@
 // A pallas_call argument that is not an operand (here a std::vector): the error lists what an
-// input may be (an Array, a VmemArray, a std::optional<Array> or std::nullopt, a SemaphoreArray).
+// input may be (an Array, a VmemArray, an SmemArray, a std::optional<Array> or std::nullopt, a
+// SemaphoreArray).
 #include <tessera/tessera.h>
 
 #include <vector>

@@ -344,4 +344,88 @@ TEST(TpuPallasMemorySpaceTest, CoreMapSmemCopy) {
   for (int i = 0; i < 8; ++i) ASSERT_EQ(y[i], i + 1);
 }
 
+// test_smem_async_copy: the SMEM ref made once (pl.empty_ref_like(pltpu.SMEM((8,), jnp.int32)))
+// is an SMEM array that stays on the chip between calls (pltpu::SmemArray). The first two
+// kernels fill and increment it, a third starts its copy into an HBM array on a semaphore it
+// returns, a fourth waits for the copy; in checked mode the copy is still in flight between them.
+TEST(TpuPallasMemorySpaceTest, CoreMapSmemAsyncCopy) {
+  const pl::BlockSpec smem(pltpu::SMEM);
+  const pltpu::TensorCoreMesh mesh("core", 1);
+  auto fill = pl::pallas_call(
+      [](pltpu::SmemRef<int32_t> y) {
+        for (int i = 0; i < 8; ++i) y(i) = i;
+      },
+      pl::out_shape(pltpu::SMEM<int32_t>({8})), pl::out_specs(smem), mesh);
+  auto increment = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> y_in, pltpu::SmemRef<int32_t> y) {
+        for (int i = 0; i < 8; ++i) y(i) = y_in(i) + 1;
+      },
+      pl::out_shape(pltpu::SMEM<int32_t>({8})), pl::in_specs(smem), pl::out_specs(smem),
+      pl::input_output_aliases({{0, 0}}), mesh);
+  const pltpu::SmemArray<int32_t> y = increment(fill());
+  auto start = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> y_ref, pltpu::AnyRef<int32_t> y_out,
+         pltpu::DmaSemaphoreRef sem) { pltpu::make_async_copy(y_ref, y_out, sem).start(); },
+      pl::out_shape(ShapeDtypeStruct<int32_t>{{8}}, pltpu::SemaphoreType::DMA), pl::in_specs(smem),
+      pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE)), mesh);
+  auto [y_out, sem] = start(y);
+  auto wait = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> y_ref, pltpu::AnyRef<const int32_t>,
+         pltpu::DmaSemaphoreRef sem_ref, pltpu::AnyRef<int32_t> y_out_ref) {
+        pltpu::make_async_copy(y_ref, y_out_ref, sem_ref).wait();
+      },
+      pl::out_shape<int32_t>({8}),
+      pl::in_specs(smem, pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE)),
+      pl::out_specs(pl::BlockSpec(pl::ANY)), pl::input_output_aliases({{1, 0}}), mesh);
+  const Array<int32_t> out = wait(y, y_out, sem);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(out[i], i + 1);
+}
+
+// test_smem_async_copy_megacore: every core has its own SMEM (1, n) array (the SmemArray holds
+// one copy per core); core i writes i * n + 0..n-1 into its copy and copies it to y_out[i].
+// `pl.core_map` runs the body once on every core: here a grid of one PARALLEL point per core.
+TEST(TpuPallasMemorySpaceTest, CoreMapSmemAsyncCopyMegacore) {
+  constexpr int kCores = 2;
+  constexpr int64_t n = 256;
+  const pl::BlockSpec smem(pltpu::SMEM);
+  const pltpu::TensorCoreMesh mesh("core", kCores);
+  const pltpu::CompilerParams parallel{.dimension_semantics = {pltpu::PARALLEL}};
+  auto fill = pl::pallas_call(
+      [](pltpu::SmemRef<int32_t> y) {
+        const int core_i = lax::axis_index("core");
+        for (int64_t i = 0; i < n; ++i) y(0, i) = static_cast<int32_t>(i + core_i * n);
+      },
+      pl::out_shape(pltpu::SMEM<int32_t>({1, n})), pl::out_specs(smem), pl::grid({kCores}),
+      parallel, mesh);
+  auto increment = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> y_in, pltpu::SmemRef<int32_t> y) {
+        for (int64_t i = 0; i < n; ++i) y(0, i) = y_in(0, i) + 1;
+      },
+      pl::out_shape(pltpu::SMEM<int32_t>({1, n})), pl::in_specs(smem), pl::out_specs(smem),
+      pl::input_output_aliases({{0, 0}}), pl::grid({kCores}), parallel, mesh);
+  const pltpu::SmemArray<int32_t> y = increment(fill());
+  auto start = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> y_ref, pltpu::AnyRef<int32_t> y_out,
+         pltpu::DmaSemaphoreRef sem) {
+        const int core_i = lax::axis_index("core");
+        pltpu::make_async_copy(y_ref, y_out.at(core_i), sem).start();
+      },
+      pl::out_shape(ShapeDtypeStruct<int32_t>{{kCores, 1, n}}, pltpu::SemaphoreType::DMA),
+      pl::in_specs(smem), pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE)),
+      pl::grid({kCores}), parallel, mesh);
+  auto [y_out, sem] = start(y);
+  auto wait = pl::pallas_call(
+      [](pltpu::SmemRef<const int32_t> y_ref, pltpu::AnyRef<const int32_t>,
+         pltpu::DmaSemaphoreRef sem_ref, pltpu::AnyRef<int32_t> y_out_ref) {
+        const int core_i = lax::axis_index("core");
+        pltpu::make_async_copy(y_ref, y_out_ref.at(core_i), sem_ref).wait();
+      },
+      pl::out_shape<int32_t>({kCores, 1, n}),
+      pl::in_specs(smem, pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE)),
+      pl::out_specs(pl::BlockSpec(pl::ANY)), pl::input_output_aliases({{1, 0}}), pl::grid({kCores}),
+      parallel, mesh);
+  const Array<int32_t> out = wait(y, y_out, sem);
+  for (int64_t i = 0; i < kCores * n; ++i) ASSERT_EQ(out[i], i + 1) << i;
+}
+
 }  // namespace

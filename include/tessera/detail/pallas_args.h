@@ -2,15 +2,17 @@
 // argument is an Array (or a VmemArray, which stands for VMEM), a std::tuple of Arrays (a
 // grouped scalar-prefetch operand, as gmm's metadata tuple), a std::optional<Array> or
 // std::nullopt (an optional operand, Pallas' None), or a SemaphoreArray; an output is an array, a
-// VMEM array or semaphores (tessera/resident.h). For each, these traits give the ref type the
-// body receives and build it at a step from the runtime's PallasStep.
+// VMEM or SMEM array or semaphores (tessera/resident.h). For each, these traits give the ref type
+// the body receives and build it at a step from the runtime's PallasStep.
 #pragma once
 
 #include <cstddef>
 #include <optional>
+#include <source_location>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tessera/array.h"
 #include "tessera/kernel.h"
@@ -99,6 +101,28 @@ template <class T>
 struct PallasArg<pltpu::VmemArray<T>> : PallasArg<Array<T>> {
   static constexpr MemorySpace source = MemorySpace::VMEM;
 };
+template <class T>
+struct PallasArg<pltpu::SmemArray<T>> : PallasArg<Array<T>> {
+  static constexpr bool prefetch = false;
+  static constexpr MemorySpace source = MemorySpace::SMEM;
+};
+
+/// Every core's copy of an SMEM array (core c's at [c]); empty for any other array, which the
+/// cores share. Raises kShapeMismatch at `where` for a copy whose shape is not core 0's (one
+/// assigned another Array).
+template <class A>
+std::vector<const void*> core_copies(const A& a, std::source_location where) {
+  std::vector<const void*> copies;
+  if constexpr (requires { a.num_cores(); }) {
+    for (int c = 0; c < a.num_cores(); ++c) {
+      if (a.core(c).shape() != a.shape()) {
+        smem_copy_shape_mismatch(a.shape(), a.core(c).shape(), c, where);
+      }
+      copies.push_back(a.core(c).data());
+    }
+  }
+  return copies;
+}
 template <class... E>
 requires(is_element_type_v<array_element_t<E>>&&...) struct PallasArg<std::tuple<E...>> {
   static_assert((std::is_same_v<std::decay_t<E>, Array<array_element_t<E>>> && ...),
@@ -179,6 +203,16 @@ struct PallasOut<VmemOut<T>> {
     return operand_ref<MemorySpace::VMEM, T, true>(s, slot.operand);
   }
   static constexpr MemorySpace source = MemorySpace::VMEM;
+};
+template <class T>
+struct PallasOut<SmemOut<T>> {
+  template <class Body, size_t K>
+  using param = pltpu::SmemRef<T>;
+  template <class Body, size_t K>
+  static param<Body, K> make(const PallasStep& s, const PallasSlot& slot) {
+    return operand_ref<MemorySpace::SMEM, T, true>(s, slot.operand);
+  }
+  static constexpr MemorySpace source = MemorySpace::SMEM;
 };
 template <SemaphoreKind Kind>
 struct PallasOut<SemaphoreOut<Kind>> {

@@ -49,6 +49,9 @@ struct ScratchRequest {
   Shape shape;
   int64_t bytes = 0;
   SemaphoreKind semaphore_kind = SemaphoreKind::REGULAR;  // SEMAPHORE buffers only
+  /// Set: not scratch but room held for an array that lives in this space during the launch (a
+  /// pallas_call's SMEM array), named so in capacity messages ("input 0: the SMEM array").
+  std::string what = {};
 };
 
 /// Everything the runtime needs to know about a launch. Built once per kernel (by
@@ -86,7 +89,9 @@ struct LaunchBuffer {
   DType dtype = DType::kFloat32;
   Shape shape;
   bool is_output = false;
-  int index = 0;  // among the inputs or the outputs
+  int index = 0;                         // among the inputs or the outputs
+  MemorySpace space = MemorySpace::HBM;  // where it stands (a pallas_call's VMEM/SMEM array)
+  int core = -1;  // >= 0: core `core`'s copy of an SMEM array (each core has its own)
 };
 
 /// The HBM arrays of a launch (inputs, then outputs), for an engine that keeps books of them:
