@@ -183,8 +183,21 @@ constexpr bool check_params(std::index_sequence<I...>) {
           ...);
 }
 
+/// A body's results are its output refs: a body that returns a value (Pallas raises "should
+/// return None") is refused, so a value computed and returned instead of stored is not lost.
+template <class Body, class... Passed>
+constexpr void check_body_returns_nothing() {
+  if constexpr (std::is_invocable_v<const Body&, Passed...>) {
+    static_assert(std::is_void_v<std::invoke_result_t<const Body&, Passed...>>,
+                  "tessera: the kernel body returns a value; a kernel's results are what it "
+                  "writes to its output refs, so its body returns nothing (assign the value to "
+                  "an output ref instead, e.g. o[pl::ellipsis] = value)");
+  }
+}
+
 template <class Body, class... Passed>
 constexpr bool check_body() {
+  check_body_returns_nothing<Body, Passed...>();
   using Sig = CallableTraits<Body>;
   if constexpr (Sig::known) {
     static_assert(!Sig::mutable_call,
@@ -213,6 +226,7 @@ constexpr bool check_body() {
 /// blocks..., output blocks..., scratch refs...).
 template <class Body, class... Passed>
 constexpr bool check_pallas_body() {
+  check_body_returns_nothing<Body, Passed...>();
   using Sig = CallableTraits<Body>;
   if constexpr (Sig::known) {
     static_assert(!Sig::mutable_call,
