@@ -538,7 +538,12 @@ GridMapping map_grid(const GridRequest& request, const std::vector<MappedOperand
 
 BlockWindow block_window(const BlockMapping& m, const pl::Indices& indices) {
   if (m.whole) return whole_window(m.hbm.shape);
-  return block_window(m.hbm.shape, m.spec->block_shape(), indices, m.spec->where());
+  BlockWindow w;
+  WindowError error;
+  if (!compute_window(m.hbm.shape, m.spec->block_shape(), indices, w, &error)) {
+    raise(error.kind, "BlockSpec", m.spec->where(), fmt::format("{}: {}", m.name(), error.what));
+  }
+  return w;
 }
 
 std::optional<BlockWindow> try_block_window(const BlockMapping& m, const pl::Indices& indices) {

@@ -129,9 +129,11 @@ TEST(BadInputBlockSpec, BlockIndexPastTheEnd) {
   const pl::BlockSpec spec({8, 128}, [](int i) { return pl::idx(i + 1, 0); });
   auto f = copy_call(spec);
   const Array<float> x = iota_f({16, 128});
-  expect_kernel_error([&] { f(x); }, ErrorKind::kOutOfBounds,
-                      "block index 2 on axis 0 starts at element 16, outside the array (16, 128)",
-                      line);
+  expect_kernel_error(
+      [&] { f(x); }, ErrorKind::kOutOfBounds,
+      "input 0: block index 2 on axis 0 starts at element 16, outside the array (16, "
+      "128)",
+      line);
 }
 
 TEST(BadInputBlockSpec, NegativeBlockIndex) {
