@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <source_location>
 #include <tuple>
 #include <type_traits>
@@ -222,19 +223,31 @@ struct PrefetchParam {
     }
   }
 };
+template <>
+struct PrefetchParam<std::nullopt_t> {  // a None leaf of a grouped operand: no SMEM view
+  static constexpr int leaves = 0;
+  static std::nullopt_t make(const RawRef*) { return std::nullopt; }
+  static void dtypes(SmallVec&) {}
+};
 template <class... R>
 struct PrefetchParam<std::tuple<R...>> {
-  static constexpr int leaves = sizeof...(R);
+  static constexpr int leaves = (0 + ... + PrefetchParam<R>::leaves);
   static std::tuple<R...> make(const RawRef* r) {
     return make_at(r, std::index_sequence_for<R...>{});
   }
+  // The SMEM view of element I follows the views of the elements before it.
+  template <size_t I>
+  static constexpr int offset() {
+    constexpr int counts[] = {PrefetchParam<R>::leaves...};
+    int n = 0;
+    for (size_t k = 0; k < I; ++k) n += counts[k];
+    return n;
+  }
   template <size_t... I>
   static std::tuple<R...> make_at(const RawRef* r, std::index_sequence<I...>) {
-    return std::tuple<R...>{ref_from_raw<R>(r[I])...};
+    return std::tuple<R...>{PrefetchParam<R>::make(r + offset<I>())...};
   }
-  static void dtypes(SmallVec& out) {
-    (out.push_back(static_cast<int64_t>(PrefetchParam<R>::template leaf_dtype<R>())), ...);
-  }
+  static void dtypes(SmallVec& out) { (PrefetchParam<R>::dtypes(out), ...); }
 };
 }  // namespace detail
 

@@ -294,17 +294,17 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
     detail::PallasSlot& slot = p.slots[K];
     if constexpr (K < static_cast<size_t>(NP)) {
       slot.leaf = static_cast<int>(p.prefetch.size());
-      if constexpr (Arg<A>::leaves == 1) {
+      if constexpr (requires { a.shape(); }) {
         p.prefetch.push_back(
             detail::PallasPrefetch{A::dtype(), a.shape(), static_cast<int>(K), a.data()});
       } else {
-        std::apply(
-            [&](const auto&... e) {
-              (p.prefetch.push_back(
-                   detail::PallasPrefetch{e.dtype(), e.shape(), static_cast<int>(K), e.data()}),
-               ...);
-            },
-            a);
+        const auto add = [&](const auto& e) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(e)>, std::nullopt_t>) {
+            p.prefetch.push_back(
+                detail::PallasPrefetch{e.dtype(), e.shape(), static_cast<int>(K), e.data()});
+          }
+        };
+        std::apply([&](const auto&... e) { (add(e), ...); }, a);
       }
       p.input_leaves += Arg<A>::leaves;
     } else if constexpr (detail::is_semaphore_arg_v<A>) {

@@ -135,6 +135,40 @@ TEST(PallasCallForms, GroupedScalarPrefetch) {
   });
 }
 
+// Pallas' None leaves in a grouped operand: std::nullopt takes no SMEM copy and reaches the body
+// and the index maps as std::nullopt; the Arrays after it keep their own copies.
+TEST(PallasCallForms, GroupedScalarPrefetchWithNoneLeaves) {
+  both_engines([&] {
+    const Array<int32_t> ids({3}, {2, 0, 1});
+    const Array<int32_t> tiles({3}, {1, 2, 0});
+    const Array<float> x = iota_f({24, 128});
+    using Meta = std::tuple<std::nullopt_t, pltpu::SmemRef<int32_t>, std::nullopt_t,
+                            pltpu::SmemRef<int32_t>>;
+    auto f = pl::pallas_call(
+        [](Meta meta, pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) {
+          const int i = static_cast<int>(pl::program_id(0));
+          ov = xv + static_cast<float>(std::get<1>(meta)(i) * 100 + std::get<3>(meta)(i));
+        },
+        pl::out_shape<float>({24, 128}),
+        pltpu::PrefetchScalarGridSpec<1>(
+            pl::grid({3}),
+            pl::in_specs(pl::BlockSpec(
+                {8, 128}, [](int i, Meta meta) { return pl::idx(std::get<3>(meta)(i), 0); })),
+            pl::out_specs(pl::BlockSpec({8, 128}, [](int i) { return pl::idx(i, 0); }))),
+        pltpu::TensorCoreMesh("core", 1));
+    const Array<float> o = f(std::tuple{std::nullopt, ids, std::nullopt, tiles}, x);
+    for (int64_t i = 0; i < 3; ++i) {
+      for (int64_t r = 0; r < 8; ++r) {
+        for (int64_t c = 0; c < 128; ++c) {
+          ASSERT_EQ(o(i * 8 + r, c),
+                    x(tiles[i] * 8 + r, c) + static_cast<float>(ids[i] * 100 + tiles[i]))
+              << i << "," << r << "," << c;
+        }
+      }
+    }
+  });
+}
+
 TEST(PallasCallForms, PrefetchParameterErrors) {
   const Array<int32_t> a({2}, {0, 1});
   const Array<float> x = iota_f({16, 128});

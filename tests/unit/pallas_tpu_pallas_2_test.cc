@@ -360,11 +360,10 @@ TEST(TpuPallasTest, PipelineModeRevisitBlockReductionWithNonImmediateRevisit) {
 // ---- PallasCallScalarPrefetchTest -------------------------------------------------------------
 
 // test_scalar_prefetch_calling_convention (vmap=False): one grouped scalar-prefetch operand,
-// blocked inputs, the output and, with `scratch`, a REGULAR semaphore array. Pallas' operand is
-// the pytree (s, arange(3), None); a std::nullopt inside a grouped prefetch operand does not
-// compile (docs/pallas-parity.md, Gaps), so the port passes (s, arange(3)). Grids are run-time
-// values, so dyn_grid=True is the same call.
-using CallingMeta = std::tuple<pltpu::SmemRef<int32_t>, pltpu::SmemRef<int32_t>>;
+// blocked inputs, the output and, with `scratch`, a REGULAR semaphore array. The operand is
+// the pytree (s, arange(3), None): its None leaf is a std::nullopt, passed on as one. Grids are
+// run-time values, so dyn_grid=True is the same call.
+using CallingMeta = std::tuple<pltpu::SmemRef<int32_t>, pltpu::SmemRef<int32_t>, std::nullopt_t>;
 
 void calling_convention(bool scratch) {
   const Array<float> to_store = arange<float>({1, 128});
@@ -373,7 +372,8 @@ void calling_convention(bool scratch) {
   const Array<int32_t> s2 = arange<int32_t>({3});
   const auto kernel = [](CallingMeta meta, pltpu::VmemRef<const float>,
                          pltpu::VmemRef<const float> store, pltpu::VmemRef<float> dst) {
-    const auto& [s_ref, second] = meta;
+    const auto& [s_ref, second, none] = meta;
+    static_cast<void>(none);
     EXPECT_EQ(s_ref.shape(), Shape({2}));
     EXPECT_EQ(second.shape(), Shape({3}));
     const int32_t store_idx = s_ref(static_cast<int>(pl::program_id(0)));
@@ -394,12 +394,12 @@ void calling_convention(bool scratch) {
         pl::out_shape<float>({64, 128}),
         pltpu::PrefetchScalarGridSpec<1>(pl::grid({grid_size}), in_specs, out_specs,
                                          pl::scratch_shapes(pltpu::SemaphoreType::REGULAR({3}))))(
-        std::tuple{s, s2}, x, to_store);
+        std::tuple{s, s2, std::nullopt}, x, to_store);
   } else {
     res = pl::pallas_call(
         kernel, pl::out_shape<float>({64, 128}),
         pltpu::PrefetchScalarGridSpec<1>(pl::grid({grid_size}), in_specs, out_specs))(
-        std::tuple{s, s2}, x, to_store);
+        std::tuple{s, s2, std::nullopt}, x, to_store);
   }
   for (int64_t c = 0; c < 128; ++c) {
     ASSERT_EQ(res(0, c), to_store[c]);

@@ -123,21 +123,52 @@ std::vector<const void*> core_copies(const A& a, std::source_location where) {
   }
   return copies;
 }
+/// One leaf of a grouped scalar-prefetch operand: an Array (one SMEM copy, passed as an
+/// SmemRef) or std::nullopt (Pallas' None leaf: no copy, passed as std::nullopt).
+template <class E>
+struct PrefetchLeaf {
+  static constexpr bool valid = false;
+};
+template <class T>
+struct PrefetchLeaf<Array<T>> {
+  static constexpr bool valid = true;
+  static constexpr int count = 1;
+  using param = pltpu::SmemRef<T>;
+  static param make(const PallasStep& s, int leaf) { return prefetch_ref<T>(s, leaf); }
+};
+template <>
+struct PrefetchLeaf<std::nullopt_t> {
+  static constexpr bool valid = true;
+  static constexpr int count = 0;
+  using param = std::nullopt_t;
+  static param make(const PallasStep&, int) { return std::nullopt; }
+};
+
 template <class... E>
-requires(is_element_type_v<array_element_t<E>>&&...) struct PallasArg<std::tuple<E...>> {
-  static_assert((std::is_same_v<std::decay_t<E>, Array<array_element_t<E>>> && ...),
-                "tessera: a grouped scalar-prefetch operand is a std::tuple of Arrays");
+requires(sizeof...(E) > 0) struct PallasArg<std::tuple<E...>> {
+  static_assert((PrefetchLeaf<std::decay_t<E>>::valid && ...),
+                "tessera: a grouped scalar-prefetch operand is a std::tuple of Arrays (and "
+                "std::nullopt for Pallas' None leaves)");
   static constexpr bool prefetch = true;
   static constexpr bool input = false;
-  static constexpr int leaves = sizeof...(E);
-  using prefetch_param = std::tuple<pltpu::SmemRef<array_element_t<E>>...>;
+  static constexpr int leaves = (0 + ... + PrefetchLeaf<std::decay_t<E>>::count);
+  using prefetch_param = std::tuple<typename PrefetchLeaf<std::decay_t<E>>::param...>;
   static prefetch_param make_prefetch(const PallasStep& s, int leaf) {
     return make_at(s, leaf, std::index_sequence_for<E...>{});
   }
+  // The SMEM copy of element I is the first leaf plus the Arrays before I.
+  template <size_t I>
+  static constexpr int leaf_offset() {
+    constexpr int counts[] = {PrefetchLeaf<std::decay_t<E>>::count...};
+    int n = 0;
+    for (size_t k = 0; k < I; ++k) n += counts[k];
+    return n;
+  }
   template <size_t... I>
   static prefetch_param make_at(const PallasStep& s, int leaf, std::index_sequence<I...>) {
-    return prefetch_param{prefetch_ref<array_element_t<std::tuple_element_t<I, std::tuple<E...>>>>(
-        s, leaf + static_cast<int>(I))...};
+    return prefetch_param{
+        PrefetchLeaf<std::decay_t<std::tuple_element_t<I, std::tuple<E...>>>>::make(
+            s, leaf + leaf_offset<I>())...};
   }
 };
 template <class T>
