@@ -401,6 +401,9 @@ inline void plan_const(const ExprNode& e, plan::Node& n, const Shape& D,
       case DType::kFloat8E5M2:
         n.fval = float8_e5m2(f);
         break;
+      case DType::kFloat8E4M3B11FNUZ:
+        n.fval = float8_e4m3b11fnuz(f);
+        break;
       default:
         n.fval = f;
         break;
