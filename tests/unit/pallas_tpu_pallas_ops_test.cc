@@ -46,6 +46,7 @@ TEST(TpuPallasTest, PoisonScalarCasting) {
   scalar_casting_to_all<int32_t>();
   scalar_casting_to_all<float8_e5m2>();
   scalar_casting_to_all<float8_e4m3fn>();
+  scalar_casting_to_all<float8_e4m3b11fnuz>();
   scalar_casting_to_all<bfloat16>();
   scalar_casting_to_all<float>();
 }
