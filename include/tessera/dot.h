@@ -32,11 +32,18 @@
 // result dtype is the operands' dtype unless the preferred element type is given as the first
 // template argument (`jnp::dot<float>(x, y)`, jnp's `preferred_element_type=`): float32 or
 // bfloat16 for float32/bfloat16 operands, float32 or float16 for float16, int32 or int8 for int8.
-// float16 operands are widened to float32 first (exact); a TPU's MXU takes no float16, so
-// checked mode with a chip raises kUnsupported for them. A narrower result is rounded (bfloat16,
-// nearest even) or wrapped (int8) once, after the accumulation, as a TPU does. float32 products are
-// computed in float32 (Pallas' precision HIGHEST; the TPU default would round operands to
-// bfloat16).
+// A float8 operand (float8_e4m3fn, float8_e5m2, float8_e4m3b11fnuz) pairs with float32, bfloat16
+// or a float8, as lax.dot_general takes mixed operands (`lax::dot_general<float>(x_bf16, w_f8,
+// ...)`): two operands of one float8 give that float8 or the preferred float32/bfloat16; a mixed
+// pair needs the preferred type (float32 or bfloat16), since jnp.dot and jnp.einsum have no
+// promotion for it (Tessera asks for it in lax::dot_general too, where lax would pick the wider
+// dtype). float16 and float8 operands, and both operands of a mixed pair, are widened to float32
+// first (exact) and multiplied in float32. A TPU's MXU takes no float16, and each generation its
+// own float8 pairs (pltpu::TpuInfo::is_matmul_supported: float8_e4m3b11fnuz on v5e, v5p and v6e
+// only), so checked mode with a chip raises kUnsupported for the others. A narrower result is
+// rounded (bfloat16, nearest even) or wrapped (int8) once, after the accumulation, as a TPU does.
+// float32 products are computed in float32 (Pallas' precision HIGHEST; the TPU default would round
+// operands to bfloat16).
 //
 // A product is an expression: `dst = jnp::dot(x, y)` writes it straight into `dst` and
 // `dst += jnp::dot(x, y)` accumulates into it with the tile GEMM (no temporary); anywhere else
@@ -141,29 +148,71 @@ int emit_dot(ExprProgram& p, const DotCall& call, ValueStorage* cache);
 void parse_einsum(std::string_view subscripts, int lhs_rank, int rhs_rank,
                   lax::DotDimensionNumbers& dims, SmallVec& out_perm, std::source_location where);
 
+/// The result type of a dot of `L` operands when no preferred element type is given: the
+/// operands' dtype, as jnp.dot.
+template <class P, class L>
+using DotResult = std::conditional_t<std::is_void_v<P>, std::remove_cv_t<L>, P>;
+
+/// True for the operand dtypes a float8 operand pairs with: float32, bfloat16 and the float8s.
+constexpr bool is_float8_partner(DType d) noexcept {
+  return d == DType::kFloat32 || d == DType::kBFloat16 || is_float8(d);
+}
+
+/// Compile-time checks of a product with a float8 operand (see check_dot_types).
+template <class A, class B, class P>
+constexpr bool check_float8_dot_types() {
+  static_assert(is_float8_partner(dtype_of<A>) && is_float8_partner(dtype_of<B>),
+                "tessera: a float8 operand of jnp::dot / lax::dot_general pairs with float32, "
+                "bfloat16 or a float8 operand only; convert the other operand first (astype)");
+  if constexpr (std::is_same_v<A, B>) {
+    static_assert(std::is_void_v<P> || std::is_same_v<P, float> || std::is_same_v<P, bfloat16> ||
+                      std::is_same_v<P, A>,
+                  "tessera: the preferred element type of a float8 dot must be float, bfloat16 "
+                  "or the operands' float8 (products accumulate in float32); e.g. "
+                  "jnp::dot<float>(x, y)");
+  } else {
+    static_assert(std::is_same_v<P, float> || std::is_same_v<P, bfloat16>,
+                  "tessera: a product of a float8 and another dtype needs a preferred element "
+                  "type, float or bfloat16 (jax.numpy has no promotion between them; products "
+                  "accumulate in float32); e.g. lax::dot_general<float>(x, w, ...) or "
+                  "jnp::dot<float>(x, w)");
+  }
+  return true;
+}
+
+/// Compile-time checks of a product's operand dtypes `L`, `R` and preferred element type `P`
+/// (void: none given). See the file comment for the pairs.
 template <class L, class R, class P>
 constexpr bool check_dot_types() {
   using A = std::remove_cv_t<L>;
   using B = std::remove_cv_t<R>;
-  static_assert(std::is_same_v<A, B> && (std::is_same_v<A, float> || std::is_same_v<A, bfloat16> ||
-                                         std::is_same_v<A, float16> || std::is_same_v<A, int8_t>),
-                "tessera: jnp::dot / lax::dot_general takes float32 x float32, bfloat16 x "
-                "bfloat16, float16 x float16 or int8 x int8 operands; convert one operand first "
-                "(astype) so that both have one of these dtypes");
-  if constexpr (std::is_same_v<A, int8_t>) {
-    static_assert(std::is_same_v<P, int32_t> || std::is_same_v<P, int8_t>,
-                  "tessera: the preferred element type of an int8 dot must be int32_t or int8_t "
-                  "(products accumulate in int32); e.g. jnp::dot<int32_t>(x, y)");
-  } else if constexpr (std::is_same_v<A, float16>) {
-    static_assert(std::is_same_v<P, float> || std::is_same_v<P, float16>,
-                  "tessera: the preferred element type of a float16 dot must be float or float16 "
-                  "(products accumulate in float32); e.g. jnp::dot<float>(x, y)");
+  if constexpr (is_float8(dtype_of<A>) || is_float8(dtype_of<B>)) {
+    return check_float8_dot_types<A, B, P>();
   } else {
-    static_assert(std::is_same_v<P, float> || std::is_same_v<P, bfloat16>,
-                  "tessera: the preferred element type of a float32/bfloat16 dot must be float "
-                  "or bfloat16 (products accumulate in float32); e.g. jnp::dot<float>(x, y)");
+    using Q = DotResult<P, A>;
+    static_assert(
+        std::is_same_v<A, B> && (std::is_same_v<A, float> || std::is_same_v<A, bfloat16> ||
+                                 std::is_same_v<A, float16> || std::is_same_v<A, int8_t>),
+        "tessera: jnp::dot / lax::dot_general takes float32 x float32, bfloat16 x "
+        "bfloat16, float16 x float16 or int8 x int8 operands, or a float8 with float32, "
+        "bfloat16 or a float8; convert one operand first (astype) so that both have "
+        "one of these dtypes");
+    if constexpr (std::is_same_v<A, int8_t>) {
+      static_assert(std::is_same_v<Q, int32_t> || std::is_same_v<Q, int8_t>,
+                    "tessera: the preferred element type of an int8 dot must be int32_t or "
+                    "int8_t (products accumulate in int32); e.g. jnp::dot<int32_t>(x, y)");
+    } else if constexpr (std::is_same_v<A, float16>) {
+      static_assert(std::is_same_v<Q, float> || std::is_same_v<Q, float16>,
+                    "tessera: the preferred element type of a float16 dot must be float or "
+                    "float16 (products accumulate in float32); e.g. jnp::dot<float>(x, y)");
+    } else {
+      static_assert(std::is_same_v<Q, float> || std::is_same_v<Q, bfloat16>,
+                    "tessera: the preferred element type of a float32/bfloat16 dot must be "
+                    "float or bfloat16 (products accumulate in float32); e.g. "
+                    "jnp::dot<float>(x, y)");
+    }
+    return true;
   }
-  return true;
 }
 
 /// The result of a pure product once computed, shared by the copies of its expression.
@@ -259,10 +308,12 @@ DotOperand dot_operand(const X& x, std::source_location where) {
   }
 }
 
-template <class P, class X, class Y>
+/// The product of `x` and `y` with preferred element type `Preferred` (void: none given).
+template <class Preferred, class X, class Y>
 auto make_dot(const X& x, const Y& y, const lax::DotDimensionNumbers& dims, const char* op,
               std::source_location where, SmallVec out_perm = {}) {
-  static_assert(check_dot_types<ValueOf<X>, ValueOf<Y>, P>());
+  static_assert(check_dot_types<ValueOf<X>, ValueOf<Y>, Preferred>());
+  using P = DotResult<Preferred, ValueOf<X>>;
   constexpr bool kPure = !is_ref_operand_v<X> && !is_ref_operand_v<Y>;
   DotOperand l = dot_operand(x, where);
   DotOperand r = dot_operand(y, where);
@@ -275,11 +326,6 @@ auto make_dot(const X& x, const Y& y, const lax::DotDimensionNumbers& dims, cons
   if constexpr (kPure) e.cache = std::make_shared<DotCache>();
   return e;
 }
-
-/// The result type of a dot of `L` operands when no preferred element type is given: the
-/// operands' dtype, as jnp.dot.
-template <class P, class L>
-using DotResult = std::conditional_t<std::is_void_v<P>, std::remove_cv_t<L>, P>;
 
 template <class X, class Y>
 concept DotArgs = Operand<X> && Operand<Y>;
@@ -298,9 +344,8 @@ auto dot(X&& x, Y&& y, std::source_location where = std::source_location::curren
   TESSERA_CHECK_NAMED(Y);
   using XT = std::remove_cvref_t<X>;
   using YT = std::remove_cvref_t<Y>;
-  return detail::make_dot<detail::DotResult<P, detail::ValueOf<XT>>>(
-      static_cast<const XT&>(x), static_cast<const YT&>(y), {{{-1}, {0}}, {{}, {}}}, "jnp.dot",
-      where);
+  return detail::make_dot<P>(static_cast<const XT&>(x), static_cast<const YT&>(y),
+                             {{{-1}, {0}}, {{}, {}}}, "jnp.dot", where);
 }
 
 /// `jnp.matmul(x, y)` / `x @ y` on 2-D operands (= jnp::dot).
@@ -325,9 +370,8 @@ auto einsum(std::string_view subscripts, X&& x, Y&& y,
   lax::DotDimensionNumbers dims;
   detail::SmallVec perm;
   detail::parse_einsum(subscripts, x.shape().rank(), y.shape().rank(), dims, perm, where);
-  return detail::make_dot<detail::DotResult<P, detail::ValueOf<XT>>>(
-      static_cast<const XT&>(x), static_cast<const YT&>(y), dims, "jnp.einsum", where,
-      std::move(perm));
+  return detail::make_dot<P>(static_cast<const XT&>(x), static_cast<const YT&>(y), dims,
+                             "jnp.einsum", where, std::move(perm));
 }
 
 }  // namespace jnp
@@ -346,9 +390,8 @@ auto dot_general(X&& x, Y&& y, const DotDimensionNumbers& dimension_numbers,
   TESSERA_CHECK_NAMED(Y);
   using XT = std::remove_cvref_t<X>;
   using YT = std::remove_cvref_t<Y>;
-  return detail::make_dot<detail::DotResult<P, detail::ValueOf<XT>>>(
-      static_cast<const XT&>(x), static_cast<const YT&>(y), dimension_numbers, "lax.dot_general",
-      where);
+  return detail::make_dot<P>(static_cast<const XT&>(x), static_cast<const YT&>(y),
+                             dimension_numbers, "lax.dot_general", where);
 }
 
 }  // namespace lax

@@ -1,11 +1,12 @@
 // File: tessera/dtype.h
 //
 // Element types. Pallas kernels name dtypes as `jnp.float32`, `jnp.bfloat16`, `jnp.float16`,
-// `jnp.float8_e4m3fn`, `jnp.float8_e5m2`, `jnp.int32`, `jnp.int16`, `jnp.int8`, `jnp.uint32`,
-// `jnp.uint16`, `jnp.uint8` and `jnp.bool_`; Tessera uses the C++ types `float`,
-// `tessera::bfloat16`, `tessera::float16`, `tessera::float8_e4m3fn`, `tessera::float8_e5m2`,
-// `int32_t`, `int16_t`, `int8_t`, `uint32_t`, `uint16_t`, `uint8_t` and `bool`, and the runtime
-// tag `tessera::DType` where a type has to be carried as a value.
+// `jnp.float8_e4m3fn`, `jnp.float8_e5m2`, `jnp.float8_e4m3b11fnuz`, `jnp.int32`, `jnp.int16`,
+// `jnp.int8`, `jnp.uint32`, `jnp.uint16`, `jnp.uint8` and `jnp.bool_`; Tessera uses the C++
+// types `float`, `tessera::bfloat16`, `tessera::float16`, `tessera::float8_e4m3fn`,
+// `tessera::float8_e5m2`, `tessera::float8_e4m3b11fnuz`, `int32_t`, `int16_t`, `int8_t`,
+// `uint32_t`, `uint16_t`, `uint8_t` and `bool`, and the runtime tag `tessera::DType` where a
+// type has to be carried as a value.
 //
 //   tessera::bfloat16 h = 1.1f;        // rounds to nearest even: 1.1015625
 //   float f = h;                       // exact widening
@@ -130,7 +131,16 @@ struct float8_e4m3fn : detail::NarrowFloat<detail::Float8E4M3FNFormat, float8_e4
 struct float8_e5m2 : detail::NarrowFloat<detail::Float8E5M2Format, float8_e5m2> {
   using NarrowFloat::NarrowFloat;
 };
-static_assert(sizeof(float16) == 2 && sizeof(float8_e4m3fn) == 1 && sizeof(float8_e5m2) == 1,
+/// `jnp.float8_e4m3b11fnuz` (ml_dtypes): 1 sign bit, 4 exponent bits (bias 11), 3 mantissa
+/// bits; finite only with no negative zero: the largest value is 30, the smallest subnormal
+/// 2^-13, the one NaN is 0x80 (negative zero's pattern), and NaN, infinity and overflow convert
+/// to it whatever their sign, while a negative value that rounds to zero gives +0.
+struct float8_e4m3b11fnuz
+    : detail::NarrowFloat<detail::Float8E4M3B11FNUZFormat, float8_e4m3b11fnuz> {
+  using NarrowFloat::NarrowFloat;
+};
+static_assert(sizeof(float16) == 2 && sizeof(float8_e4m3fn) == 1 && sizeof(float8_e5m2) == 1 &&
+                  sizeof(float8_e4m3b11fnuz) == 1,
               "narrow float sizes");
 
 /// Runtime tag for the element types Tessera supports (new tags are appended, so the values of
@@ -148,6 +158,7 @@ enum class DType : uint8_t {
   kFloat16,
   kFloat8E4M3FN,
   kFloat8E5M2,
+  kFloat8E4M3B11FNUZ,
 };
 
 namespace detail {
@@ -155,8 +166,9 @@ template <class T>
 struct DTypeOf {
   static_assert(sizeof(T) == 0,
                 "tessera: unsupported element type; use float, tessera::bfloat16, "
-                "tessera::float16, tessera::float8_e4m3fn, tessera::float8_e5m2, int32_t, "
-                "int16_t, int8_t, uint32_t, uint16_t, uint8_t or bool");
+                "tessera::float16, tessera::float8_e4m3fn, tessera::float8_e5m2, "
+                "tessera::float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
+                "uint8_t or bool");
 };
 template <>
 struct DTypeOf<float> {
@@ -205,6 +217,10 @@ struct DTypeOf<float8_e4m3fn> {
 template <>
 struct DTypeOf<float8_e5m2> {
   static constexpr DType value = DType::kFloat8E5M2;
+};
+template <>
+struct DTypeOf<float8_e4m3b11fnuz> {
+  static constexpr DType value = DType::kFloat8E4M3B11FNUZ;
 };
 
 /// The C++ element type of a DType.
@@ -258,6 +274,10 @@ template <>
 struct TypeOf<DType::kFloat8E5M2> {
   using type = float8_e5m2;
 };
+template <>
+struct TypeOf<DType::kFloat8E4M3B11FNUZ> {
+  using type = float8_e4m3b11fnuz;
+};
 
 template <class T, class... Us>
 inline constexpr bool is_one_of_v = (std::is_same_v<T, Us> || ...);
@@ -267,13 +287,15 @@ inline constexpr bool is_one_of_v = (std::is_same_v<T, Us> || ...);
 template <class T>
 inline constexpr bool is_element_type_v =
     detail::is_one_of_v<std::remove_cv_t<T>, float, bfloat16, float16, float8_e4m3fn, float8_e5m2,
-                        int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t, bool>;
+                        float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t,
+                        bool>;
 
 /// True for Tessera's floating storage types narrower than float (bfloat16, float16 and the
 /// float8s): C++ scalars of these types are weakly typed floats, like a Python float.
 template <class T>
 inline constexpr bool is_narrow_float_v =
-    detail::is_one_of_v<std::remove_cv_t<T>, bfloat16, float16, float8_e4m3fn, float8_e5m2>;
+    detail::is_one_of_v<std::remove_cv_t<T>, bfloat16, float16, float8_e4m3fn, float8_e5m2,
+                        float8_e4m3b11fnuz>;
 
 /// The DType of a C++ element type (cv-qualifiers ignored).
 template <class T>
@@ -300,30 +322,30 @@ constexpr int itemsize(DType d) noexcept {
     case DType::kBool:
     case DType::kFloat8E4M3FN:
     case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3B11FNUZ:
       return 1;
   }
   return 0;
 }
 
 /// numpy's (and ml_dtypes') name for a dtype: "float32", "bfloat16", "float16",
-/// "float8_e4m3fn", "float8_e5m2", "int32", "int16", "int8", "uint32", "uint16", "uint8",
-/// "bool".
+/// "float8_e4m3fn", "float8_e5m2", "float8_e4m3b11fnuz", "int32", "int16", "int8", "uint32",
+/// "uint16", "uint8", "bool".
 const char* dtype_name(DType d) noexcept;
+
+/// True for the 8-bit float dtypes, which jax.numpy never promotes implicitly.
+constexpr bool is_float8(DType d) noexcept {
+  return d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2 || d == DType::kFloat8E4M3B11FNUZ;
+}
 
 /// True for the floating dtypes: float32, bfloat16, float16 and the float8s.
 constexpr bool is_floating(DType d) noexcept {
-  return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16 ||
-         d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2;
+  return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16 || is_float8(d);
 }
 
 /// True for the unsigned integer dtypes (uint8, uint16, uint32).
 constexpr bool is_unsigned(DType d) noexcept {
   return d == DType::kUInt8 || d == DType::kUInt16 || d == DType::kUInt32;
-}
-
-/// True for the 8-bit float dtypes, which jax.numpy never promotes implicitly.
-constexpr bool is_float8(DType d) noexcept {
-  return d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2;
 }
 
 }  // namespace tessera

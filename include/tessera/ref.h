@@ -186,8 +186,8 @@ template <class T, MemorySpace Space>
 class Ref {
   static_assert(is_element_type_v<T>,
                 "tessera: Ref<T, Space> needs T in {float, bfloat16, float16, float8_e4m3fn, "
-                "float8_e5m2, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t, bool} "
-                "(optionally const)");
+                "float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
+                "uint8_t, bool} (optionally const)");
 
  public:
   using element_type = T;

@@ -34,7 +34,8 @@ template <class T, MemorySpace Space>
 struct ScratchType {
   static_assert(is_element_type_v<T> && !std::is_const_v<T>,
                 "tessera: scratch buffers hold float, bfloat16, float16, float8_e4m3fn, "
-                "float8_e5m2, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t or bool");
+                "float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
+                "uint8_t or bool");
   static_assert(Space == MemorySpace::VMEM || Space == MemorySpace::SMEM,
                 "tessera: scratch buffers live in VMEM or SMEM");
   using value_type = T;

@@ -85,7 +85,8 @@ namespace jnp {
 /// `x.astype(U)`: x converted to U. float -> int truncates toward zero and saturates to U's
 /// range (NaN gives 0); int -> narrower int wraps (uint32 <-> int32 keeps the bits); anything
 /// -> bool is `x != 0`; bool -> number is 0 or 1; float -> bfloat16 / float16 / float8 rounds
-/// to nearest even (float8_e4m3fn: overflow and infinity give NaN, as ml_dtypes). Cheap.
+/// to nearest even (float8_e4m3fn and float8_e4m3b11fnuz: overflow and infinity give NaN, as
+/// ml_dtypes; float8_e4m3b11fnuz has no -0). Cheap.
 /// `x.astype<U>()` is the same.
 template <class U, class X>
 requires detail::Operand<X>
@@ -93,7 +94,8 @@ auto astype(X&& x) {
   TESSERA_CHECK_NAMED(X);
   static_assert(is_element_type_v<U>,
                 "tessera: astype<U> needs U in {float, bfloat16, float16, float8_e4m3fn, "
-                "float8_e5m2, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t, bool}");
+                "float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
+                "uint8_t, bool}");
   return detail::CastExpr<U, detail::ExprOf<X>>{{},
                                                 detail::AsExpr<std::remove_cvref_t<X>>::make(x)};
 }

@@ -12,6 +12,8 @@
 //   o[...] = x[...].T                                   o = jnp::transpose(x);
 //   o[...] = x[...].reshape(4, 2, 128)                  o = jnp::reshape(x, {4, 2, 128});
 //   o[...] = pltpu.roll(x[...], shift=1, axis=0)        o = pltpu::roll(x, 1, 0);
+//   o[...] = pltpu.roll(x[...], 3, 1, stride=2,         o = pltpu::roll(x, 3, 1, 2, 0);
+//                       stride_axis=0)
 //
 // Axes: an int (negative counts from the end), a braced list `{0, 2}`, or nothing for all axes
 // (jnp's `axis=None`); `keepdims` is the third argument. A bad or repeated axis throws
@@ -70,6 +72,11 @@ void check_tpu_reshape(const Shape& in, const Shape& out, std::string_view chip,
 /// Validates a roll's axis (negative counts from the end) and returns it; `shift` is normalised
 /// to 0..extent-1.
 int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location where);
+/// Validates pltpu.roll's `stride` (>= 0) and `stride_axis` (in range, negative counting from
+/// the end, not the rolled axis `axis`, already normalised) and returns the stride axis;
+/// `stride` is normalised to 0..extent-1 of the rolled axis.
+int roll_stride_axis(const Shape& in, int axis, int64_t& stride, int stride_axis,
+                     std::source_location where);
 
 /// A non-elementwise node: the operand is emitted in its own dtype, and the evaluator computes
 /// this node into a temporary before the elementwise pass (see the file comment).
@@ -83,6 +90,8 @@ struct ShapeOpExpr : ExprOps<ShapeOpExpr<Op, T, A>, T> {
   int axis = 0;        // roll
   SmallVec perm;       // transpose
   std::source_location where;
+  int stride_axis = -1;     // roll with a stride (-1: none)
+  int64_t roll_stride = 0;  // roll with a stride
   const Shape& shape() const { return out_shape; }
   int emit(ExprProgram& p) const {
     if (p.where.line() == 0) p.where = where;
@@ -99,6 +108,8 @@ struct ShapeOpExpr : ExprOps<ShapeOpExpr<Op, T, A>, T> {
     n.axis = axis;
     n.strides = perm;
     n.where = where;
+    n.stride_axis = stride_axis;
+    n.roll_stride = roll_stride;
     return p.last();
   }
 };
@@ -106,7 +117,8 @@ struct ShapeOpExpr : ExprOps<ShapeOpExpr<Op, T, A>, T> {
 template <OpCode Op, class T, class X>
 auto make_shape_op(const X& x, Shape out, std::source_location where) {
   using E = ShapeOpExpr<Op, T, ExprOf<X>>;
-  return E{{}, AsExpr<std::remove_cvref_t<X>>::make(x), std::move(out), 0, 0, SmallVec(), where};
+  return E{{}, AsExpr<std::remove_cvref_t<X>>::make(x), std::move(out), 0, 0, SmallVec(), where, -1,
+           0};
 }
 
 /// jnp.sum's result dtype (x64 off): floats keep theirs, unsigned integers give uint32, bool and
@@ -243,14 +255,34 @@ auto roll(X&& x, int64_t shift, int axis,
 }  // namespace jnp
 
 namespace pltpu {
-/// `pltpu.roll(x, shift, axis)`: as jnp.roll (Pallas requires shift >= 0; Tessera accepts any
-/// shift). No `stride`/`stride_axis`. Cost: a copy.
+/// `pltpu.roll(x, shift, axis)`: as jnp.roll (Pallas requires shift >= 0 and 0 <= axis < rank;
+/// Tessera accepts any shift, and a negative axis counts from the end). Cost: a copy.
 template <class X>
 requires detail::Operand<X>
 auto roll(X&& x, int64_t shift, int axis,
           std::source_location where = std::source_location::current()) {
   TESSERA_CHECK_NAMED(X);
   return jnp::roll(std::forward<X>(x), shift, axis, where);
+}
+
+/// `pltpu.roll(x, shift, axis, stride=stride, stride_axis=stride_axis)`: each slice i along
+/// `stride_axis` is rolled along `axis` by shift + i * stride (Pallas' definition: split x along
+/// stride_axis, jnp.roll slice i by that shift, concatenate). `stride` must be >= 0 and
+/// `stride_axis` another axis than `axis` (negative counts from the end); either mistake throws
+/// kInvalidArgument at the call, naming the value. Cost: a copy.
+template <class X>
+requires detail::Operand<X>
+auto roll(X&& x, int64_t shift, int axis, int64_t stride, int stride_axis,
+          std::source_location where = std::source_location::current()) {
+  TESSERA_CHECK_NAMED(X);
+  const int ax = detail::roll_axis(x.shape(), axis, shift, where);
+  const int sax = detail::roll_stride_axis(x.shape(), ax, stride, stride_axis, where);
+  auto e = detail::make_shape_op<detail::OpCode::kRoll, detail::ValueOf<X>>(x, x.shape(), where);
+  e.iconst = shift;
+  e.axis = ax;
+  e.stride_axis = sax;
+  e.roll_stride = stride;
+  return e;
 }
 }  // namespace pltpu
 

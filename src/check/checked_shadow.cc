@@ -215,6 +215,9 @@ void fill_poison(void* data, int64_t bytes, DType dtype, pltpu::UninitializedMem
     case DType::kFloat8E5M2:
       fill(uint8_t{0x7e});  // quiet NaN
       break;
+    case DType::kFloat8E4M3B11FNUZ:
+      fill(uint8_t{0x80});  // its one NaN
+      break;
     default:
       std::memset(data, 0xff, static_cast<size_t>(bytes));
   }

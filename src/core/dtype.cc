@@ -29,6 +29,8 @@ const char* dtype_name(DType d) noexcept {
       return "float8_e4m3fn";
     case DType::kFloat8E5M2:
       return "float8_e5m2";
+    case DType::kFloat8E4M3B11FNUZ:
+      return "float8_e4m3b11fnuz";
   }
   return "unknown";
 }

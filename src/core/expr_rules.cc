@@ -215,6 +215,34 @@ int roll_axis(const Shape& in, int axis, int64_t& shift, std::source_location wh
   return ax;
 }
 
+int roll_stride_axis(const Shape& in, int axis, int64_t& stride, int stride_axis,
+                     std::source_location where) {
+  const int r = in.rank();
+  if (stride < 0) {
+    raise(ErrorKind::kInvalidArgument, "pltpu.roll", where,
+          fmt::format("stride {} is negative; pltpu.roll's stride must be >= 0 (slice i along "
+                      "stride_axis rolls by shift + i * stride)",
+                      stride));
+  }
+  const int sax = stride_axis < 0 ? stride_axis + r : stride_axis;
+  if (sax < 0 || sax >= r) {
+    raise(ErrorKind::kInvalidArgument, "pltpu.roll", where,
+          fmt::format("stride_axis {} is out of range for an operand of shape {} (rank {}); "
+                      "give an axis in {}..{} (negative counts from the end)",
+                      stride_axis, shape_str(in), r, -r, r - 1));
+  }
+  if (sax == axis) {
+    raise(ErrorKind::kInvalidArgument, "pltpu.roll", where,
+          fmt::format("stride_axis {} is the rolled axis {} of an operand of shape {}; the "
+                      "stride axis must be another axis (each slice along it is rolled along "
+                      "axis)",
+                      stride_axis, axis, shape_str(in)));
+  }
+  const int64_t n = in[axis];
+  stride = n == 0 ? 0 : stride % n;
+  return sax;
+}
+
 void raise_zero_step(std::source_location where) {
   raise(ErrorKind::kInvalidArgument, "jnp.arange", where,
         "step is 0; arange needs a nonzero step (as numpy)");

@@ -40,11 +40,11 @@
 // bfloat16, float16: like float32, but "shortest round-trip" means the shortest decimal that
 //   converts back (round to nearest even) to the same value of the dtype, e.g. bfloat16(1.1f)
 //   prints "1.1". float16 is numpy's own and prints exactly as numpy does, with its cutoff of
-//   1e3 (below). float8_e4m3fn, float8_e5m2: their exact values printed as float32 (96, not
-//   the "1e+02" that also rounds back to it), as ml_dtypes' element str() shows them. Not
-//   reproduced: numpy 2.x prints dtypes from outside numpy, such as ml_dtypes' bfloat16 and
-//   float8s, with each element's own str() and no common width, so real JAX output for those
-//   arrays can differ; Tessera lays them out as numpy lays out float32.
+//   1e3 (below). float8_e4m3fn, float8_e5m2, float8_e4m3b11fnuz: their exact values printed as
+//   float32 (96, not the "1e+02" that also rounds back to it), as ml_dtypes' element str() shows
+//   them. Not reproduced: numpy 2.x prints dtypes from outside numpy, such as ml_dtypes'
+//   bfloat16 and float8s, with each element's own str() and no common width, so real JAX output
+//   for those arrays can differ; Tessera lays them out as numpy lays out float32.
 // Integers (int8/16/32, uint8/16/32): decimal, right-aligned to the widest of str(max) and
 //   str(min) of the shown items: "[ 1 -2 30]".
 // Booleans: " True" / "False" (width 5) in arrays: "[ True False]".
@@ -128,6 +128,8 @@ float narrow_value(DType dt, uint32_t b) {
       return float16::from_bits(static_cast<uint16_t>(b));
     case DType::kFloat8E4M3FN:
       return float8_e4m3fn::from_bits(static_cast<uint8_t>(b));
+    case DType::kFloat8E4M3B11FNUZ:
+      return float8_e4m3b11fnuz::from_bits(static_cast<uint8_t>(b));
     default:
       return float8_e5m2::from_bits(static_cast<uint8_t>(b));
   }
@@ -140,6 +142,8 @@ uint32_t narrow_bits(DType dt, float v) {
       return float16(v).bits;
     case DType::kFloat8E4M3FN:
       return float8_e4m3fn(v).bits;
+    case DType::kFloat8E4M3B11FNUZ:
+      return float8_e4m3b11fnuz(v).bits;
     default:
       return float8_e5m2(v).bits;
   }
@@ -153,6 +157,8 @@ uint32_t narrow_max_bits(DType dt) {
       return 0x7bff;
     case DType::kFloat8E4M3FN:
       return 0x7e;
+    case DType::kFloat8E4M3B11FNUZ:
+      return 0x7f;
     default:
       return 0x7b;
   }
@@ -405,6 +411,8 @@ float load_float(DType dtype, const void* data, int64_t i) {
       return static_cast<const float8_e4m3fn*>(data)[i];
     case DType::kFloat8E5M2:
       return static_cast<const float8_e5m2*>(data)[i];
+    case DType::kFloat8E4M3B11FNUZ:
+      return static_cast<const float8_e4m3b11fnuz*>(data)[i];
     default:
       return static_cast<const float*>(data)[i];
   }

@@ -382,9 +382,11 @@ bool TpuInfo::is_split_chip() const noexcept {
 bool TpuInfo::is_matmul_supported(DType lhs, DType rhs) const noexcept {
   // Pallas' table (tpu_info.py), restricted to Tessera's dtypes: the MXU never takes bool,
   // int16/uint16 or 32-bit integer operands (int32 is an accumulator type only), nor float16;
-  // Pallas' int4 and float8_e4m3b11fnuz pairs are not Tessera dtypes.
+  // Pallas' int4 pairs are not Tessera dtypes.
   const auto is_float = [](DType d) { return d == DType::kFloat32 || d == DType::kBFloat16; };
   const auto is_byte_int = [](DType d) { return d == DType::kInt8 || d == DType::kUInt8; };
+  // The float8s of generation 7 on (float8_e4m3b11fnuz is not among them).
+  const auto is_f8 = [](DType d) { return d == DType::kFloat8E4M3FN || d == DType::kFloat8E5M2; };
   switch (chip_version) {
     case ChipVersion::kV2:
     case ChipVersion::kV3:
@@ -396,8 +398,11 @@ bool TpuInfo::is_matmul_supported(DType lhs, DType rhs) const noexcept {
     case ChipVersion::kV5E:
     case ChipVersion::kV5P:
     case ChipVersion::kV6E: {
-      // float32, bfloat16 and float8_e5m2 in any pair; 8-bit integers in any pair.
-      const auto f = [&](DType d) { return is_float(d) || d == DType::kFloat8E5M2; };
+      // float32, bfloat16, float8_e5m2 and float8_e4m3b11fnuz in any pair; 8-bit integers in
+      // any pair.
+      const auto f = [&](DType d) {
+        return is_float(d) || d == DType::kFloat8E5M2 || d == DType::kFloat8E4M3B11FNUZ;
+      };
       return (f(lhs) && f(rhs)) || (is_byte_int(lhs) && is_byte_int(rhs));
     }
     case ChipVersion::k7:
@@ -405,12 +410,10 @@ bool TpuInfo::is_matmul_supported(DType lhs, DType rhs) const noexcept {
     case ChipVersion::k8I:
       // Float lhs against a float or float8 rhs, or float8 against float8 (no int8: float8
       // takes that role).
-      return (is_float(lhs) && (is_float(rhs) || is_float8(rhs))) ||
-             (is_float8(lhs) && is_float8(rhs));
+      return (is_float(lhs) && (is_float(rhs) || is_f8(rhs))) || (is_f8(lhs) && is_f8(rhs));
     case ChipVersion::k8T:
       // Provisional upstream: float against float, or float/float8 against float8.
-      return (is_float(lhs) && is_float(rhs)) ||
-             ((is_float(lhs) || is_float8(lhs)) && is_float8(rhs));
+      return (is_float(lhs) && is_float(rhs)) || ((is_float(lhs) || is_f8(lhs)) && is_f8(rhs));
     case ChipVersion::kCpu:
       // The native tile GEMM has kernels for matching operand types only.
       return lhs == rhs &&

@@ -3,8 +3,9 @@
 //
 // A product goes straight into the destination when the destination has the accumulator's
 // dtype (float32, int32), a unit column stride and does not overlap an operand. Otherwise it
-// goes into a per-thread float32/int32 temporary first, and is then rounded (bfloat16) or
-// wrapped (int8) into the destination, or added to it.
+// goes into a per-thread float32/int32 temporary first, and is then rounded (bfloat16, float16,
+// a float8) or wrapped (int8) into the destination, or added to it. float16, float8 and mixed
+// operands are widened to float32 and take the float32 GEMM.
 #include "tessera/dot.h"
 
 #include <fmt/format.h>
@@ -89,8 +90,9 @@ thread_local Temp tl_temp;
 thread_local GemmScratch tl_widen_a;
 thread_local GemmScratch tl_widen_b;
 
-// dst (rows x cols, contiguous) = v widened to float32.
-void widen(MatrixView<float16> v, int64_t rows, int64_t cols, float* dst) {
+// dst (rows x cols, contiguous) = v widened to float32 (exact for every float dtype).
+template <class T>
+void widen(MatrixView<T> v, int64_t rows, int64_t cols, float* dst) {
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; ++j) {
       dst[i * cols + j] = static_cast<float>(v.data[i * v.rs + j * v.cs]);
@@ -98,8 +100,48 @@ void widen(MatrixView<float16> v, int64_t rows, int64_t cols, float* dst) {
   }
 }
 
+// Operand `r` of the tile (the lhs A(i, p) when `lhs`, else B(p, j); `axis` its contracting
+// axis) as a float32 matrix: read in place when it is float32, else widened into `scratch`.
+MatrixView<float> as_f32(const RawRef& r, bool lhs, int axis, int64_t rows, int64_t cols,
+                         GemmScratch& scratch) {
+  auto view = [&](auto tag) {
+    using T = decltype(tag);
+    return lhs ? lhs_view<T>(r, axis) : rhs_view<T>(r, axis);
+  };
+  if (r.dtype == DType::kFloat32) return view(float{});
+  float* dst = scratch.get<float>(rows * cols);
+  switch (r.dtype) {
+    case DType::kBFloat16:
+      widen(view(bfloat16{}), rows, cols, dst);
+      break;
+    case DType::kFloat16:
+      widen(view(float16{}), rows, cols, dst);
+      break;
+    case DType::kFloat8E4M3FN:
+      widen(view(float8_e4m3fn{}), rows, cols, dst);
+      break;
+    case DType::kFloat8E5M2:
+      widen(view(float8_e5m2{}), rows, cols, dst);
+      break;
+    case DType::kFloat8E4M3B11FNUZ:
+      widen(view(float8_e4m3b11fnuz{}), rows, cols, dst);
+      break;
+    default:
+      TESSERA_CHECK(false, "jnp::dot widened an operand of a dtype that is not a float");
+  }
+  return MatrixView<float>{dst, cols, 1};
+}
+
 // acc (+)= product for the operands' dtype; `acc` has the accumulator dtype, row stride c_rs.
 void product(const DotCall& c, const DotOperands& o, void* acc, int64_t c_rs, bool accumulate) {
+  if (c.lhs.dtype != c.rhs.dtype || c.lhs.dtype == DType::kFloat16 || is_float8(c.lhs.dtype)) {
+    // Widened to float32 (exact), then the float32 GEMM: no x86 GEMM takes float16, float8 or
+    // mixed operands.
+    gemm_f32(o.m, o.n, o.k, as_f32(c.lhs, true, o.lc, o.m, o.k, tl_widen_a),
+             as_f32(c.rhs, false, o.rc, o.k, o.n, tl_widen_b), static_cast<float*>(acc), c_rs,
+             accumulate);
+    return;
+  }
   switch (c.lhs.dtype) {
     case DType::kFloat32:
       gemm_f32(o.m, o.n, o.k, lhs_view<float>(c.lhs, o.lc), rhs_view<float>(c.rhs, o.rc),
@@ -113,16 +155,6 @@ void product(const DotCall& c, const DotOperands& o, void* acc, int64_t c_rs, bo
       gemm_s8(o.m, o.n, o.k, lhs_view<int8_t>(c.lhs, o.lc), rhs_view<int8_t>(c.rhs, o.rc),
               static_cast<int32_t*>(acc), c_rs, accumulate);
       return;
-    case DType::kFloat16: {
-      // Widened to float32 (exact), then the float32 GEMM: no x86 GEMM takes float16 operands.
-      float* a = tl_widen_a.get<float>(o.m * o.k);
-      float* b = tl_widen_b.get<float>(o.k * o.n);
-      widen(lhs_view<float16>(c.lhs, o.lc), o.m, o.k, a);
-      widen(rhs_view<float16>(c.rhs, o.rc), o.k, o.n, b);
-      gemm_f32(o.m, o.n, o.k, MatrixView<float>{a, o.k, 1}, MatrixView<float>{b, o.n, 1},
-               static_cast<float*>(acc), c_rs, accumulate);
-      return;
-    }
     default:
       TESSERA_CHECK(false, "jnp::dot reached the GEMMs with operand dtypes none of them takes");
   }
@@ -239,6 +271,15 @@ void evaluate_tile(const DotCall& call, const DotOperands& o, const RawRef& dst,
       break;
     case DType::kFloat16:
       store<float, float16>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
+      break;
+    case DType::kFloat8E4M3FN:
+      store<float, float8_e4m3fn>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
+      break;
+    case DType::kFloat8E5M2:
+      store<float, float8_e5m2>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
+      break;
+    case DType::kFloat8E4M3B11FNUZ:
+      store<float, float8_e4m3b11fnuz>(dst, static_cast<float*>(acc), o.m, o.n, accumulate);
       break;
     case DType::kInt32:
       store<int32_t, int32_t>(dst, static_cast<int32_t*>(acc), o.m, o.n, accumulate);

@@ -210,14 +210,55 @@ AxisExtents axis_extents(const ExprNode& node) {
   return e;
 }
 
-/// A roll of contiguous 32-bit lanes along `node.axis` by `node.iconst`.
-void roll_lanes(const ExprNode& node, const void* operand, void* result) {
+/// pltpu.roll with a stride axis after the rolled one: the shift varies inside a row. Along the
+/// rolled axis, runs of `tail` lanes at stride index i (of e) within each of `mid` blocks move by
+/// their own shift, iconst + i * roll_stride (mod n).
+void roll_lanes_inner_stride(const ExprNode& node, const std::byte* src, std::byte* dst) {
   const auto [outer, n, inner] = axis_extents(node);
-  const int64_t s = node.iconst;  // 0 <= s < n
-  const auto* src = static_cast<const std::byte*>(operand);
-  auto* dst = static_cast<std::byte*>(result);
+  const int sa = node.stride_axis;
+  const int64_t stride = node.roll_stride;  // 0 <= stride < n
+  int64_t mid = 1, tail = 1;
+  for (int d = node.axis + 1; d < sa; ++d) mid *= node.shape[d];
+  for (int d = sa + 1; d < node.shape.rank(); ++d) tail *= node.shape[d];
+  const int64_t e = node.shape[sa];
   const int64_t row = n * inner * 4;
   for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k = 0; k < n; ++k) {
+      for (int64_t m = 0; m < mid; ++m) {
+        int64_t s = node.iconst;
+        for (int64_t i = 0; i < e; ++i) {
+          const int64_t from = k >= s ? k - s : k - s + n;
+          const int64_t lane = (m * e + i) * tail;
+          std::memcpy(dst + o * row + (k * inner + lane) * 4,
+                      src + o * row + (from * inner + lane) * 4, static_cast<size_t>(tail * 4));
+          s = s + stride >= n ? s + stride - n : s + stride;
+        }
+      }
+    }
+  }
+}
+
+/// A roll of contiguous 32-bit lanes along `node.axis` by `node.iconst`; with a stride axis
+/// (pltpu.roll's stride), slice i along it by iconst + i * roll_stride (mod n).
+void roll_lanes(const ExprNode& node, const void* operand, void* result) {
+  const auto* src = static_cast<const std::byte*>(operand);
+  auto* dst = static_cast<std::byte*>(result);
+  const int sa = node.stride_axis;
+  if (sa > node.axis) return roll_lanes_inner_stride(node, src, dst);
+  // One shift per row; with a stride axis before the rolled one it steps every `below` rows.
+  const auto [outer, n, inner] = axis_extents(node);
+  const int64_t row = n * inner * 4;
+  const int64_t stride = node.roll_stride;  // 0 <= stride < n
+  int64_t below = 1, e = 1;
+  if (sa >= 0) {
+    for (int d = sa + 1; d < node.axis; ++d) below *= node.shape[d];
+    e = node.shape[sa];
+  }
+  int64_t s = node.iconst;  // 0 <= s < n
+  for (int64_t o = 0; o < outer; ++o) {
+    if (sa >= 0 && o > 0 && o % below == 0) {
+      s = (o / below) % e == 0 ? node.iconst : (s + stride >= n ? s + stride - n : s + stride);
+    }
     // out[s:] = in[:n-s], out[:s] = in[n-s:]
     std::memcpy(dst + o * row + s * inner * 4, src + o * row,
                 static_cast<size_t>((n - s) * inner * 4));
@@ -400,6 +441,9 @@ inline void plan_const(const ExprNode& e, plan::Node& n, const Shape& D,
         break;
       case DType::kFloat8E5M2:
         n.fval = float8_e5m2(f);
+        break;
+      case DType::kFloat8E4M3B11FNUZ:
+        n.fval = float8_e4m3b11fnuz(f);
         break;
       default:
         n.fval = f;

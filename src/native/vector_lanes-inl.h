@@ -56,7 +56,11 @@ HWY_INLINE hn::Vec<DF> decode_narrow(DF df, hn::Vec<hn::RebindToUnsigned<DF>> b)
   const auto mag = hn::And(b, hn::Set(du, F::kSign - 1));
   auto v = hn::Mul(hn::BitCast(df, hn::ShiftLeft<23 - Man>(mag)), narrow_pow2(df, 127 - F::kBias));
   const auto magi = hn::BitCast(di, mag);
-  if constexpr (F::kFiniteOnly) {  // finite-only: one NaN pattern per sign
+  if constexpr (F::kFnuz) {  // one NaN: the sign bit alone (its sign is OR-ed in below)
+    const auto nan =
+        hn::RebindMask(df, hn::Eq(hn::BitCast(di, b), hn::Set(di, static_cast<int32_t>(F::kSign))));
+    v = hn::IfThenElse(nan, hn::BitCast(df, hn::Set(du, 0x7fc00000u)), v);
+  } else if constexpr (F::kFiniteOnly) {  // finite-only: one NaN pattern per sign
     const auto nan = hn::RebindMask(df, hn::Eq(magi, hn::Set(di, static_cast<int32_t>(F::kNaN))));
     v = hn::IfThenElse(nan, hn::BitCast(df, hn::Set(du, 0x7fc00000u)), v);
   } else {
@@ -72,7 +76,8 @@ HWY_INLINE hn::Vec<DF> decode_narrow(DF df, hn::Vec<hn::RebindToUnsigned<DF>> b)
 /// Float lanes rounded to the nearest value of format F (ties to even), as float lanes: the
 /// mantissa rounded at its last kept bit for normals, by adding and subtracting 2^(emin - man +
 /// 23) for subnormals (the FPU's own round to nearest even at that quantum); overflow gives
-/// infinity or, for a finite-only format, NaN; NaN stays NaN (quiet).
+/// infinity or, for a finite-only format, NaN; NaN stays NaN (quiet); an fnuz format's zeros are
+/// +0.
 template <class F, class DF>
 HWY_INLINE hn::Vec<DF> round_narrow_vec(DF df, hn::Vec<DF> v) {
   const hn::RebindToUnsigned<DF> du;
@@ -91,6 +96,7 @@ HWY_INLINE hn::Vec<DF> round_narrow_vec(DF df, hn::Vec<DF> v) {
   res = hn::IfThenElse(hn::Gt(res, hn::BitCast(df, hn::Set(du, F::kMaxF32))),
                        hn::BitCast(df, hn::Set(du, over)), res);
   res = hn::Or(res, hn::BitCast(df, sign));
+  if constexpr (F::kFnuz) res = hn::IfThenZeroElse(hn::Eq(res, hn::Zero(df)), res);  // -0 is 0
   return hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, hn::Or(u, hn::Set(du, 0x00400000u))), res);
 }
 
@@ -102,8 +108,9 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> encode_narrow(DF df, hn::Vec<DF> v)
   constexpr int Man = F::kMan;
   constexpr int Bits = F::kBits;
   const auto u = hn::BitCast(du, v);
-  const auto sign = hn::ShiftRight<32 - Bits>(hn::And(u, hn::Set(du, 0x80000000u)));
+  auto sign = hn::ShiftRight<32 - Bits>(hn::And(u, hn::Set(du, 0x80000000u)));
   const auto a = hn::And(u, hn::Set(du, 0x7fffffffu));
+  if constexpr (F::kFnuz) sign = hn::IfThenZeroElse(hn::Eq(a, hn::Zero(du)), sign);  // -0 is 0
   const auto scaled = hn::Mul(hn::BitCast(df, a), narrow_pow2(df, F::kBias - 127));
   auto bits = hn::ShiftRight<23 - Man>(hn::BitCast(du, scaled));
   const auto inf = hn::RebindMask(df, hn::Eq(hn::BitCast(hn::RebindToSigned<DF>(), a),
@@ -128,6 +135,28 @@ HWY_INLINE hn::Vec<DF> round_f16_vec(DF df, hn::Vec<DF> v) {
   }
 }
 
+/// The bits of float8 dtype `dt` (zero-extended in 32-bit lanes) as float lanes, exactly.
+template <class DF>
+HWY_INLINE hn::Vec<DF> decode_f8(DF df, DType dt, hn::Vec<hn::RebindToUnsigned<DF>> b) {
+  if (dt == DType::kFloat8E4M3FN) return decode_narrow<Float8E4M3FNFormat>(df, b);
+  if (dt == DType::kFloat8E5M2) return decode_narrow<Float8E5M2Format>(df, b);
+  return decode_narrow<Float8E4M3B11FNUZFormat>(df, b);
+}
+
+/// Float lanes rounded to float8 dtype `dt` (a no-op on values already of the format) and
+/// encoded as its bits in 32-bit lanes.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> encode_f8(DF df, DType dt, hn::Vec<DF> v) {
+  if (dt == DType::kFloat8E4M3FN) {
+    return encode_narrow<Float8E4M3FNFormat>(df, round_narrow_vec<Float8E4M3FNFormat>(df, v));
+  }
+  if (dt == DType::kFloat8E5M2) {
+    return encode_narrow<Float8E5M2Format>(df, round_narrow_vec<Float8E5M2Format>(df, v));
+  }
+  return encode_narrow<Float8E4M3B11FNUZFormat>(df,
+                                                round_narrow_vec<Float8E4M3B11FNUZFormat>(df, v));
+}
+
 /// One element of a floating dtype, as float.
 inline float load_f1(DType dt, const std::byte* q) {
   switch (dt) {
@@ -140,6 +169,8 @@ inline float load_f1(DType dt, const std::byte* q) {
       return Float8E4M3FNFormat::to_float(static_cast<uint8_t>(*q));
     case DType::kFloat8E5M2:
       return Float8E5M2Format::to_float(static_cast<uint8_t>(*q));
+    case DType::kFloat8E4M3B11FNUZ:
+      return Float8E4M3B11FNUZFormat::to_float(static_cast<uint8_t>(*q));
     default: {
       uint16_t h;
       std::memcpy(&h, q, 2);
@@ -160,6 +191,9 @@ inline void store_f1(DType dt, float v, std::byte* q) {
       return;
     case DType::kFloat8E5M2:
       *q = static_cast<std::byte>(Float8E5M2Format::from_float(v));
+      return;
+    case DType::kFloat8E4M3B11FNUZ:
+      *q = static_cast<std::byte>(Float8E4M3B11FNUZFormat::from_float(v));
       return;
     default: {
       const uint16_t h = dt == DType::kFloat16 ? Float16Format::from_float(v) : bfloat16(v).bits;
@@ -208,9 +242,7 @@ void load_f(DF df, DType dt, const std::byte* p, int64_t stride, int64_t len, fl
       const auto* b = reinterpret_cast<const uint8_t*>(p);
       for (; j + N <= len; j += N) {
         const auto wide = hn::PromoteTo(du, hn::LoadU(d8, b + j));
-        const auto v = dt == DType::kFloat8E4M3FN ? decode_narrow<Float8E4M3FNFormat>(df, wide)
-                                                  : decode_narrow<Float8E5M2Format>(df, wide);
-        hn::Store(v, df, out + j);
+        hn::Store(decode_f8(df, dt, wide), df, out + j);
       }
     }
   }
@@ -330,12 +362,8 @@ void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int
     } else {
       // float8: rounded again (a no-op on values already of the format) and encoded.
       auto* b = reinterpret_cast<uint8_t*>(p);
-      const bool e4 = dt == DType::kFloat8E4M3FN;
       for (; j + N <= len; j += N) {
-        const auto v = hn::Load(df, in + j);
-        const auto bits =
-            e4 ? encode_narrow<Float8E4M3FNFormat>(df, round_narrow_vec<Float8E4M3FNFormat>(df, v))
-               : encode_narrow<Float8E5M2Format>(df, round_narrow_vec<Float8E5M2Format>(df, v));
+        const auto bits = encode_f8(df, dt, hn::Load(df, in + j));
         hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, bits)), d8, b + j);
       }
     }
@@ -433,8 +461,10 @@ void round_narrow(DF df, DType dt, float* x, int64_t padded) {
       r = round_f16_vec(df, v);
     else if (dt == DType::kFloat8E4M3FN)
       r = round_narrow_vec<Float8E4M3FNFormat>(df, v);
-    else
+    else if (dt == DType::kFloat8E5M2)
       r = round_narrow_vec<Float8E5M2Format>(df, v);
+    else
+      r = round_narrow_vec<Float8E4M3B11FNUZFormat>(df, v);
     hn::Store(r, df, x + j);
   }
 }

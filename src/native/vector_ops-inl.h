@@ -544,6 +544,8 @@ inline uint32_t lane_to_bits(DType dt, float f, int32_t i) {
       return float8_e4m3fn(f).bits;
     case DType::kFloat8E5M2:
       return float8_e5m2(f).bits;
+    case DType::kFloat8E4M3B11FNUZ:
+      return float8_e4m3b11fnuz(f).bits;
     default: {
       const int bits = int_bits(dt);
       return static_cast<uint32_t>(i) & (bits == 32 ? 0xffffffffu : (1u << bits) - 1u);
@@ -567,6 +569,9 @@ inline void bits_to_lane(DType dt, uint32_t b, float* f, int32_t* i) {
       return;
     case DType::kFloat8E5M2:
       *f = static_cast<float>(float8_e5m2::from_bits(static_cast<uint8_t>(b)));
+      return;
+    case DType::kFloat8E4M3B11FNUZ:
+      *f = static_cast<float>(float8_e4m3b11fnuz::from_bits(static_cast<uint8_t>(b)));
       return;
     case DType::kInt8:
       *i = static_cast<int8_t>(static_cast<uint8_t>(b));

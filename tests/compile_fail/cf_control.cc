@@ -107,3 +107,11 @@ void control_dtypes(float8_e4m3fn* a, float* b) {
   auto u = y.bitcast<uint32_t>();
   u = u & 0x7fffffffu;
 }
+
+// cf_dot_float8_mixed: a mixed float8 product with its preferred element type.
+void control_dot_float8_mixed(bfloat16* a, float8_e4m3b11fnuz* b, float* c) {
+  pltpu::VmemRef<bfloat16> x(a, {8, 128});            // (8, 128) VMEM, bfloat16
+  pltpu::VmemRef<float8_e4m3b11fnuz> w(b, {128, 8});  // (128, 8) VMEM, float8_e4m3b11fnuz
+  pltpu::VmemRef<float> o(c, {8, 8});                 // (8, 8) VMEM, float32
+  o = jnp::dot<float>(x, w);
+}

@@ -116,7 +116,7 @@ class DotModes : public ::testing::TestWithParam<detail::GemmMode> {
 // Every contracting-dimension pair on f32 and bf16, assigned and accumulated.
 // `result_abs`: the result dtype's subnormal step (a rounded result below its smallest normal
 // has that absolute precision, whatever its size).
-template <class T, class P>
+template <class T, class P, class U = T>
 void check_all_layouts(const std::string& name, double result_rel, double result_abs = 0.0) {
   uint32_t seed = 1;
   for (const Shape3& s : kShapes) {
@@ -125,7 +125,7 @@ void check_all_layouts(const std::string& name, double result_rel, double result
         const Shape xs = lc == 1 ? Shape{s.m, s.k} : Shape{s.k, s.m};
         const Shape ys = rc == 0 ? Shape{s.k, s.n} : Shape{s.n, s.k};
         auto xv = random_values<T>(s.m * s.k, seed++);
-        auto yv = random_values<T>(s.k * s.n, seed++);
+        auto yv = random_values<U>(s.k * s.n, seed++);
         auto x = vref(xv, xs);
         auto y = vref(yv, ys);
         const Reference ref = reference(x, y, lc, rc);
@@ -162,6 +162,30 @@ TEST_P(DotModes, BFloat16ResultIsRoundedOnce) {
 TEST_P(DotModes, Float16AllLayouts) {
   check_all_layouts<float16, float>("f16->f32", 0.0);
   check_all_layouts<float16, float16>("f16->f16", std::ldexp(1.0, -11), std::ldexp(1.0, -24));
+}
+
+// A float8 operand pairs with float32, bfloat16 or a float8 (lax.dot_general's mixed operands);
+// both are widened to float32, exactly, so the float32 bound holds. The widening does not depend
+// on the GEMM mode, and the float32 GEMM's modes are tested above: one mode here.
+TEST(Dot, Float8AndMixedAllLayouts) {
+  // A float8 result is rounded once (2 mantissa bits; its subnormal step below).
+  check_all_layouts<float8_e5m2, float8_e5m2>("e5m2->e5m2", std::ldexp(1.0, -3),
+                                              std::ldexp(1.0, -16));
+  check_all_layouts<bfloat16, float, float8_e4m3b11fnuz>("bf16 x e4m3b11fnuz->f32", 0.0);
+  check_all_layouts<float8_e4m3fn, bfloat16, float8_e5m2>("e4m3fn x e5m2->bf16",
+                                                          std::ldexp(1.0, -8));
+  // Without a preferred type two operands of one float8 give that float8, as jnp.dot.
+  std::vector<float8_e4m3b11fnuz> a(4, float8_e4m3b11fnuz(1.5f)), c(4);
+  static_assert(std::is_same_v<decltype(jnp::dot(vref(a, {2, 2}), vref(a, {2, 2})))::value_type,
+                               float8_e4m3b11fnuz>);
+  vref(c, {2, 2}) = jnp::dot(vref(a, {2, 2}), vref(a, {2, 2}));
+  for (const auto& v : c) EXPECT_EQ(static_cast<float>(v), 4.5f);
+  // A float32 operand is read in place (its strides), the other widened.
+  std::vector<float> f = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+  std::vector<float> o(6);
+  vref(o, {3, 2}) =
+      lax::dot_general<float>(vref(f, {2, 3}), vref(a, {2, 2}), {{{0}, {0}}, {{}, {}}});
+  EXPECT_EQ(o, (std::vector<float>{7.5f, 7.5f, 10.5f, 10.5f, 13.5f, 13.5f}));  // f.T @ a
 }
 
 TEST_P(DotModes, Int8ToInt32IsExact) {

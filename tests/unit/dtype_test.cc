@@ -160,6 +160,10 @@ TEST(DtypeTag, DtypeOf) {
   static_assert(tessera::dtype_of<tessera::float16> == DType::kFloat16);
   static_assert(tessera::dtype_of<tessera::float8_e4m3fn> == DType::kFloat8E4M3FN);
   static_assert(tessera::dtype_of<tessera::float8_e5m2> == DType::kFloat8E5M2);
+  static_assert(tessera::dtype_of<tessera::float8_e4m3b11fnuz> == DType::kFloat8E4M3B11FNUZ);
+  static_assert(std::is_same_v<tessera::dtype_type_t<DType::kFloat8E4M3B11FNUZ>,
+                               tessera::float8_e4m3b11fnuz>);
+  static_assert(tessera::is_narrow_float_v<const tessera::float8_e4m3b11fnuz>);
   static_assert(std::is_same_v<tessera::dtype_type_t<DType::kUInt16>, uint16_t>);
   static_assert(std::is_same_v<tessera::dtype_type_t<DType::kFloat8E5M2>, tessera::float8_e5m2>);
   SUCCEED();
@@ -180,6 +184,7 @@ TEST(DtypeTag, Itemsize) {
   EXPECT_EQ(tessera::itemsize(DType::kFloat16), 2);
   EXPECT_EQ(tessera::itemsize(DType::kFloat8E4M3FN), 1);
   EXPECT_EQ(tessera::itemsize(DType::kFloat8E5M2), 1);
+  EXPECT_EQ(tessera::itemsize(DType::kFloat8E4M3B11FNUZ), 1);
 }
 
 TEST(DtypeTag, IsFloating) {
@@ -191,6 +196,9 @@ TEST(DtypeTag, IsFloating) {
   EXPECT_TRUE(tessera::is_floating(DType::kFloat16));
   EXPECT_TRUE(tessera::is_floating(DType::kFloat8E4M3FN));
   EXPECT_TRUE(tessera::is_floating(DType::kFloat8E5M2));
+  EXPECT_TRUE(tessera::is_floating(DType::kFloat8E4M3B11FNUZ));
+  EXPECT_TRUE(tessera::is_float8(DType::kFloat8E4M3B11FNUZ));
+  EXPECT_FALSE(tessera::is_float8(DType::kBFloat16));
   EXPECT_FALSE(tessera::is_floating(DType::kUInt32));
   EXPECT_TRUE(tessera::is_unsigned(DType::kUInt8));
   EXPECT_TRUE(tessera::is_unsigned(DType::kUInt32));
@@ -211,6 +219,7 @@ TEST(DtypeTag, Names) {
   EXPECT_STREQ(tessera::dtype_name(DType::kFloat16), "float16");
   EXPECT_STREQ(tessera::dtype_name(DType::kFloat8E4M3FN), "float8_e4m3fn");
   EXPECT_STREQ(tessera::dtype_name(DType::kFloat8E5M2), "float8_e5m2");
+  EXPECT_STREQ(tessera::dtype_name(DType::kFloat8E4M3B11FNUZ), "float8_e4m3b11fnuz");
 }
 
 }  // namespace

@@ -249,6 +249,11 @@ TEST(FormatTest, Float8AsFloat32) {
             "[1.953125e-03 4.480000e+02]");
   EXPECT_EQ(narrow_array<float8_e5m2>({1.0f, kInf, kNaN}).to_string(), "[ 1. inf nan]");
   EXPECT_EQ(Array<float8_e5m2>({}, {float8_e5m2(0.75f)}).to_string(), "0.75");
+  // float8_e4m3b11fnuz: 0x80 is NaN, and -0.0 converts to 0 (it has no negative zero).
+  EXPECT_EQ(narrow_array<float8_e4m3b11fnuz>({1.5f, 30.0f, kNaN}).to_string(), "[ 1.5 30.   nan]");
+  EXPECT_EQ(narrow_array<float8_e4m3b11fnuz>({0x1p-13f, -30.0f}).to_string(),
+            "[ 1.2207031e-04 -3.0000000e+01]");
+  EXPECT_EQ(Array<float8_e4m3b11fnuz>({}, {float8_e4m3b11fnuz(-0.0f)}).to_string(), "0.0");
 }
 
 TEST(FormatTest, NewIntegerDtypes) {

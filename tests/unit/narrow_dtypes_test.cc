@@ -40,7 +40,7 @@ uint32_t bits_of(float f) {
 struct EncodeCase {
   uint32_t f32;
   uint16_t f16;
-  uint8_t e4m3fn, e5m2;
+  uint8_t e4m3fn, e5m2, e4m3b11fnuz;
 };
 struct DecodeCase {
   std::string format;
@@ -61,10 +61,10 @@ const Cases& cases() {
       std::string tag;
       ss >> tag;
       if (tag == "E") {
-        uint32_t a, b, e4, e5;
-        ss >> std::hex >> a >> b >> e4 >> e5;
-        out.encode.push_back(
-            {a, static_cast<uint16_t>(b), static_cast<uint8_t>(e4), static_cast<uint8_t>(e5)});
+        uint32_t a, b, e4, e5, b11;
+        ss >> std::hex >> a >> b >> e4 >> e5 >> b11;
+        out.encode.push_back({a, static_cast<uint16_t>(b), static_cast<uint8_t>(e4),
+                              static_cast<uint8_t>(e5), static_cast<uint8_t>(b11)});
       } else if (tag == "D") {
         DecodeCase d;
         ss >> d.format >> std::hex >> d.bits >> d.f32;
@@ -85,18 +85,22 @@ bool same_f32(uint32_t got, uint32_t want) {
 
 TEST(NarrowFloat, ScalarConversionsMatchMlDtypes) {
   const Cases& c = cases();
-  ASSERT_GT(c.encode.size(), 3000u);
-  ASSERT_GT(c.decode.size(), 2500u);
+  ASSERT_GT(c.encode.size(), 4000u);
+  ASSERT_GT(c.decode.size(), 2700u);
   for (const EncodeCase& e : c.encode) {
     const float x = from_bits(e.f32);
     ASSERT_EQ(float16(x).bits, e.f16) << std::hex << e.f32;
     ASSERT_EQ(float8_e4m3fn(x).bits, e.e4m3fn) << std::hex << e.f32;
     ASSERT_EQ(float8_e5m2(x).bits, e.e5m2) << std::hex << e.f32;
+    ASSERT_EQ(float8_e4m3b11fnuz(x).bits, e.e4m3b11fnuz) << std::hex << e.f32;
   }
   for (const DecodeCase& d : c.decode) {
     float f = 0;
     if (d.format == "e4m3fn") f = float8_e4m3fn::from_bits(static_cast<uint8_t>(d.bits));
     if (d.format == "e5m2") f = float8_e5m2::from_bits(static_cast<uint8_t>(d.bits));
+    if (d.format == "e4m3b11fnuz") {
+      f = float8_e4m3b11fnuz::from_bits(static_cast<uint8_t>(d.bits));
+    }
     if (d.format == "f16") f = float16::from_bits(static_cast<uint16_t>(d.bits));
     ASSERT_TRUE(same_f32(bits_of(f), d.f32)) << d.format << " " << std::hex << d.bits;
   }
@@ -117,6 +121,22 @@ TEST(NarrowFloat, ScalarConversionsMatchMlDtypes) {
   EXPECT_EQ(static_cast<float>(float8_e4m3fn(500.0f)) != static_cast<float>(float8_e4m3fn(500.0f)),
             true);  // overflow is NaN (no infinity)
   EXPECT_EQ(static_cast<float>(float8_e5m2(1e6f)), std::numeric_limits<float>::infinity());
+  // float8_e4m3b11fnuz: the largest value is 30; NaN, infinity, overflow (31 rounds up to 32)
+  // and negative overflow are its one NaN 0x80; there is no -0; the smallest subnormal 2^-13.
+  static_assert(float8_e4m3b11fnuz(30.0f).bits == 0x7f && float8_e4m3b11fnuz(-30.0f).bits == 0xff);
+  static_assert(float8_e4m3b11fnuz(31.0f).bits == 0x80 && float8_e4m3b11fnuz(-1e9f).bits == 0x80);
+  static_assert(float8_e4m3b11fnuz(-0.0f).bits == 0 && float8_e4m3b11fnuz(-1e-30f).bits == 0);
+  static_assert(float8_e4m3b11fnuz(0x1p-13f).bits == 1 &&
+                float8_e4m3b11fnuz(-0x1p-13f).bits == 0x81);
+  EXPECT_EQ(float8_e4m3b11fnuz(-std::numeric_limits<float>::infinity()).bits, 0x80);
+  EXPECT_EQ(float8_e4m3b11fnuz(std::numeric_limits<float>::quiet_NaN()).bits, 0x80);
+  EXPECT_TRUE(std::isnan(static_cast<float>(float8_e4m3b11fnuz::from_bits(0x80))));
+  for (uint32_t b = 0; b < 256; ++b) {  // every other pattern is finite and round-trips
+    if (b == 0x80) continue;
+    const float v = float8_e4m3b11fnuz::from_bits(static_cast<uint8_t>(b));
+    ASSERT_TRUE(std::isfinite(v)) << b;
+    ASSERT_EQ(float8_e4m3b11fnuz(v).bits, b);
+  }
 }
 
 // Converts every table input with the evaluator (astype) and back, on the current target.
@@ -128,26 +148,32 @@ void check_vector_conversions(const char* target) {
   std::vector<float16> h(x.size());
   std::vector<float8_e4m3fn> e4(x.size());
   std::vector<float8_e5m2> e5(x.size());
+  std::vector<float8_e4m3b11fnuz> b11(x.size());
   auto xr = vref(x, {n});
   vref(h, {n}) = xr.astype<float16>();
   vref(e4, {n}) = xr.astype<float8_e4m3fn>();
   vref(e5, {n}) = xr.astype<float8_e5m2>();
+  vref(b11, {n}) = xr.astype<float8_e4m3b11fnuz>();
   std::vector<float> back(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_EQ(h[i].bits, c.encode[i].f16) << target << " " << std::hex << c.encode[i].f32;
     ASSERT_EQ(e4[i].bits, c.encode[i].e4m3fn) << target << " " << std::hex << c.encode[i].f32;
     ASSERT_EQ(e5[i].bits, c.encode[i].e5m2) << target << " " << std::hex << c.encode[i].f32;
+    ASSERT_EQ(b11[i].bits, c.encode[i].e4m3b11fnuz) << target << " " << std::hex << c.encode[i].f32;
   }
   // Decoding: the evaluator's loads against the scalar conversion (checked above).
-  for (auto [name, dt] : {std::pair{"f16", 0}, std::pair{"e4m3fn", 1}, std::pair{"e5m2", 2}}) {
+  for (auto [name, dt] : {std::pair{"f16", 0}, std::pair{"e4m3fn", 1}, std::pair{"e5m2", 2},
+                          std::pair{"e4m3b11fnuz", 3}}) {
     auto br = vref(back, {n});
     if (dt == 0) br = vref(h, {n}).astype<float>();
     if (dt == 1) br = vref(e4, {n}).astype<float>();
     if (dt == 2) br = vref(e5, {n}).astype<float>();
+    if (dt == 3) br = vref(b11, {n}).astype<float>();
     for (size_t i = 0; i < x.size(); ++i) {
       const float want = dt == 0   ? static_cast<float>(h[i])
                          : dt == 1 ? static_cast<float>(e4[i])
-                                   : static_cast<float>(e5[i]);
+                         : dt == 2 ? static_cast<float>(e5[i])
+                                   : static_cast<float>(b11[i]);
       ASSERT_TRUE(same_f32(bits_of(back[i]), bits_of(want))) << target << " " << name << " " << i;
     }
   }
@@ -207,6 +233,28 @@ TEST(NarrowFloat, EveryNodeRoundsToItsDtype) {
   std::vector<float8_e4m3fn> b8(1, float8_e4m3fn(256.0f)), b8o(1);
   vref(b8o, {1}) = vref(b8, {1}) + vref(b8, {1});
   EXPECT_EQ(b8o[0].bits, 0x7f);
+  // float8_e4m3b11fnuz: overflow of either sign is its NaN 0x80, and a negative result that
+  // is zero (-2 * 0, or a product below half the smallest subnormal) is +0, never 0x80. The
+  // 130 lanes take both the vector and the scalar tail of the store.
+  const int m = 130;
+  std::vector<float8_e4m3b11fnuz> u(m), v(m), w(m);
+  for (int i = 0; i < m; ++i) {
+    u[static_cast<size_t>(i)] = float8_e4m3b11fnuz(i % 2 == 0 ? 16.0f : -16.0f);
+    v[static_cast<size_t>(i)] = float8_e4m3b11fnuz(i % 3 == 0 ? 0.0f : 0x1p-13f);
+  }
+  vref(w, {m}) = vref(u, {m}) + vref(u, {m});
+  for (const auto& x : w) ASSERT_EQ(x.bits, 0x80);
+  vref(w, {m}) = -vref(u, {m}) * vref(v, {m});  // 16 * 2^-13 = 2^-9, or -0 where v is 0
+  for (int i = 0; i < m; ++i) {
+    const float want = -static_cast<float>(u[static_cast<size_t>(i)]) *
+                       static_cast<float>(v[static_cast<size_t>(i)]);
+    ASSERT_EQ(w[static_cast<size_t>(i)].bits, float8_e4m3b11fnuz(want).bits) << i;
+    if (want == 0.0f) {
+      ASSERT_EQ(w[static_cast<size_t>(i)].bits, 0) << i;
+    }
+  }
+  vref(w, {m}) = vref(v, {m}) * vref(v, {m}) * -1.0f;  // 2^-26: rounds to zero
+  for (const auto& x : w) ASSERT_EQ(x.bits, 0);
 }
 
 TEST(NarrowInts, WrapOnEveryNode) {
@@ -373,6 +421,7 @@ TEST(NarrowDtypes, CheckedModePoison) {
   expect_poison<float16>(0x7e00);
   expect_poison<float8_e4m3fn>(0x7f);
   expect_poison<float8_e5m2>(0x7e);
+  expect_poison<float8_e4m3b11fnuz>(0x80);
 }
 
 // Blocks of the new dtypes through a pipelined pallas_call (DMA into VMEM windows, partial

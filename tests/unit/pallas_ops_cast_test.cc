@@ -1,10 +1,11 @@
 // Ports of Pallas' ops_test.py casts (docs/pallas-parity.md): test_cast_from_32bit and
 // test_cast_from_sub_32bit over every pair of Tessera's dtypes (float32, int32, uint32,
-// bfloat16, float16, int16, int8, uint16, uint8, bool, float8_e4m3fn, float8_e5m2), with jnp's
-// rules: float to int truncates and saturates (NaN to 0), int to a narrower int wraps, anything
-// to bool is != 0, and float targets round as the dtype's own conversion does (which
-// tests/unit/narrow_dtypes_test.cc checks bit for bit against numpy and ml_dtypes). The 16- and
-// 8-bit sources are enumerated exhaustively (NaNs replaced by 0, as Pallas' test does).
+// bfloat16, float16, int16, int8, uint16, uint8, bool, float8_e4m3fn, float8_e5m2,
+// float8_e4m3b11fnuz), with jnp's rules: float to int truncates and saturates (NaN to 0), int to
+// a narrower int wraps, anything to bool is != 0, and float targets round as the dtype's own
+// conversion does (which tests/unit/narrow_dtypes_test.cc checks bit for bit against numpy and
+// ml_dtypes). The 16- and 8-bit sources are enumerated exhaustively (NaNs replaced by 0, as
+// Pallas' test does).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,6 +85,7 @@ void cast_to_all(const Array<From>& x) {
   cast<From, bool>(x);
   cast<From, float8_e4m3fn>(x);
   cast<From, float8_e5m2>(x);
+  cast<From, float8_e4m3b11fnuz>(x);
 }
 
 TEST(OpsTest, CastFrom32bit) {
@@ -102,6 +104,11 @@ TEST(OpsTest, CastFrom32bit) {
                             -3.7f,
                             448.0f,
                             500.0f,
+                            30.0f,
+                            31.0f,
+                            -30.9f,
+                            0x1p-14f,
+                            -0x1p-13f,
                             4294967040.0f,
                             std::numeric_limits<float>::quiet_NaN()};
   constexpr int64_t kSpecials = sizeof(specials) / sizeof(specials[0]);
@@ -172,6 +179,7 @@ TEST(OpsTest, CastFromSub32bit) {
   cast_to_all(every_8bit<uint8_t>());
   cast_to_all(every_8bit<float8_e4m3fn>());
   cast_to_all(every_8bit<float8_e5m2>());
+  cast_to_all(every_8bit<float8_e4m3b11fnuz>());
   Array<bool> xbool({16, 16});
   for (int64_t i = 0; i < xbool.size(); ++i) xbool[i] = ((i / 16) + i) % 2 == 1;
   cast_to_all(xbool);

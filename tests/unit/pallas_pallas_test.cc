@@ -278,6 +278,40 @@ TEST(PallasTest, CallIntegerDot) {
   }
 }
 
+// test_float8_e4m3b11fnuz_dot[transpose]: jnp.einsum("mk,kn->mn" or "mk,nk->mn") of bfloat16 x
+// and float8_e4m3b11fnuz y with a float32 result, cast to bfloat16, against x @ y (scaled down
+// from (2048, 1024) x (1024, 1024)). The products are exact in float32; the sums differ from the
+// host's double sums by float32 rounding, below the bfloat16 result's half step.
+TEST(PallasTest, CallFloat8E4m3b11fnuzDot) {
+  const int64_t m = 64, k = 256, n = 128;
+  for (const bool transpose : {true, false}) {
+    Random r(transpose ? 1 : 2);
+    Array<bfloat16> x({m, k});
+    for (bfloat16& v : x) v = bfloat16(2.0f * r.uniform());
+    Array<float8_e4m3b11fnuz> y(transpose ? Shape{n, k} : Shape{k, n});
+    for (float8_e4m3b11fnuz& v : y) v = float8_e4m3b11fnuz(2.0f * r.uniform());
+    const Array<bfloat16> out = pl::pallas_call(
+        [transpose](pltpu::VmemRef<const bfloat16> x_ref,
+                    pltpu::VmemRef<const float8_e4m3b11fnuz> y_ref, pltpu::VmemRef<bfloat16> o) {
+          o[pl::ellipsis] = jnp::einsum<float>(transpose ? "mk,nk->mn" : "mk,kn->mn",
+                                               x_ref[pl::ellipsis], y_ref[pl::ellipsis])
+                                .astype<bfloat16>();
+        },
+        pl::in_specs(pl::BlockSpec(), pl::BlockSpec()), pl::out_shape<bfloat16>({m, n}))(x, y);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const float yv = transpose ? y(j, p) : y(p, j);
+          want += static_cast<double>(static_cast<float>(x(i, p))) * yv;
+        }
+        ASSERT_NEAR(static_cast<float>(out(i, j)), want, std::fabs(want) * 0x1p-8 + 1e-3)
+            << i << ", " << j << (transpose ? " (transposed)" : "");
+      }
+    }
+  }
+}
+
 // ---- PallasCallElementIndexingTest ------------------------------------------------------------
 
 Array<int32_t> show_element_pids(int64_t rows, pl::Element e) {

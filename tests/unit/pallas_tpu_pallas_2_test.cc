@@ -1,13 +1,15 @@
 // Ports of tpu_pallas_test.py (docs/pallas-parity.md), second file: calls without outputs,
 // run_scoped scopes that return vector values, semaphore outputs taken by a later call, ref
-// reshapes, broadcasts and reductions, jnp.tile / jnp.stack, masked stores, single-buffered
-// constant blocks and the reshapes that change the last dim.
+// reshapes, broadcasts and reductions, jnp.tile / jnp.stack, a mixed-precision dot, masked
+// stores, single-buffered constant blocks and the reshapes that change the last dim.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -292,6 +294,78 @@ TEST(TpuPallasTest, PoisonTile) {
   tile_case<float>({1, 2});
   tile_case<float>({2, 1});
   tile_case<float>({2, 2});
+}
+
+// test_mixed_precision_dot: lax.dot_general of bfloat16 x and float8_e4m3b11fnuz w with a
+// float32 result, the products computed as the host computes them.
+Array<float> mixed_precision_dot(const Array<bfloat16>& x, const Array<float8_e4m3b11fnuz>& w,
+                                 const pltpu::InterpretParams* chip = nullptr) {
+  auto kernel = [](pltpu::VmemRef<const bfloat16> x_ref,
+                   pltpu::VmemRef<const float8_e4m3b11fnuz> w_ref, pltpu::VmemRef<float> o_ref) {
+    o_ref[pl::ellipsis] =
+        lax::dot_general<float>(x_ref[pl::ellipsis], w_ref[pl::ellipsis], {{{1}, {0}}, {{}, {}}});
+  };
+  const Shape out{x.shape()[0], w.shape()[1]};
+  if (chip != nullptr) return pl::pallas_call(kernel, pl::out_shape<float>(out), *chip)(x, w);
+  return pl::pallas_call(kernel, pl::out_shape<float>(out))(x, w);
+}
+
+// x @ w in double (the float32 GEMM's sums differ from it by rounding only).
+std::vector<double> host_mixed_dot(const Array<bfloat16>& x, const Array<float8_e4m3b11fnuz>& w) {
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
+  std::vector<double> r(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) {
+        r[static_cast<size_t>(i * n + j)] +=
+            static_cast<double>(static_cast<float>(x(i, p))) * static_cast<float>(w(p, j));
+      }
+    }
+  }
+  return r;
+}
+
+TEST(TpuPallasTest, PoisonMixedPrecisionDot) {
+  // Pallas' case: ones (64, 128) against a (128, 128) of NaN; as many NaNs as the host product
+  // has (every element).
+  const Array<bfloat16> x = full<bfloat16>({64, 128}, bfloat16(1.0f));
+  const Array<float8_e4m3b11fnuz> w = full<float8_e4m3b11fnuz>(
+      {128, 128}, float8_e4m3b11fnuz(std::numeric_limits<float>::quiet_NaN()));
+  ASSERT_EQ(w[0].bits, 0x80);
+  const std::vector<double> want = host_mixed_dot(x, w);
+  const auto nans = [](const auto& v) {
+    int64_t c = 0;
+    for (const auto& e : v) c += std::isnan(static_cast<double>(e)) ? 1 : 0;
+    return c;
+  };
+  EXPECT_EQ(nans(mixed_precision_dot(x, w)), nans(want));
+  EXPECT_EQ(nans(want), 64 * 128);
+  // Finite operands (the clean twin), multiples of 1/16 below 4 and 8: every product is a
+  // multiple of 2^-8 below 32 and every sum of 128 of them exact in float32, so the kernel's
+  // result equals the host's exactly (natively, and checked against a v5e, whose MXU takes the
+  // pair).
+  Random r(7);
+  Array<bfloat16> xf({64, 128});
+  Array<float8_e4m3b11fnuz> wf({128, 128});
+  for (auto& v : xf) v = bfloat16(std::round(64.0f * r.uniform()) / 16.0f);
+  for (auto& v : wf) v = float8_e4m3b11fnuz(std::round(128.0f * r.uniform()) / 16.0f);
+  const std::vector<double> wantf = host_mixed_dot(xf, wf);
+  pltpu::InterpretParams v5e;
+  v5e.chip = "v5e";
+  for (const pltpu::InterpretParams* p : {static_cast<pltpu::InterpretParams*>(nullptr), &v5e}) {
+    const Array<float> got = mixed_precision_dot(xf, wf, p);
+    for (int64_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(static_cast<double>(got[i]), wantf[static_cast<size_t>(i)]) << i;
+    }
+  }
+  // Pallas skips the test on generations <= 4 and on 7x: their MXUs take no float8_e4m3b11fnuz
+  // (pltpu::TpuInfo::is_matmul_supported), and checked mode against them says so.
+  for (const char* chip : {"v4", "7x"}) {
+    pltpu::InterpretParams p;
+    p.chip = chip;
+    expect_error([&] { mixed_precision_dot(x, w, &p); }, ErrorKind::kUnsupported,
+                 "a bfloat16 x float8_e4m3b11fnuz matmul is not supported by the MXU of");
+  }
 }
 
 TEST(TpuPallasTest, PoisonMaskedStore) {

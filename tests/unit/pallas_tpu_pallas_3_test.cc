@@ -89,6 +89,7 @@ TEST(TpuPallasTest, MiscellaneousReshapeSmallLastTwoDims) {
   run(int8_t{});
   run(float8_e5m2{});
   run(float8_e4m3fn{});
+  run(float8_e4m3b11fnuz{});
 }
 
 TEST(TpuPallasTest, MiscellaneousReshapeUnfoldMinorDimToR2) {

@@ -16,30 +16,32 @@ using detail::promote_dtypes;
 constexpr DType B = DType::kBool, I8 = DType::kInt8, I16 = DType::kInt16, I32 = DType::kInt32,
                 U8 = DType::kUInt8, U16 = DType::kUInt16, U32 = DType::kUInt32,
                 BF = DType::kBFloat16, F16 = DType::kFloat16, F32 = DType::kFloat32,
-                E4 = DType::kFloat8E4M3FN, E5 = DType::kFloat8E5M2;
+                E4 = DType::kFloat8E4M3FN, E5 = DType::kFloat8E5M2, B11 = DType::kFloat8E4M3B11FNUZ;
 // X: no implicit promotion (jnp raises TypePromotionError).
 constexpr DType X = static_cast<DType>(255);
 
-constexpr DType kOrder[12] = {B, I8, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5};
+constexpr int kN = 13;
+constexpr DType kOrder[kN] = {B, I8, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5, B11};
 // jnp.promote_types(kOrder[i], kOrder[j]), printed by jax.
-constexpr DType kTable[12][12] = {
-    {B, I8, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5},      // B
-    {I8, I8, I16, I32, I16, I32, I32, BF, F16, F32, E4, E5},    // I8
-    {I16, I16, I16, I32, I16, I32, I32, BF, F16, F32, E4, E5},  // I16
-    {I32, I32, I32, I32, I32, I32, I32, BF, F16, F32, E4, E5},  // I32
-    {U8, I16, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5},    // U8
-    {U16, I32, I32, I32, U16, U16, U32, BF, F16, F32, E4, E5},  // U16
-    {U32, I32, I32, I32, U32, U32, U32, BF, F16, F32, E4, E5},  // U32
-    {BF, BF, BF, BF, BF, BF, BF, BF, F32, F32, X, X},           // BF
-    {F16, F16, F16, F16, F16, F16, F16, F32, F16, F32, X, X},   // F16
-    {F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, X, X},   // F32
-    {E4, E4, E4, E4, E4, E4, E4, X, X, X, E4, X},               // E4
-    {E5, E5, E5, E5, E5, E5, E5, X, X, X, X, E5},               // E5
+constexpr DType kTable[kN][kN] = {
+    {B, I8, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5, B11},      // B
+    {I8, I8, I16, I32, I16, I32, I32, BF, F16, F32, E4, E5, B11},    // I8
+    {I16, I16, I16, I32, I16, I32, I32, BF, F16, F32, E4, E5, B11},  // I16
+    {I32, I32, I32, I32, I32, I32, I32, BF, F16, F32, E4, E5, B11},  // I32
+    {U8, I16, I16, I32, U8, U16, U32, BF, F16, F32, E4, E5, B11},    // U8
+    {U16, I32, I32, I32, U16, U16, U32, BF, F16, F32, E4, E5, B11},  // U16
+    {U32, I32, I32, I32, U32, U32, U32, BF, F16, F32, E4, E5, B11},  // U32
+    {BF, BF, BF, BF, BF, BF, BF, BF, F32, F32, X, X, X},             // BF
+    {F16, F16, F16, F16, F16, F16, F16, F32, F16, F32, X, X, X},     // F16
+    {F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, X, X, X},     // F32
+    {E4, E4, E4, E4, E4, E4, E4, X, X, X, E4, X, X},                 // E4
+    {E5, E5, E5, E5, E5, E5, E5, X, X, X, X, E5, X},                 // E5
+    {B11, B11, B11, B11, B11, B11, B11, X, X, X, X, X, B11},         // B11
 };
 
 constexpr bool table_matches() {
-  for (int i = 0; i < 12; ++i) {
-    for (int j = 0; j < 12; ++j) {
+  for (int i = 0; i < kN; ++i) {
+    for (int j = 0; j < kN; ++j) {
       const detail::Promotion p = promote_dtypes(kOrder[i], kOrder[j]);
       if (kTable[i][j] == X ? p.ok : (!p.ok || p.dtype != kTable[i][j])) return false;
     }
@@ -78,6 +80,9 @@ TEST(Promotion, OperatorsFollowTheLattice) {
   static_assert(std::is_same_v<V<decltype(vref(u32) + vref(bf))>, bfloat16>);
   static_assert(std::is_same_v<V<decltype(vref(e4) + vref(i32))>, float8_e4m3fn>);
   static_assert(std::is_same_v<V<decltype(vref(e4) * vref(e4))>, float8_e4m3fn>);
+  std::vector<float8_e4m3b11fnuz> b11(4);
+  static_assert(std::is_same_v<V<decltype(vref(b11) + vref(u8))>, float8_e4m3b11fnuz>);
+  static_assert(std::is_same_v<V<decltype(vref(b11) * 2.0f)>, float8_e4m3b11fnuz>);
   // Weak C++ scalars keep the array's dtype where jnp keeps it for Python scalars.
   static_assert(std::is_same_v<V<decltype(a + 1)>, uint8_t>);
   static_assert(std::is_same_v<V<decltype(a + 1.0f)>, float>);

@@ -319,6 +319,19 @@ TEST(TpuInfo, MatmulSupport) {
   EXPECT_TRUE(v7x.is_matmul_supported(DType::kBFloat16, DType::kFloat8E4M3FN));
   EXPECT_FALSE(v7x.is_matmul_supported(DType::kFloat8E4M3FN, DType::kBFloat16));
   EXPECT_FALSE(v4.is_matmul_supported(DType::kFloat8E5M2, DType::kFloat8E5M2));
+  // float8_e4m3b11fnuz pairs with float32, bfloat16, float8_e5m2 and itself on v5e, v5p and
+  // v6e only (Pallas' table; its tests skip the format on generations <= 4 and on 7x).
+  for (const std::string& chip : tessera::pltpu::known_chips()) {
+    const TpuInfo info = get_tpu_info_for_chip(chip);
+    const bool gen56 = chip == "v5e" || chip == "v5p" || chip == "v6e";
+    const DType b11 = DType::kFloat8E4M3B11FNUZ;
+    EXPECT_EQ(info.is_matmul_supported(DType::kBFloat16, b11), gen56) << chip;
+    EXPECT_EQ(info.is_matmul_supported(b11, DType::kFloat32), gen56) << chip;
+    EXPECT_EQ(info.is_matmul_supported(b11, DType::kFloat8E5M2), gen56) << chip;
+    EXPECT_EQ(info.is_matmul_supported(b11, b11), gen56) << chip;
+    EXPECT_FALSE(info.is_matmul_supported(b11, DType::kFloat8E4M3FN)) << chip;
+    EXPECT_FALSE(info.is_matmul_supported(b11, DType::kInt8)) << chip;
+  }
 
   // bool and int32 are never MXU operands.
   for (const std::string& chip : tessera::pltpu::known_chips()) {

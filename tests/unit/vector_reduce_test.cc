@@ -1,9 +1,11 @@
 // Reductions and shape ops on VMEM refs (vector_reduce.h): sum/max/min/argmax/argmin over any
-// axes with keepdims, transpose, reshape of leading dims, roll; their temporaries inside a
-// kernel (VMEM budget) and outside; errors for bad axes and shapes. References are plain loops
-// in double precision; float sums are compared with a relative tolerance (never exactly).
+// axes with keepdims, transpose, reshape of leading dims, roll (with pltpu.roll's stride); their
+// temporaries inside a kernel (VMEM budget) and outside; errors for bad axes and shapes.
+// References are plain loops in double precision; float sums are compared with a relative
+// tolerance (never exactly).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -303,6 +305,82 @@ TEST(VectorReduce, TransposeReshapeRoll) {
         const int tb = flat / 32, ta = (flat / 8) % 4;
         ASSERT_EQ(qo[static_cast<size_t>(flat)], q[static_cast<size_t>((ta * 6 + tb) * 8 + c)]);
       }
+}
+
+// pltpu.roll with a stride: out[idx] = x[idx with idx[axis] - shift - i * stride (mod n)],
+// i = idx[stride_axis], for a stride axis before and after the rolled one (with axes between
+// and after them), negative axes and shifts, strides past the extent, ints and a value operand.
+TEST(VectorReduce, RollWithStride) {
+  const Shape shape{3, 4, 5, 6};
+  std::vector<int32_t> x(static_cast<size_t>(shape.size())), o(x.size());
+  for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<int32_t>(k);
+  struct Case {
+    int64_t shift;
+    int axis;
+    int64_t stride;
+    int stride_axis;
+  };
+  for (const Case& c :
+       {Case{1, 1, 1, 0}, Case{2, 3, 1, 0}, Case{3, 1, 2, 3}, Case{-7, 0, 5, 2}, Case{0, 2, 4, 1},
+        Case{4, -1, 13, -3}, Case{1, 3, 0, 2}, Case{5, 0, 2, 3}}) {
+    vref(o, shape) = pltpu::roll(vref(x, shape), c.shift, c.axis, c.stride, c.stride_axis);
+    const int ax = c.axis < 0 ? c.axis + 4 : c.axis;
+    const int sax = c.stride_axis < 0 ? c.stride_axis + 4 : c.stride_axis;
+    for (int64_t flat = 0; flat < shape.size(); ++flat) {
+      std::vector<int64_t> idx = unravel(flat, shape);
+      const int64_t n = shape[ax];
+      const int64_t i = idx[static_cast<size_t>(sax)];
+      idx[static_cast<size_t>(ax)] =
+          ((idx[static_cast<size_t>(ax)] - c.shift - i * c.stride) % n + n) % n;
+      int64_t src = 0;
+      for (int d = 0; d < 4; ++d) src = src * shape[d] + idx[static_cast<size_t>(d)];
+      ASSERT_EQ(o[static_cast<size_t>(flat)], x[static_cast<size_t>(src)])
+          << "shift " << c.shift << " axis " << c.axis << " stride " << c.stride << " stride_axis "
+          << c.stride_axis << " at " << flat;
+    }
+  }
+  // A stride of 0 is a plain roll; a float value operand goes through the same copy.
+  std::vector<float> f(64), fo(64), fr(64);
+  for (size_t k = 0; k < f.size(); ++k) f[k] = static_cast<float>(k) * 0.5f;
+  jnp::Value v = vref(f, {8, 8}) * 2.0f;
+  vref(fo, {8, 8}) = pltpu::roll(v, 3, 1, 0, 0);
+  vref(fr, {8, 8}) = pltpu::roll(v, 3, 1);
+  EXPECT_EQ(fo, fr);
+}
+
+TEST(VectorReduceErrors, RollStrideArguments) {
+  std::vector<float> x(24), o(24);
+  auto xr = vref(x, {2, 3, 4});
+  int line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(vref(o, {2, 3, 4}) = pltpu::roll(xr, 1, 2, -1, 0), UsageError,
+                       ErrorKind::kInvalidArgument, "stride -1 is negative", line);
+  line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(vref(o, {2, 3, 4}) = pltpu::roll(xr, 1, 2, 1, 2), UsageError,
+                       ErrorKind::kInvalidArgument, "stride_axis 2 is the rolled axis 2", line);
+  line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(vref(o, {2, 3, 4}) = pltpu::roll(xr, 1, -1, 1, -1), UsageError,
+                       ErrorKind::kInvalidArgument, "stride_axis -1 is the rolled axis 2", line);
+  line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(vref(o, {2, 3, 4}) = pltpu::roll(xr, 1, 2, 1, 3), UsageError,
+                       ErrorKind::kInvalidArgument,
+                       "stride_axis 3 is out of range for an operand of shape (2, 3, 4)", line);
+  line = __LINE__ + 1;
+  EXPECT_TESSERA_ERROR(vref(o, {2, 3, 4}) = pltpu::roll(xr, 1, 2, 1, -4), UsageError,
+                       ErrorKind::kInvalidArgument, "stride_axis -4 is out of range", line);
+  // Inside a kernel: a KernelError at the roll's line, and no output; the clean twin runs.
+  static std::atomic<int> kline{0};
+  auto roll_kernel = [](int64_t stride) {
+    return pl::pallas_call(
+        [stride](pltpu::VmemRef<const float> in, pltpu::VmemRef<float> out) {
+          kline = __LINE__ + 1;
+          out = pltpu::roll(in, 1, 1, stride, 0);
+        },
+        pl::out_shape<float>({8, 128}))(Array<float>({8, 128}, 1.0f));
+  };
+  tessera::testing::expect_kernel_error([&] { roll_kernel(-2); }, ErrorKind::kInvalidArgument,
+                                        "stride -2 is negative", kline);
+  const Array<float> ok = roll_kernel(2);
+  for (float e : ok) ASSERT_EQ(e, 1.0f);
 }
 
 TEST(VectorReduceErrors, BadAxesAndShapes) {

@@ -45,6 +45,10 @@ struct ExprNode {
   int64_t iconst = 0;
   // kIota, kRoll
   int axis = 0;
+  // kRoll with a stride (pltpu.roll's stride/stride_axis): slice i along stride_axis rolls by
+  // iconst + i * roll_stride (roll_stride normalised to 0..n-1); stride_axis -1: no stride
+  int stride_axis = -1;
+  int64_t roll_stride = 0;
   // kSelect: the mask operand
   int c = -1;
   // non-elementwise nodes

@@ -3,7 +3,8 @@
 // Pallas TPU kernels run (jax/_src/dtypes.py, _type_promotion_lattice(strict=False, x64=False)):
 //
 //   bool -> i*;  i* -> u8, i8;  u8 -> i16, u16;  u16 -> i32, u32;  u32 -> i32, u64;
-//   u64 -> f*;  i8 -> i16 -> i32 -> i64 -> f*;  f* -> float8_e4m3fn, float8_e5m2, bf16, f16, c*;
+//   u64 -> f*;  i8 -> i16 -> i32 -> i64 -> f*;
+//   f* -> float8_e4m3fn, float8_e5m2, float8_e4m3b11fnuz, bf16, f16, c*;
 //   bf16 -> f32;  f16 -> f32;  f32 -> f64, c64;  f64 -> c128;  c* -> c64 -> c128
 //
 // (i* and f* are the weak types of Python ints and floats.) The result of two dtypes is their
@@ -33,6 +34,7 @@ enum Node : int {
   kI64,
   kE4M3FN,
   kE5M2,
+  kE4M3B11FNUZ,
   kBF16,
   kF16,
   kF32,
@@ -68,7 +70,7 @@ constexpr uint32_t successors(int n) noexcept {
     case kI32:
       return bit(kI64);
     case kFWeak:
-      return bit(kE4M3FN) | bit(kE5M2) | bit(kBF16) | bit(kF16) | bit(kCWeak);
+      return bit(kE4M3FN) | bit(kE5M2) | bit(kE4M3B11FNUZ) | bit(kBF16) | bit(kF16) | bit(kCWeak);
     case kBF16:
     case kF16:
       return bit(kF32);
@@ -124,6 +126,8 @@ constexpr Node node_of(DType d) noexcept {
       return kE4M3FN;
     case DType::kFloat8E5M2:
       return kE5M2;
+    case DType::kFloat8E4M3B11FNUZ:
+      return kE4M3B11FNUZ;
   }
   return kCount;
 }
@@ -162,6 +166,8 @@ constexpr Promotion promote_dtypes(DType a, DType b) noexcept {
         return {true, DType::kFloat8E4M3FN};
       case kE5M2:
         return {true, DType::kFloat8E5M2};
+      case kE4M3B11FNUZ:
+        return {true, DType::kFloat8E4M3B11FNUZ};
       case kBF16:
         return {true, DType::kBFloat16};
       case kF16:
