@@ -267,7 +267,15 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   }
   Engine& engine = checked ? *checked : native_engine();
   const CoreBudget budget = engine.budget(vmem_limit);
-  device.enter();  // on a device of a mesh: published, after the implicit start barrier
+  try {
+    device.enter();  // on a device of a mesh: published, after the implicit start barrier
+  } catch (...) {
+    // Cancelled at entry: another device may have signalled or copied into this launch while it
+    // was published, and no core will take it; clear the semaphores for the next launch.
+    state.first_error = std::current_exception();
+    finish_semaphores(spec, state);
+    throw;
+  }
   CorePool& pool = CorePool::current();
   trace::detail::start_from_env();
   const LaunchEvents launch_events(spec.name, spec.num_cores);

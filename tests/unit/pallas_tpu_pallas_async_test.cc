@@ -1,7 +1,8 @@
 // Ports of Pallas' tpu_pallas_async_test.py (docs/pallas-parity.md): a DMA started by one
 // pallas_call and waited by the next, the semaphore (and a VMEM destination) carried between the
-// calls as outputs (tessera/resident.h). Run under TESSERA_INTERPRET=1 (ctest's checked_env),
-// the copy is still in flight between the calls and lands at the wait.
+// calls as outputs (tessera/resident.h), also a remote copy between the devices of a mesh. Run
+// under TESSERA_INTERPRET=1 (ctest's checked_env), the copy is still in flight between the calls
+// and lands at the wait.
 #include <gtest/gtest.h>
 
 #include <cstdint>
