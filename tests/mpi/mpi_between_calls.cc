@@ -28,7 +28,7 @@ Array<float> shifted(const Mesh& mesh, std::optional<pltpu::InterpretParams> che
           pl::in_specs(pl::BlockSpec(pl::ANY)),
           pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY),
                         pl::BlockSpec(pltpu::SEMAPHORE), pl::BlockSpec(pltpu::SEMAPHORE)),
-          pl::input_output_aliases({{0, 0}}), extra...)(x);
+          pl::input_output_aliases({{0, 0}}), pl::name("copy_start"), extra...)(x);
     };
     return checked ? options(*checked) : options();
   };
