@@ -204,6 +204,21 @@ TEST(RemoteInFlight, OneDeviceSendsToItself) {
   }
 }
 
+// A copy a checked call left in flight completes when a native call takes it in.
+TEST(RemoteInFlight, ANativeCallCompletesWhatACheckedOneCarried) {
+  const Program checked{Params{.dma_execution_mode = Mode::on_wait}};
+  const Program native{std::nullopt};
+  const Array<float> x = input(2);
+  const Array<float> y = jax::shard_map(
+      [&](const Array<float>& xs) {
+        auto [x1, out, send, recv] = checked.start(xs);
+        const Array<float> x2 = native.send_done(x1, send);
+        return native.recv_done(x2, out, recv);
+      },
+      jax::make_mesh({2}, {"x"}), P("x"), P("x"))(x);
+  expect_rolled(y, x, 2, 1);
+}
+
 // Expects `f` to raise E of `kind` at `line` whose message contains every one of `says`.
 template <class E = KernelError, class F>
 void expect_error(F&& f, ErrorKind kind, int line, std::initializer_list<const char*> says) {
