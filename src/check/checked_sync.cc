@@ -423,8 +423,10 @@ void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, Remote
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   using Half = CarriedCopy::Half;
+  // A descriptor's wait takes any copy on the semaphore; wait_send / wait_recv take the halves of
+  // remote copies carried in from an earlier call, sending or receiving.
   auto matches = [&](const Dma& d) {
-    return kinds == RemoteKinds::kBoth || d.half == Half::kLocal ||
+    return kinds == RemoteKinds::kBoth ||
            d.half == (kinds == RemoteKinds::kSend ? Half::kSend : Half::kRecv);
   };
   // The copies this wait completes: executed ones on the semaphore, oldest first.
