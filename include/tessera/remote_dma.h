@@ -50,7 +50,9 @@
 // a remote copy of mismatched shapes (kShapeMismatch); a second start() before wait_send()
 // (kInvalidArgument); get_barrier_semaphore() without a collective_id (kInvalidArgument); a wait
 // past the timeout (kTimeout), or on a device whose peer failed (kCancelled); bytes left on a
-// semaphore at kernel exit (kSemaphoreLeak).
+// semaphore at kernel exit (kSemaphoreLeak), except on semaphores a pallas_call takes or returns
+// (tessera/resident.h), where a copy may stay in flight into a later call; across MPI ranks a
+// remote operation on those is refused (kUnsupported).
 //
 // Cost (in process): a remote copy is one strided copy on the sending core into the target's
 // memory plus two atomic adds (and wake-ups of sleeping cores); a remote signal one atomic add.

@@ -39,6 +39,14 @@
 // that call must take the copy's source and destination arrays (aliased where it writes them,
 // as Pallas' async kernels do), otherwise it raises before its body runs; reading the
 // destination, or writing the source, before the wait raises a race as within one kernel.
+//
+// On the devices of a mesh (jax::shard_map, in process) a remote copy may stay in flight on such
+// semaphores too: the call that starts it returns send_sem and recv_sem, a later call waits on
+// the sender (wait_send, or a descriptor's .wait() of the copy's size) and one on the receiver
+// (wait_recv, taking the destination aliased to an output). Such a call ends on every device
+// together, so that everything sent in it has arrived; checked, each half of the copy travels
+// with its semaphore, and one no wait took is reported when shard_map returns. Across MPI ranks
+// remote operations on these semaphores are refused (docs/devices.md).
 #pragma once
 
 #include <cstdint>

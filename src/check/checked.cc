@@ -47,6 +47,7 @@ class CheckedEngine final : public Engine {
     checked_core_begin(*L_, ctx, scratch, base_ + ctx.core);
   }
   void core_end(CoreContext& ctx) override { checked_core_end(ctx); }
+  void body_done(CoreContext& ctx) override { checked_body_done(ctx); }
   void core_finished(CoreContext& ctx) noexcept override { checked_core_finished(ctx); }
   void launch_end(LaunchState& state) noexcept override { checked_finish(*L_, state, device_); }
 
@@ -323,6 +324,15 @@ void checked_core_end(CoreContext& ctx) {
                     ".wait() on its descriptor (or one of the same size on the same semaphore), "
                     "or its semaphore is left non-zero and the destination may not be written",
                     dma_text(ctx, d)));
+}
+
+void checked_body_done(CoreContext& ctx) noexcept {
+  CheckedCore& cc = core_of(ctx);
+  {
+    std::lock_guard<std::mutex> lock(cc.launch->mu);
+    cc.launch->finished[static_cast<size_t>(cc.core)] = 1;
+  }
+  wake_all(*cc.launch);  // a core waiting for this one may now be in a deadlock
 }
 
 void checked_core_finished(CoreContext& ctx) noexcept {

@@ -36,6 +36,9 @@ std::unique_ptr<CheckedLaunch> checked_begin(const LaunchSpec& spec,
 void checked_core_begin(CheckedLaunch& launch, CoreContext& ctx, void* const* scratch, int core);
 /// Per core, after its body returned normally: raises for copies started and never waited.
 void checked_core_end(CoreContext& ctx);
+/// After a core's body on a device mesh, before it waits for the other devices' cores: it does
+/// nothing more in the kernel, so it counts as finished for deadlock detection.
+void checked_body_done(CoreContext& ctx) noexcept;
 /// Per core, always, last: the core is finished (for deadlock detection); detaches.
 void checked_core_finished(CoreContext& ctx) noexcept;
 /// After every core: unless the launch failed, raises kUninitialized for output bytes that no

@@ -122,7 +122,9 @@ void read_half(CoreContext& ctx, CheckedLaunch& L, RemoteDma& r) {
 // clock at its start) and recv_sem gains them, its clock the sender's.
 void land(CoreContext& ctx, CheckedLaunch& L, RemoteDma& r) {
   if (!r.read) read_half(ctx, L, r);
-  if (L.finished[static_cast<size_t>(r.to)]) {
+  // A core that has run its body may still receive on a semaphore that outlives the kernel: it
+  // carries the copy into a later call (carry_remote_out).
+  if (L.finished[static_cast<size_t>(r.to)] && !semaphore_outlives_launch(*L.spec, r.recv_slot)) {
     raise(ErrorKind::kInvalidArgument, kStart, r.started,
           fmt::format("{} cannot land: {} has finished the kernel without taking it with "
                       "wait_recv",
@@ -170,25 +172,73 @@ bool land_one(CoreContext& ctx, CheckedLaunch& L, int core, const SemaphoreCell*
   return true;
 }
 
-// After a wait took `bytes` from `cell`: marks landed copies on it as taken, oldest first, and
-// forgets copies both sides have taken.
-void taken(CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t bytes, bool recv) {
+}  // namespace
+
+int64_t take_remote(CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t bytes,
+                    RemoteKinds kinds) {
   int64_t left = bytes;
   for (RemoteDma& r : L.remote) {
     if (left <= 0) break;
-    if (recv && r.recv_sem == cell && r.executed && !r.received) {
+    if (kinds != RemoteKinds::kSend && r.recv_sem == cell && r.executed && !r.received) {
       r.received = true;
       left -= r.bytes;
-    } else if (!recv && r.from == core && r.send_sem == cell && r.read && !r.sent) {
+    } else if (kinds != RemoteKinds::kRecv && r.from == core && r.send_sem == cell && r.read &&
+               !r.sent) {
       r.sent = true;
       left -= r.bytes;
     }
   }
   std::erase_if(L.remote, [](const RemoteDma& r) { return r.sent && r.received; });
   L.remote_live.store(static_cast<int>(L.remote.size()), std::memory_order_relaxed);
+  return left;
 }
 
-}  // namespace
+void carry_remote_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  std::lock_guard<std::mutex> lock(L.mu);
+  for (RemoteDma& r : L.remote) {
+    const bool send = r.from == cc.core && r.send_sem == sem && !r.sent && !r.src_runs.empty() &&
+                      hbm_of(L, r.src_runs.lo) != nullptr;
+    const bool recv = r.to == cc.core && r.recv_sem == sem && !r.received && !r.dst_runs.empty() &&
+                      hbm_of(L, r.dst_runs.lo) != nullptr;
+    if (!send && !recv) continue;
+    // On a TPU the bytes may leave the source at any moment until wait_send; here they have left
+    // by the end of the kernel (into the staging buffer), and the source stays in flight.
+    if (!r.read) read_half(ctx, L, r);
+    const std::string copy = remote_text(L, r);
+    CarriedCopy c{r.src, r.dst, r.bytes, r.made, r.started, true};
+    c.what = copy;
+    if (send) {
+      c.half = CarriedCopy::Half::kSend;
+      c.dst = r.src;
+      c.id = L.transport->carried(
+          r.started, fmt::format("{} still in flight on {}'s send_sem: no wait_send took its {} "
+                                 "bytes",
+                                 copy, core_name(L, r.from), r.bytes));
+      r.sent = true;
+      out.push_back(c);
+    }
+    if (recv) {
+      c.half = CarriedCopy::Half::kRecv;
+      c.src = r.dst;
+      c.dst = r.dst;
+      c.executed = r.executed;
+      if (!r.executed) {
+        c.staging = std::make_shared<std::vector<std::byte>>(std::move(r.staging));
+        r.executed = true;  // it lands in the call that carries it now
+      }
+      c.id = L.transport->carried(
+          r.started, fmt::format("{} still in flight on {}'s recv_sem: no wait_recv took its {} "
+                                 "bytes",
+                                 copy, core_name(L, r.to), r.bytes));
+      r.received = true;
+      out.push_back(std::move(c));
+    }
+  }
+  std::erase_if(L.remote, [](const RemoteDma& r) { return r.sent && r.received; });
+  L.remote_live.store(static_cast<int>(L.remote.size()), std::memory_order_relaxed);
+}
 
 std::shared_ptr<CheckedLaunch> make_books(const LaunchSpec& spec,
                                           const pltpu::InterpretParams& params, int64_t vmem_limit,
@@ -373,17 +423,11 @@ void checked_remote_dma_start(CoreContext& ctx, const RemoteCopy& c) {
 
 void checked_remote_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                              const WaitSite& site, bool recv) {
-  CheckedCore& cc = core_of(ctx);
-  CheckedLaunch& L = *cc.launch;
-  {
-    // Land pending copies on this semaphore, as late as possible: only while it is short.
-    std::lock_guard<std::mutex> lock(L.mu);
-    while (sem->load() < bytes && land_one(ctx, L, cc.core, sem)) {
-    }
-  }
+  // Land pending copies on this semaphore, as late as possible: only while it is short (also
+  // halves carried in from an earlier call).
+  run_pending_copies(ctx, sem, bytes);
   block_until(ctx, *sem, slot, bytes, site);
-  std::lock_guard<std::mutex> lock(L.mu);
-  taken(L, cc.core, sem, bytes, recv);
+  complete_copies(ctx, sem, bytes, recv ? RemoteKinds::kRecv : RemoteKinds::kSend);
 }
 
 bool run_pending_remote(CoreContext& ctx, SemaphoreCell& cell) {

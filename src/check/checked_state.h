@@ -172,7 +172,12 @@ void fill_poison(void* data, int64_t bytes, DType dtype, pltpu::UninitializedMem
 
 struct Dma {
   uint64_t id = 0;
-  std::string remote;  // MPI ranks: a remote copy this core sent, until its wait_send (its name)
+  // A remote copy's name: MPI ranks, one this core sent, until its wait_send; a device mesh in
+  // process, a half of one carried in from an earlier call (`half`).
+  std::string remote;
+  CarriedCopy::Half half = CarriedCopy::Half::kLocal;
+  std::shared_ptr<std::vector<std::byte>> staging;  // kRecv, not landed: its bytes (`src`)
+  uint64_t carried_id = 0;                          // Transport::carried's id, or 0
   RawRef src;
   RawRef dst;
   SemaphoreCell* sem = nullptr;
@@ -380,6 +385,24 @@ void record_hbm(CoreContext& ctx, int core, const RawRef& view, const Runs& runs
 void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const Runs& dst_runs,
                  SourceLocation where);
 // ---- devices (checked_devices.cc) ----
+// Hands over the halves of this launch's remote copies on `sem` that this core sends or
+// receives and has not waited (runtime/resident.h): their bytes leave the source now if they
+// have not; a half whose array is scratch stays (the kernel's end reports it).
+void carry_remote_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out);
+// A wait took `bytes` from `cell` of core `core` (under the mutex): marks this launch's remote
+// copies it completes as taken, oldest first (`kinds`: send halves, receive halves, or both);
+// returns the bytes left over.
+enum class RemoteKinds { kSend, kRecv, kBoth };
+int64_t take_remote(CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t bytes,
+                    RemoteKinds kinds);
+// Runs copies in flight that would add to `sem` while it holds less than `bytes`, as late as
+// possible: this core's (local copies, remote halves carried in), then this launch's remote
+// copies (on a device mesh in process).
+void run_pending_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes);
+// After a wait took `bytes` from `sem`: the copies it completes leave the books, oldest first
+// (this core's whose half is in `kinds`, then this launch's remote copies), their accesses
+// recorded.
+void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, RemoteKinds kinds);
 // Whether a blocked wait on `cell` by core `core` may still be satisfied by a remote copy that
 // has not landed, or (a barrier semaphore) by a device in a later launch (under the mutex).
 bool remote_may_satisfy(const CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t slot);

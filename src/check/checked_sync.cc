@@ -335,22 +335,34 @@ void checked_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<Carried
   CheckedLaunch& L = *cc.launch;
   for (size_t i = 0; i < cc.inflight.size();) {
     Dma& d = cc.inflight[i];
+    const bool local = d.half == CarriedCopy::Half::kLocal;
     HbmBuffer* src = d.src_runs.empty() ? nullptr : hbm_of(L, d.src_runs.lo);
     HbmBuffer* dst = d.dst_runs.empty() ? nullptr : hbm_of(L, d.dst_runs.lo);
-    // A copy into or out of scratch cannot outlive the kernel: checked_core_end reports it.
-    if (d.sem != sem || src == nullptr || dst == nullptr) {
+    // A copy into or out of scratch cannot outlive the kernel: checked_core_end reports it. The
+    // halves of a remote copy carried in found their arrays when they came in.
+    if (d.sem != sem || (local && (src == nullptr || dst == nullptr))) {
       ++i;
       continue;
     }
-    if (!d.executed && dst->region.init != nullptr) mark(dst->region, d.dst_runs, kDefined);
-    out.push_back(CarriedCopy{d.src, d.dst, d.bytes, d.made, d.started, d.executed});
+    if (!d.executed && dst != nullptr && dst->region.init != nullptr) {
+      mark(dst->region, d.dst_runs, kDefined);
+    }
+    CarriedCopy c{d.src, d.dst, d.bytes, d.made, d.started, d.executed};
+    c.half = d.half;
+    c.staging = std::move(d.staging);
+    c.what = d.remote;
+    c.id = d.carried_id;
+    c.source_known = d.half != CarriedCopy::Half::kSend || !d.src_runs.empty();
+    out.push_back(std::move(c));
     cc.inflight.erase(cc.inflight.begin() + static_cast<long>(i));
   }
+  if (L.program && !L.ranks) carry_remote_out(ctx, sem, out);
 }
 
 void checked_carry_in(CoreContext& ctx, SemaphoreCell* sem, const std::vector<CarriedCopy>& in) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
+  using Half = CarriedCopy::Half;
   for (const CarriedCopy& c : in) {
     Dma d;
     d.src = c.src;
@@ -359,9 +371,22 @@ void checked_carry_in(CoreContext& ctx, SemaphoreCell* sem, const std::vector<Ca
     d.bytes = c.bytes;
     d.made = c.made;
     d.started = c.started;
-    d.src_runs = runs_of(c.src);
-    d.dst_runs = runs_of(c.dst);
     d.executed = c.executed;
+    d.half = c.half;
+    d.remote = c.what;
+    d.carried_id = c.id;
+    d.staging = c.staging;
+    // A sending half reads its source until the wait; a receiving half writes its destination,
+    // from its staged bytes when it has not landed yet.
+    if (c.half != Half::kRecv && (c.half == Half::kLocal || c.source_known)) {
+      d.src_runs = runs_of(c.src);
+    }
+    if (c.half == Half::kSend) d.dst = c.src;
+    if (c.half != Half::kSend) d.dst_runs = runs_of(c.dst);
+    if (c.half == Half::kRecv && d.staging) {
+      d.src = RawRef{d.staging->data(), c.dst.dtype, MemorySpace::VMEM, c.dst.shape,
+                     row_major_strides(c.dst.shape)};
+    }
     {
       // Started before this kernel: ordered after nothing of it.
       std::lock_guard<std::mutex> lock(L.mu);
@@ -372,11 +397,9 @@ void checked_carry_in(CoreContext& ctx, SemaphoreCell* sem, const std::vector<Ca
   }
 }
 
-void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
-                      const WaitSite& site) {
+void run_pending_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
-  // Run pending copies on this semaphore, as late as possible: only while the count is short.
   for (;;) {
     if (sem->load() >= bytes) break;
     std::vector<size_t> pending;
@@ -390,19 +413,39 @@ void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_
     }
     execute(ctx, cc.inflight[pick]);
   }
-  block_until(ctx, *sem, slot, bytes, site);
+  if (!L.program || L.ranks) return;
+  std::lock_guard<std::mutex> lock(L.mu);
+  while (sem->load() < bytes && run_pending_remote(ctx, *sem)) {
+  }
+}
+
+void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, RemoteKinds kinds) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  using Half = CarriedCopy::Half;
+  // A descriptor's wait takes any copy on the semaphore; wait_send / wait_recv take the halves of
+  // remote copies carried in from an earlier call, sending or receiving.
+  auto matches = [&](const Dma& d) {
+    return kinds == RemoteKinds::kBoth ||
+           d.half == (kinds == RemoteKinds::kSend ? Half::kSend : Half::kRecv);
+  };
   // The copies this wait completes: executed ones on the semaphore, oldest first.
   std::vector<Dma> done;
   int64_t left = bytes;
   for (size_t i = 0; i < cc.inflight.size() && left > 0;) {
     Dma& d = cc.inflight[i];
-    if (d.sem == sem && d.executed) {
+    if (d.sem == sem && d.executed && matches(d)) {
       left -= d.bytes;
+      if (d.carried_id != 0 && L.transport != nullptr) L.transport->waited(d.carried_id);
       done.push_back(std::move(d));
       cc.inflight.erase(cc.inflight.begin() + static_cast<long>(i));
     } else {
       ++i;
     }
+  }
+  if (left > 0 && L.program && !L.ranks) {
+    std::lock_guard<std::mutex> lock(L.mu);
+    take_remote(L, cc.core, sem, left, kinds);
   }
   if (!L.params.detect_races) return;
   std::lock_guard<std::mutex> lock(L.mu);
@@ -412,6 +455,14 @@ void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_
     record_hbm(ctx, cc.core, d.src, d.src_runs, false, d.vc_start, e, "async copy", d.started);
     record_hbm(ctx, cc.core, d.dst, d.dst_runs, true, d.vc_start, e, "async copy", d.started);
   }
+}
+
+void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
+                      const WaitSite& site) {
+  // Run pending copies on this semaphore, as late as possible: only while the count is short.
+  run_pending_copies(ctx, sem, bytes);
+  block_until(ctx, *sem, slot, bytes, site);
+  complete_copies(ctx, sem, bytes, RemoteKinds::kBoth);
 }
 
 void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) {

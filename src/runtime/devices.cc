@@ -16,6 +16,7 @@
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
 #include "runtime/distributed.h"
+#include "runtime/engine.h"
 #include "runtime/transport_inprocess.h"
 #include "tessera/device.h"
 #include "tessera/error.h"
@@ -383,6 +384,26 @@ void check_barrier_semaphores(const MeshInfo& mesh, int device, CorePool& pool,
   }
 }
 
+void check_never_waited(Transport& transport, std::exception_ptr& error) {
+  // Remote copies that a checked kernel left in flight on semaphores the pallas_call returned:
+  // the program has ended, so no later call will wait for them.
+  const std::vector<Transport::Carried> left = transport.never_waited();
+  if (left.empty() || error) return;
+  std::string more;
+  if (left.size() > 1) {
+    more = fmt::format(" (and {} more, the next: {})", left.size() - 1, left[1].what);
+  }
+  try {
+    raise(ErrorKind::kSemaphoreLeak, "remote_copy.start", left[0].started,
+          fmt::format("the program ends with {}{}; every remote copy needs a wait_send on its "
+                      "sender and a wait_recv on its receiver, in the kernel that starts it or "
+                      "in a later call that takes the semaphore the pallas_call returned",
+                      left[0].what, more));
+  } catch (...) {
+    error = std::current_exception();
+  }
+}
+
 void run_as_device(Transport& transport, int device, FunctionRef<void(int)> job,
                    std::exception_ptr& error) {
   DeviceContext dev;
@@ -429,6 +450,7 @@ void run_on_devices(const Mesh& mesh, FunctionRef<void(int)> job, std::source_lo
   for (int d = 0; d < info.size; ++d) {
     check_barrier_semaphores(info, d, CorePool::for_device(d), error, where);
   }
+  check_never_waited(transport, error);
   if (error) std::rethrow_exception(error);
 }
 
@@ -473,6 +495,14 @@ void DeviceLaunchScope::leave() noexcept {
   left_ = true;
   device_->transport->leave(device_->device, launch_);
   device_->launch = nullptr;
+}
+
+void mesh_bodies_done(CoreContext& ctx) {
+  if (ctx.device == nullptr || ctx.device->mesh->size == 1) return;
+  Transport& t = *ctx.device->transport;
+  if (!t.semaphores_outlive_launches()) return;
+  ctx.engine->body_done(ctx);
+  t.bodies_done(ctx);
 }
 
 // ---- axes

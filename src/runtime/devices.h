@@ -63,6 +63,12 @@ class DeviceLaunchScope {
   bool left_ = false;
 };
 
+/// Core `ctx` has run its body in a launch whose semaphores outlive it (a pallas_call with
+/// semaphore operands): on a mesh of several in-process devices, returns once every core of every
+/// device has run its body in this launch (Transport::bodies_done), so that the counts and the
+/// copies in flight it then saves include everything sent to it. Does nothing off a mesh.
+void mesh_bodies_done(CoreContext& ctx);
+
 /// Names semaphore `slot` when it is a barrier semaphore ("the barrier semaphore of
 /// collective_id 2"), else returns "".
 std::string barrier_semaphore_name(int64_t slot);

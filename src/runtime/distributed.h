@@ -44,6 +44,10 @@ MeshInfo mesh_info(const Mesh& mesh);
 /// the transport (which cancels the other devices), and the device is marked finished.
 void run_as_device(Transport& transport, int device, FunctionRef<void(int)> job,
                    std::exception_ptr& error);
+/// After a program: the halves of remote copies the checked engine carried on semaphores that
+/// outlived their kernels (Transport::carried) and no later call waited for become `error`
+/// (kSemaphoreLeak) unless there is one already.
+void check_never_waited(Transport& transport, std::exception_ptr& error);
 /// After a program: clears the barrier semaphores of `device`'s cores in `pool`; the first
 /// non-zero one becomes `error` (kSemaphoreLeak) unless there is one already.
 void check_barrier_semaphores(const MeshInfo& mesh, int device, CorePool& pool,

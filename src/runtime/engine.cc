@@ -1,7 +1,9 @@
 // The engine interface's defaults: what an engine that keeps no books does (runtime/engine.h).
 #include "runtime/engine.h"
 
+#include "native/native_engine.h"
 #include "runtime/context.h"
+#include "runtime/devices.h"
 
 namespace tessera::detail {
 
@@ -31,8 +33,24 @@ void Engine::fresh(CoreContext& /*ctx*/, void* /*data*/, int64_t /*bytes*/, DTyp
 void Engine::pad(CoreContext& /*ctx*/, void* /*data*/, int64_t /*bytes*/, DType /*dtype*/) {}
 void Engine::carry_copies_out(CoreContext& /*ctx*/, SemaphoreCell* /*sem*/,
                               std::vector<CarriedCopy>& /*out*/) {}
-void Engine::carry_copies_in(CoreContext& /*ctx*/, SemaphoreCell* /*sem*/,
-                             const std::vector<CarriedCopy>& /*copies*/) {}
+void Engine::carry_copies_in(CoreContext& ctx, SemaphoreCell* sem,
+                             const std::vector<CarriedCopy>& copies) {
+  // This engine keeps no copies in flight: those a checked kernel left complete now.
+  for (const CarriedCopy& c : copies) {
+    if (!c.executed) {
+      if (c.half == CarriedCopy::Half::kRecv) {
+        const RawRef staged{c.staging->data(), c.dst.dtype, MemorySpace::VMEM, c.dst.shape,
+                            row_major_strides(c.dst.shape)};
+        strided_copy(staged, c.dst);
+      } else {
+        strided_copy(c.src, c.dst);
+      }
+      sem->fetch_add(c.bytes);
+    }
+    if (c.id != 0 && ctx.device != nullptr) ctx.device->transport->waited(c.id);
+  }
+}
+void Engine::body_done(CoreContext& /*ctx*/) {}
 bool Engine::may_use_blocks_in_place() const noexcept { return true; }
 void Engine::check_block_shape(CoreContext& /*ctx*/, const Shape& /*array*/,
                                const SmallVec& /*block*/, DType /*dtype*/, int /*operand*/,

@@ -17,7 +17,9 @@
 // CoreContext::engine_core, which it sets in core_begin.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -48,13 +50,24 @@ struct WaitSite {
 /// An async copy in flight when its kernel ends, on a semaphore that outlives the kernel (a
 /// pallas_call's semaphore output, runtime/resident.h): carried to the kernel that waits for it.
 /// `executed`: its bytes have moved (and are counted on the semaphore).
+///
+/// In checked mode on a device mesh a remote copy is carried as two halves, each on its own
+/// device's semaphore: the sender's (its bytes have left, but its source stays in flight until a
+/// wait takes them from send_sem) and the receiver's (its bytes land in `dst`, from `staging`
+/// when they have not yet, and stay in flight until a wait takes them from recv_sem).
 struct CarriedCopy {
+  enum class Half : uint8_t { kLocal, kSend, kRecv };
   RawRef src;
   RawRef dst;
   int64_t bytes = 0;
   SourceLocation made;
   SourceLocation started;
   bool executed = false;
+  Half half = Half::kLocal;
+  std::shared_ptr<std::vector<std::byte>> staging = {};  // kRecv, not landed: its bytes
+  std::string what = {};                                 // a remote half: the copy, for messages
+  uint64_t id = 0;                                       // a remote half: Transport::carried's id
+  bool source_known = true;  // kSend: `src` lies in an array of the call that holds it
 };
 
 /// The capacities a core of a launch works with, resolved when the core starts.
@@ -79,6 +92,9 @@ class Engine {
   virtual void core_begin(CoreContext& ctx, void* const* scratch);
   /// After a core's body returned normally (not after it threw).
   virtual void core_end(CoreContext& ctx);
+  /// After a core's body on a device mesh, before it waits for the other devices' cores to run
+  /// theirs (runtime/devices.h, mesh_bodies_done): the core does nothing more in the kernel.
+  virtual void body_done(CoreContext& ctx);
   /// Always, last, for every core, even after a failure.
   virtual void core_finished(CoreContext& ctx) noexcept;
   /// After every core finished, under the pool's launch lock: may record the launch's error in
@@ -103,7 +119,8 @@ class Engine {
   /// A semaphore outlives the kernel (runtime/resident.h): hands over the copies this engine
   /// still has in flight on `sem` (appended to `out`, forgotten here), and takes in copies an
   /// earlier kernel left in flight on it. The native engine completes every copy when it
-  /// starts, so it has none.
+  /// starts, so it has none to hand over; copies a checked kernel handed over complete when a
+  /// native one takes them in.
   virtual void carry_copies_out(CoreContext& ctx, SemaphoreCell* sem,
                                 std::vector<CarriedCopy>& out);
   virtual void carry_copies_in(CoreContext& ctx, SemaphoreCell* sem,

@@ -226,6 +226,21 @@ void scratch_pointers(const LaunchSpec& spec, CoreArena& arena, void** ptrs) {
 }
 }  // namespace
 
+namespace {
+// On a device of a mesh: publishes the launch, after the implicit start barrier. Cancelled at
+// entry, it clears its semaphores: another device may have signalled or copied into the launch
+// while it was published, and no core will take that.
+void enter_device_launch(DeviceLaunchScope& device, const LaunchSpec& spec, LaunchState& state) {
+  try {
+    device.enter();
+  } catch (...) {
+    state.first_error = std::current_exception();
+    finish_semaphores(spec, state);
+    throw;
+  }
+}
+}  // namespace
+
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
   launch(spec, body, [](std::vector<LaunchBuffer>&) {});
 }
@@ -267,7 +282,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   }
   Engine& engine = checked ? *checked : native_engine();
   const CoreBudget budget = engine.budget(vmem_limit);
-  device.enter();  // on a device of a mesh: published, after the implicit start barrier
+  enter_device_launch(device, spec, state);
   CorePool& pool = CorePool::current();
   trace::detail::start_from_env();
   const LaunchEvents launch_events(spec.name, spec.num_cores);

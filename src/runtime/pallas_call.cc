@@ -19,6 +19,7 @@
 #include "core/messages.h"
 #include "runtime/block_mapping.h"
 #include "runtime/context.h"
+#include "runtime/devices.h"
 #include "runtime/pipeline_run.h"
 #include "runtime/resident.h"
 
@@ -321,8 +322,10 @@ LaunchSpec make_launch_spec(const PallasCallSpec& call, const std::vector<Pallas
         ScratchRequest{MemorySpace::SMEM, p.dtype, p.shape, p.shape.size() * itemsize(p.dtype)});
   }
   for (const PallasSemaphore& s : semaphores) {
-    spec.scratch.push_back(ScratchRequest{MemorySpace::SEMAPHORE, DType::kInt32, s.shape,
-                                          s.shape.size() * int64_t{sizeof(SemaphoreCell)}, s.kind});
+    ScratchRequest r{MemorySpace::SEMAPHORE, DType::kInt32, s.shape,
+                     s.shape.size() * int64_t{sizeof(SemaphoreCell)}, s.kind};
+    r.outlives_launch = true;  // a SemaphoreArray: its counts outlive the launch
+    spec.scratch.push_back(std::move(r));
   }
   for (ScratchRequest& r : smem_arrays(g)) spec.scratch.push_back(std::move(r));
   spec.vmem_limit_bytes = call.params.vmem_limit_bytes.value_or(0);
@@ -413,6 +416,8 @@ void run_core(const CallPlan& p, int core, void* const* scratch,
     body(PallasStep{smem.data(), windows, shapes.data(), arrays.data(), scratch, cells.data()});
   };
   run_mapped_pipeline(cfg, g, step);
+  // Copies and signals other devices send in this launch arrive before the counts are saved.
+  if (!resident.empty()) mesh_bodies_done(ctx);
   save_semaphores(ctx, resident, (*p.saved)[static_cast<size_t>(core)]);
 }
 

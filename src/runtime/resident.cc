@@ -79,6 +79,43 @@ std::optional<RawRef> place(const RawRef& r, const std::vector<ArrayPlace>& plac
 
 }  // namespace
 
+namespace {
+
+// Moves carried copy `c` (on semaphore `i` of operand `what`) to where this call's kernel sees its
+// arrays. A local copy needs both, a remote copy's receiving half its destination (its bytes are
+// staged); its sending half's bytes have left, so without its source only the check that the
+// source is not overwritten before the wait is lost.
+void relocate(CarriedCopy& c, const std::vector<ArrayPlace>& places, int64_t i,
+              const std::string& what) {
+  using Half = CarriedCopy::Half;
+  if (c.half == Half::kSend) {
+    const std::optional<RawRef> src = c.source_known ? place(c.src, places) : std::nullopt;
+    c.source_known = src.has_value();
+    if (src) c.src = *src;
+    return;
+  }
+  const std::optional<RawRef> src =
+      c.half == Half::kLocal ? place(c.src, places) : std::optional<RawRef>(c.src);
+  const std::optional<RawRef> dst = place(c.dst, places);
+  if (src && dst) {
+    c.src = *src;
+    c.dst = *dst;
+    return;
+  }
+  const std::string copy =
+      c.half == Half::kLocal ? std::string("the async copy started here") : c.what;
+  raise(ErrorKind::kInvalidArgument, "pallas_call", c.started,
+        fmt::format("{} is still in flight on semaphore {} of {}, but this call does not take its "
+                    "{} array ({} {}); on a TPU that memory may already hold something else: "
+                    "pass the copy's {} to the call that waits for it (alias the destination to "
+                    "an output, as Pallas' async kernels do)",
+                    copy, i, what, !src ? "source" : "destination", dtype_name(c.src.dtype),
+                    (!src ? c.src : c.dst).shape.to_string(),
+                    c.half == Half::kLocal ? "source and destination" : "destination"));
+}
+
+}  // namespace
+
 void load_semaphores(CoreContext& ctx, int core, const std::vector<ResidentSemaphore>& sems,
                      const std::vector<ArrayPlace>& places) {
   for (const ResidentSemaphore& s : sems) {
@@ -89,22 +126,7 @@ void load_semaphores(CoreContext& ctx, int core, const std::vector<ResidentSemap
       s.cells[i].store(mine.counts[k]);
       if (mine.copies[k].empty()) continue;
       std::vector<CarriedCopy> copies = mine.copies[k];
-      for (CarriedCopy& c : copies) {
-        const std::optional<RawRef> src = place(c.src, places);
-        const std::optional<RawRef> dst = place(c.dst, places);
-        if (!src || !dst) {
-          raise(ErrorKind::kInvalidArgument, "pallas_call", c.started,
-                fmt::format("the async copy started here is still in flight on semaphore {} of "
-                            "{}, but this call does not take its {} array ({} {}); on a TPU that "
-                            "memory may already hold something else: pass the copy's source and "
-                            "destination to the call that waits for it (alias the destination "
-                            "to an output, as Pallas' async kernels do)",
-                            i, s.what, !src ? "source" : "destination", dtype_name(c.src.dtype),
-                            (!src ? c.src : c.dst).shape.to_string()));
-        }
-        c.src = *src;
-        c.dst = *dst;
-      }
+      for (CarriedCopy& c : copies) relocate(c, places, i, s.what);
       ctx.engine->carry_copies_in(ctx, &s.cells[i], copies);
     }
   }

@@ -118,6 +118,18 @@ int64_t own_slot(const CoreContext& ctx, const SemaphoreCell* cell, const char* 
   return static_cast<int64_t>((p - base) / static_cast<uintptr_t>(kCell));
 }
 
+bool semaphore_outlives_launch(const LaunchSpec& spec, int64_t slot) noexcept {
+  const int64_t byte = slot * kCell;
+  for (size_t i = 0; i < spec.scratch.size(); ++i) {
+    const ScratchRequest& r = spec.scratch[i];
+    if (r.space == MemorySpace::SEMAPHORE && r.outlives_launch && byte >= spec.offsets[i] &&
+        byte < spec.offsets[i] + r.bytes) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string name_semaphore(const LaunchSpec& spec, const CoreContext* ctx, int64_t slot,
                            SemaphoreKind* kind) {
   const int64_t byte = slot * kCell;

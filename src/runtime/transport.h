@@ -135,6 +135,29 @@ class Transport {
   /// True when `device`'s program has returned.
   virtual bool done(int device) const = 0;
 
+  // ---- semaphores that outlive a launch (a pallas_call's SemaphoreArray operands) ----
+
+  /// Whether a remote copy or signal may use a semaphore that outlives its launch, so that a copy
+  /// stays in flight into a later call (in process: yes; MPI ranks: no).
+  virtual bool semaphores_outlive_launches() const noexcept { return false; }
+  /// Core `ctx` has run its body in a launch with such semaphores: returns once every core of
+  /// every device has run its body in the same launch, so that everything any device sends in
+  /// it has arrived before a device saves the semaphores' counts. Throws kCancelled when a device
+  /// failed, kTimeout / kInvalidArgument when a device never gets there.
+  virtual void bodies_done(CoreContext& ctx);
+  /// A half of a remote copy that the checked engine carries into a later call on such a
+  /// semaphore (`what`: the copy and the wait it needs; `started`: its start): returns its id,
+  /// reported by never_waited() unless waited(id) comes first.
+  struct Carried {
+    SourceLocation started;
+    std::string what;
+  };
+  uint64_t carried(SourceLocation started, std::string what);
+  void waited(uint64_t id) noexcept;
+  /// What is still carried, oldest first, and forgets it (at the end of the program nothing
+  /// will wait for it any more).
+  std::vector<Carried> never_waited();
+
   // ---- load/store access, for an engine that moves remote bytes itself (the checked engine) --
 
   /// True when this transport reaches other devices' memory by load and store.
@@ -180,6 +203,8 @@ class Transport {
   std::shared_ptr<ArrivalObserver> observer_;
   std::shared_ptr<void> program_books_;
   std::map<uint64_t, std::pair<std::shared_ptr<void>, int>> launch_books_;  // books, devices
+  std::map<uint64_t, Carried> carried_;                                     // by id
+  uint64_t next_carried_ = 1;
 };
 
 }  // namespace tessera::detail

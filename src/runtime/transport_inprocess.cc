@@ -95,6 +95,7 @@ void InProcessTransport::wait_for(LaunchState* state, int64_t timeout_ms, Ready 
 
 void InProcessTransport::enter(int device, DeviceLaunch& launch, bool barrier) {
   Device& me = devices_[static_cast<size_t>(device)];
+  me.bodies.store(0);  // the previous launch's cores have all returned
   me.launch.store(&launch);
   me.entered.store(launch.seq);
   bump();
@@ -189,7 +190,8 @@ DeviceLaunch& InProcessTransport::access(CoreContext& ctx, int target, const cha
       raise(ErrorKind::kInvalidArgument, op, where,
             fmt::format("device {} has already left kernel '{}' (launch #{}): nothing there "
                         "waits for this any more (a device must wait_recv / semaphore_wait for "
-                        "everything sent to it before its kernel ends)",
+                        "everything sent to it before its kernel ends, or receive it on a "
+                        "semaphore the pallas_call returns, which a later call waits on)",
                         mesh_.name(target), mine.spec->name, seq));
     }
     if (t.done.load() && entered < seq) {
@@ -200,6 +202,44 @@ DeviceLaunch& InProcessTransport::access(CoreContext& ctx, int target, const cha
                       mesh_.name(target), entered, entered == 1 ? "" : "es", mine.spec->name, seq));
     }
   }
+}
+
+void InProcessTransport::bodies_done(CoreContext& ctx) {
+  const DeviceLaunch& mine = *ctx.device->launch;
+  const int device = ctx.device->device;
+  Device& me = devices_[static_cast<size_t>(device)];
+  if (me.bodies.fetch_add(1) + 1 == mine.spec->num_cores) {
+    me.bodies_seq.store(mine.seq);
+    bump();
+  }
+  int missing = -1;
+  wait_for(
+      ctx.launch, ctx.launch->wait_timeout_ms,
+      [&] {
+        for (int d = 0; d < mesh_.size; ++d) {
+          const Device& other = devices_[static_cast<size_t>(d)];
+          if (other.bodies_seq.load() >= mine.seq) continue;
+          if (other.done.load()) {
+            raise(ErrorKind::kInvalidArgument, mine.spec->entry, ctx.kernel_where,
+                  fmt::format("device {} waits at the end of kernel '{}' (its launch #{}) for "
+                              "device {}, whose program has finished after {} launch{}; every "
+                              "device must launch the same kernels",
+                              mesh_.name(device), mine.spec->name, mine.seq, mesh_.name(d),
+                              other.entered.load(), other.entered.load() == 1 ? "" : "es"));
+          }
+          missing = d;
+          return false;
+        }
+        return true;
+      },
+      mine.spec->entry, ctx.kernel_where,
+      [&] {
+        return fmt::format(
+            "device {} waited at the end of kernel '{}' (launch #{}) for device {}, which has "
+            "not finished its body there (a kernel whose semaphores outlive it, pallas_call "
+            "semaphore operands, ends on every device together, so that all it sends arrives)",
+            mesh_.name(device), mine.spec->name, mine.seq, mesh_.name(missing));
+      });
 }
 
 void InProcessTransport::release(int target) noexcept {
@@ -366,6 +406,24 @@ DeviceLaunch& Transport::access(CoreContext& /*ctx*/, int /*target*/, const char
   raise(ErrorKind::kInternal, op, where, "this transport has no load/store access to devices");
 }
 void Transport::release(int /*target*/) noexcept {}
+void Transport::bodies_done(CoreContext& /*ctx*/) {}
+
+uint64_t Transport::carried(SourceLocation started, std::string what) {
+  std::lock_guard<std::mutex> lock(books_mu_);
+  carried_.emplace(next_carried_, Carried{started, std::move(what)});
+  return next_carried_++;
+}
+void Transport::waited(uint64_t id) noexcept {
+  std::lock_guard<std::mutex> lock(books_mu_);
+  carried_.erase(id);
+}
+std::vector<Transport::Carried> Transport::never_waited() {
+  std::lock_guard<std::mutex> lock(books_mu_);
+  std::vector<Carried> left;
+  for (auto& [id, c] : carried_) left.push_back(std::move(c));
+  carried_.clear();
+  return left;
+}
 RawRef Transport::translate(const CoreContext& /*ctx*/, const DeviceLaunch& /*to*/, int /*target*/,
                             int /*core*/, const RawRef& dst, const char* /*op*/,
                             std::source_location /*where*/) const {

@@ -8,7 +8,10 @@
 // launch n (sleeping on the transport's event word, which every entry, exit and failure bumps),
 // then counts itself in the target's `writers` while it touches the target's memory; leave()
 // withdraws the launch and waits until `writers` is zero, so a target's buffers and semaphores
-// are never written after it has left (a late sender gets an error instead).
+// are never written after it has left (a late sender gets an error instead). A launch whose
+// semaphores outlive it (a pallas_call's semaphore operands, where a copy may stay in flight into
+// a later call) also ends together: no device leaves it before every device's cores have run
+// their bodies (bodies_done), so every copy and signal of the launch reaches its target there.
 #pragma once
 
 #include <atomic>
@@ -38,6 +41,10 @@ class InProcessTransport final : public Transport {
   uint64_t entered(int device) const override;
   bool done(int device) const override;
 
+  /// Semaphores that outlive a launch: the launch ends on every device together (bodies_done).
+  bool semaphores_outlive_launches() const noexcept override { return true; }
+  void bodies_done(CoreContext& ctx) override;
+
   bool direct() const noexcept override { return true; }
   /// The target's launch that a remote operation of core `ctx`'s launch reaches, once the
   /// target has entered it; counted in the target's writers until release() (kCancelled,
@@ -58,6 +65,8 @@ class InProcessTransport final : public Transport {
     std::atomic<uint64_t> entered{0};  // seq of the last launch entered
     std::atomic<int> writers{0};
     std::atomic<bool> done{false};
+    std::atomic<int> bodies{0};           // cores of the running launch past bodies_done()
+    std::atomic<uint64_t> bodies_seq{0};  // the last launch all of whose cores got there
   };
 
   // Sleeps until `ready()` (re-checked after each wake-up of the event word), the deadline of

@@ -25,6 +25,9 @@ int64_t own_slot(const CoreContext& ctx, const SemaphoreCell* cell, const char* 
 /// for the launcher) knows the live run_scoped scopes; `kind` is set when known.
 std::string name_semaphore(const LaunchSpec& spec, const CoreContext* ctx, int64_t slot,
                            SemaphoreKind* kind = nullptr);
+/// Whether semaphore `slot` stands for a pallas_call's semaphore operand (a SemaphoreArray), whose
+/// count outlives the launch (ScratchRequest::outlives_launch).
+bool semaphore_outlives_launch(const LaunchSpec& spec, int64_t slot) noexcept;
 /// The same for a cell of the calling core.
 std::string describe_semaphore(const CoreContext& ctx, const SemaphoreCell* cell);
 

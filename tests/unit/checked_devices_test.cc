@@ -327,19 +327,21 @@ TEST(CheckedDevices, DeadlockRing) {
 // checked), and the program rethrows device 1's error.
 TEST(CheckedDevices, AFailureCancelsEveryDevice) {
   for (const bool check : {false, true}) {
-    auto kernel =
-        pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 2),
-                   pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::SemaphoreType::DMA,
-                                     pltpu::SemaphoreType::DMA),
-                   pl::name("fails"))([](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
-                                         pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv) {
-          const int me = lax::axis_index("x");
-          if (me == 1) throw std::runtime_error("device 1 gives up");
-          v = jnp::zeros_like(v);
-          auto copy = pltpu::make_async_remote_copy(v, o, send, recv, {(me + 1) % 3});
-          copy.start();
-          copy.wait();  // device 2 waits for device 1, which never sends
-        });
+    auto kernel = pl::kernel(
+        pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 2),
+        pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::SemaphoreType::DMA,
+                          pltpu::SemaphoreType::DMA),
+        pl::name("fails"))([](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v,
+                              pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv) {
+      const int me = lax::axis_index("x");
+      if (me == 1) throw std::runtime_error("device 1 gives up");
+      v = jnp::zeros_like(v);
+      // Each core sends its own rows (both sending all of `o` would race on the target).
+      const auto rows = pl::ds(4 * lax::axis_index("core"), 4);
+      auto copy = pltpu::make_async_remote_copy(v.at(rows), o.at(rows), send, recv, {(me + 1) % 3});
+      copy.start();
+      copy.wait();  // device 2 waits for device 1, which never sends
+    });
     std::optional<pltpu::ForceTpuInterpretMode> force;
     if (check) force.emplace();
     try {

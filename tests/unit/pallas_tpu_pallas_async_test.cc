@@ -1,10 +1,12 @@
 // Ports of Pallas' tpu_pallas_async_test.py (docs/pallas-parity.md): a DMA started by one
 // pallas_call and waited by the next, the semaphore (and a VMEM destination) carried between the
-// calls as outputs (tessera/resident.h). Run under TESSERA_INTERPRET=1 (ctest's checked_env),
-// the copy is still in flight between the calls and lands at the wait.
+// calls as outputs (tessera/resident.h), also a remote copy between the devices of a mesh. Run
+// under TESSERA_INTERPRET=1 (ctest's checked_env), the copy is still in flight between the calls
+// and lands at the wait.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <type_traits>
 
@@ -263,6 +265,270 @@ TEST(TpuPallasAsyncTest, StatefulAsyncBasicStatefulAsyncSlice) {
   auto [y, sem] = stateful_start(x, {8, 128}, 2);
   stateful_done(x, y, sem, 2);
   expect_same(y, x, 2 * kRow);
+}
+
+// ---- PallasCallRemoteAsyncCopyTest --------------------------------------------------------------
+// Pallas' make_async_remote_copy(axis_name, direction): copy_start waits for the neighbour it
+// receives from to signal its barrier semaphore, starts a remote copy of x into `out` of the
+// neighbour in `direction`, and returns x (aliased) with the future (out, send_sem, recv_sem);
+// send_done and recv_done wait for the copy in later calls (a wait of x's size on send_sem, on
+// recv_sem), so the copy stays in flight between the calls. The tests run on 4 devices.
+constexpr int kDevices = 4;
+
+struct RemoteCopy {
+  std::string axis;
+  bool right = true;  // direction='right'
+  int collective_id = 0;
+
+  auto copy_start(const Array<float>& x) const {
+    return pl::pallas_call(
+        [axis = axis, right = right](pltpu::AnyRef<const float> x_ref, pltpu::AnyRef<float>,
+                                     pltpu::AnyRef<float> o_ref, pltpu::DmaSemaphoreRef send_sem,
+                                     pltpu::DmaSemaphoreRef recv_sem) {
+          const int axis_size = lax::axis_size(axis);
+          const int left_neighbor = (lax::axis_index(axis) - 1 + axis_size) % axis_size;
+          const int right_neighbor = (lax::axis_index(axis) + 1) % axis_size;
+          const int src_neighbor = right ? left_neighbor : right_neighbor;
+          const int dst_neighbor = right ? right_neighbor : left_neighbor;
+          auto barrier_sem = pltpu::get_barrier_semaphore();
+          pl::semaphore_signal(barrier_sem, 1, pl::device_id(src_neighbor));
+          pl::semaphore_wait(barrier_sem, 1);
+          pltpu::make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, dst_neighbor).start();
+        },
+        pl::out_shape(ShapeDtypeStruct<float>{x.shape()}, ShapeDtypeStruct<float>{x.shape()},
+                      pltpu::SemaphoreType::DMA({}), pltpu::SemaphoreType::DMA({})),
+        pl::in_specs(pl::BlockSpec(pl::ANY)),
+        pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY),
+                      pl::BlockSpec(pltpu::SEMAPHORE), pl::BlockSpec(pltpu::SEMAPHORE)),
+        pl::input_output_aliases({{0, 0}}),
+        pltpu::CompilerParams{.collective_id = collective_id})(x);
+  }
+
+  // The descriptors only size the waits (x's bytes); a const input is no DMA destination, so
+  // they name the aliased output.
+  static Array<float> send_done(const Array<float>& x, const pltpu::DmaSemaphoreArray& send_sem) {
+    return pl::pallas_call(
+        [](pltpu::AnyRef<const float> x_ref, pltpu::DmaSemaphoreRef sem,
+           pltpu::AnyRef<float> aliased_o_ref) {
+          pltpu::make_async_copy(x_ref, aliased_o_ref, sem).wait();
+        },
+        pl::out_shape<float>(x.shape()),
+        pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE)),
+        pl::out_specs(pl::BlockSpec(pl::ANY)), pl::input_output_aliases({{0, 0}}))(x, send_sem);
+  }
+
+  static Array<float> recv_done(const Array<float>& x, const Array<float>& out,
+                                const pltpu::DmaSemaphoreArray& recv_sem) {
+    return pl::pallas_call(
+        [](pltpu::AnyRef<const float> x_ref, pltpu::AnyRef<const float>, pltpu::DmaSemaphoreRef sem,
+           pltpu::AnyRef<float> aliased_o_ref) {
+          pltpu::make_async_copy(x_ref, aliased_o_ref, sem).wait();
+        },
+        pl::out_shape<float>(x.shape()),
+        pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY),
+                     pl::BlockSpec(pltpu::SEMAPHORE)),
+        pl::out_specs(pl::BlockSpec(pl::ANY)),
+        pl::input_output_aliases({{1, 0}}))(x, out, recv_sem);
+  }
+};
+
+// jnp.roll(x, shift, axis=0) of an array of kDevices rows.
+void expect_rolled(const Array<float>& y, const Array<float>& x, int shift) {
+  const int64_t row = x.size() / kDevices;
+  for (int64_t r = 0; r < kDevices; ++r) {
+    const int64_t from = ((r - shift) % kDevices + kDevices) % kDevices;
+    for (int64_t k = 0; k < row; ++k) ASSERT_EQ(y[r * row + k], x[from * row + k]) << r << "," << k;
+  }
+}
+
+TEST(TpuPallasAsyncTest, RemoteAsyncCopyBasicRemoteCopy) {
+  const Mesh mesh = jax::make_mesh({kDevices}, {"x"});
+  const Array<float> x = random_array<float>({kDevices, 8, 128}, 0);
+  const Array<float> y = jax::shard_map(
+      [](const Array<float>& xs) {
+        const RemoteCopy copy{"x"};
+        auto [x1, out, send_sem, recv_sem] = copy.copy_start(xs);
+        const Array<float> x2 = RemoteCopy::send_done(x1, send_sem);
+        return RemoteCopy::recv_done(x2, out, recv_sem);
+      },
+      mesh, P("x"), P("x"))(x);
+  expect_rolled(y, x, 1);
+}
+
+// The two copy_start kernels run back to back with the same collective_id, with nothing
+// between them: a device may signal its neighbour's barrier semaphore for the second before the
+// neighbour's wait of the first has taken its signal. Checked mode reports that reuse (a race,
+// docs/devices.md); with collective_id 1 for the second the same calls pass there too.
+TEST(TpuPallasAsyncTest, RemoteAsyncCopyMultiRemoteCopy) {
+  const Mesh mesh = jax::make_mesh({kDevices}, {"x"});
+  const Array<float> x = random_array<float>({kDevices, 8, 128}, 0);
+  auto f = [&](int second_id) {
+    return jax::shard_map(
+        [second_id](const Array<float>& xs) {
+          const RemoteCopy copy{"x", true};
+          const RemoteCopy copy2{"x", false, second_id};
+          auto [x1, out, send_sem, recv_sem] = copy.copy_start(xs);
+          auto [x2, out2, send_sem2, recv_sem2] = copy2.copy_start(x1);
+          const Array<float> x3 = RemoteCopy::send_done(x2, send_sem);
+          const Array<float> x4 = RemoteCopy::send_done(x3, send_sem2);
+          return std::tuple{RemoteCopy::recv_done(x4, out, recv_sem),
+                            RemoteCopy::recv_done(x4, out2, recv_sem2)};
+        },
+        mesh, P("x"), {P("x"), P("x")})(x);
+  };
+  if (checked_run()) {
+    auto e = tessera::testing::catch_error<KernelError>([&] { f(0); });
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind(), ErrorKind::kRace) << e->what();
+    EXPECT_NE(std::string(e->what()).find("a collective_id reused by consecutive kernels"),
+              std::string::npos)
+        << e->what();
+  }
+  const auto [y, y2] = f(checked_run() ? 1 : 0);
+  expect_rolled(y, x, 1);
+  expect_rolled(y2, x, -1);
+}
+
+TEST(TpuPallasAsyncTest, RemoteAsyncCopyBasicCollectivePermuteLoop) {
+  const Mesh mesh = jax::make_mesh({kDevices}, {"x"});
+  const Array<float> x = random_array<float>({kDevices, 8, 128}, 0);
+  const Array<float> y = jax::shard_map(
+      [](const Array<float>& xs) {
+        const RemoteCopy copy{"x"};
+        Array<float> carry = xs;
+        // Send all the way around except for one step.
+        for (int i = 0; i < kDevices - 1; ++i) {
+          auto [x1, out, send_sem, recv_sem] = copy.copy_start(carry);
+          const Array<float> x2 = RemoteCopy::send_done(x1, send_sem);
+          carry = RemoteCopy::recv_done(x2, out, recv_sem);
+        }
+        return carry;
+      },
+      mesh, P("x"), P("x"))(x);
+  expect_rolled(y, x, -1);
+}
+
+TEST(TpuPallasAsyncTest, RemoteAsyncCopyStaggeredCollectivePermuteLoop) {
+  const Mesh mesh = jax::make_mesh({kDevices}, {"x"});
+  const Array<float> x = random_array<float>({kDevices, 8, 128}, 0);
+  const Array<float> y = jax::shard_map(
+      [](const Array<float>& xs) {
+        EXPECT_EQ(xs.shape()[0], 1);
+        const RemoteCopy copy{"x"};
+        auto fut = copy.copy_start(xs);
+        // Send all the way around except for one step (fori_loop(..., unroll=2)).
+        for (int i = 0; i < kDevices - 2; ++i) {
+          auto& [x1, out, send_sem, recv_sem] = fut;
+          const Array<float> x2 = RemoteCopy::send_done(x1, send_sem);
+          const Array<float> y1 = RemoteCopy::recv_done(x2, out, recv_sem);
+          fut = copy.copy_start(y1);
+        }
+        auto& [x1, out, send_sem, recv_sem] = fut;
+        const Array<float> x2 = RemoteCopy::send_done(x1, send_sem);
+        return RemoteCopy::recv_done(x2, out, recv_sem);
+      },
+      mesh, P("x"), P("x"))(x);
+  expect_rolled(y, x, -1);
+}
+
+// Pallas' make_bidi_collective_permute: the first half of x goes to the right neighbour, the
+// second to the left, each with its own (send, recv) pair of semaphores (Pallas' tuples of two,
+// flattened into the call's outputs).
+struct BidiPermute {
+  static auto copy_start(const Array<float>& x) {
+    using Sem = pltpu::DmaSemaphoreRef;
+    const int64_t h = x.shape()[0] / 2;
+    return pl::pallas_call(
+        [h](pltpu::AnyRef<const float> x_ref, pltpu::AnyRef<float>, pltpu::AnyRef<float> o_ref,
+            Sem left_send, Sem left_recv, Sem right_send, Sem right_recv) {
+          const int axis_size = lax::axis_size("x");
+          const int left_neighbor = (lax::axis_index("x") - 1 + axis_size) % axis_size;
+          const int right_neighbor = (lax::axis_index("x") + 1) % axis_size;
+          auto barrier_sem = pltpu::get_barrier_semaphore();
+          pl::semaphore_signal(barrier_sem, 1, pl::device_id(left_neighbor));
+          pl::semaphore_signal(barrier_sem, 1, pl::device_id(right_neighbor));
+          pl::semaphore_wait(barrier_sem, 2);
+          pltpu::make_async_remote_copy(x_ref.at(pl::ds(0, h)), o_ref.at(pl::ds(0, h)), right_send,
+                                        right_recv, right_neighbor)
+              .start();
+          pltpu::make_async_remote_copy(x_ref.at(pl::ds(h, h)), o_ref.at(pl::ds(h, h)), left_send,
+                                        left_recv, left_neighbor)
+              .start();
+        },
+        pl::out_shape(ShapeDtypeStruct<float>{x.shape()}, ShapeDtypeStruct<float>{x.shape()},
+                      pltpu::SemaphoreType::DMA({}), pltpu::SemaphoreType::DMA({}),
+                      pltpu::SemaphoreType::DMA({}), pltpu::SemaphoreType::DMA({})),
+        pl::in_specs(pl::BlockSpec(pl::ANY)),
+        pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY),
+                      pl::BlockSpec(pltpu::SEMAPHORE), pl::BlockSpec(pltpu::SEMAPHORE),
+                      pl::BlockSpec(pltpu::SEMAPHORE), pl::BlockSpec(pltpu::SEMAPHORE)),
+        pl::input_output_aliases({{0, 0}}), pltpu::CompilerParams{.collective_id = 0})(x);
+  }
+
+  // Waits of half of x's bytes on each semaphore; `o` is the aliased output (recv_done) or x
+  // itself (send_done).
+  static void wait_halves(pltpu::AnyRef<const float> x_ref, pltpu::AnyRef<float> o_ref,
+                          pltpu::DmaSemaphoreRef a, pltpu::DmaSemaphoreRef b) {
+    const int64_t h = o_ref.shape()[0] / 2;
+    pltpu::make_async_copy(x_ref.at(pl::ds(h, h)), o_ref.at(pl::ds(h, h)), a).wait();
+    pltpu::make_async_copy(x_ref.at(pl::ds(h, h)), o_ref.at(pl::ds(h, h)), b).wait();
+  }
+
+  static Array<float> send_done(const Array<float>& x, const pltpu::DmaSemaphoreArray& left,
+                                const pltpu::DmaSemaphoreArray& right) {
+    return pl::pallas_call(
+        [](pltpu::AnyRef<const float> x_ref, pltpu::DmaSemaphoreRef send_left,
+           pltpu::DmaSemaphoreRef send_right, pltpu::AnyRef<float> aliased_o_ref) {
+          wait_halves(x_ref, aliased_o_ref, send_left, send_right);
+        },
+        pl::out_shape<float>(x.shape()),
+        pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE),
+                     pl::BlockSpec(pltpu::SEMAPHORE)),
+        pl::out_specs(pl::BlockSpec(pl::ANY)), pl::input_output_aliases({{0, 0}}))(x, left, right);
+  }
+
+  static Array<float> recv_done(const Array<float>& x, const Array<float>& out,
+                                const pltpu::DmaSemaphoreArray& left,
+                                const pltpu::DmaSemaphoreArray& right) {
+    return pl::pallas_call(
+        [](pltpu::AnyRef<const float>, pltpu::AnyRef<const float> x_ref,
+           pltpu::DmaSemaphoreRef recv_left, pltpu::DmaSemaphoreRef recv_right,
+           pltpu::AnyRef<float> aliased_o_ref) {
+          wait_halves(x_ref, aliased_o_ref, recv_left, recv_right);
+        },
+        pl::out_shape<float>(x.shape()),
+        pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY),
+                     pl::BlockSpec(pltpu::SEMAPHORE), pl::BlockSpec(pltpu::SEMAPHORE)),
+        pl::out_specs(pl::BlockSpec(pl::ANY)),
+        pl::input_output_aliases({{0, 0}}))(out, x, left, right);
+  }
+};
+
+TEST(TpuPallasAsyncTest, RemoteAsyncCopyBidiCollectivePermuteLoop) {
+  const Mesh mesh = jax::make_mesh({kDevices}, {"x"});
+  const Array<float> x = random_array<float>({kDevices, 16, 128}, 0);
+  const Array<float> y = jax::shard_map(
+      [](const Array<float>& xs) {
+        EXPECT_EQ(xs.shape()[0], 1);
+        Array<float> carry({16, 128}, xs.to_vector());  // x = x[0]
+        for (int i = 0; i < kDevices - 1; ++i) {
+          auto [x1, out, left_send, left_recv, right_send, right_recv] =
+              BidiPermute::copy_start(carry);
+          const Array<float> x2 = BidiPermute::send_done(x1, left_send, right_send);
+          carry = BidiPermute::recv_done(x2, out, left_recv, right_recv);
+        }
+        return Array<float>({1, 16, 128}, carry.to_vector());  // y[None]
+      },
+      mesh, P("x"), P("x"))(x);
+  // The first 8 rows of every block rolled by -1 along the devices, the last 8 by 1.
+  for (int64_t d = 0; d < kDevices; ++d) {
+    for (int64_t r = 0; r < 16; ++r) {
+      const int64_t from = (r < 8 ? d + 1 : d - 1 + kDevices) % kDevices;
+      for (int64_t c = 0; c < 128; ++c) {
+        ASSERT_EQ(y[(d * 16 + r) * 128 + c], x[(from * 16 + r) * 128 + c]) << d << "," << r;
+      }
+    }
+  }
 }
 
 // ---- Remote copies (single call) --------------------------------------------------------------

@@ -52,6 +52,9 @@ struct ScratchRequest {
   /// Set: not scratch but room held for an array that lives in this space during the launch (a
   /// pallas_call's SMEM array), named so in capacity messages ("input 0: the SMEM array").
   std::string what = {};
+  /// A SEMAPHORE buffer that stands for a pallas_call's semaphore operand (a SemaphoreArray):
+  /// its counts outlive the launch, so a copy may stay in flight on it into a later call.
+  bool outlives_launch = false;
 };
 
 /// Everything the runtime needs to know about a launch. Built once per kernel (by
