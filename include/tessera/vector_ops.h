@@ -69,9 +69,8 @@ struct PromoteImpl {
   static constexpr Promotion result = promote_dtypes(dtype_of<A>, dtype_of<B>);
   static_assert(result.ok,
                 "tessera: these operand dtypes have no implicit promotion (as in jax.numpy): "
-                "8-bit floats (float8_e4m3fn, float8_e5m2, float8_e4m3b11fnuz) combine only "
-                "with their own dtype, bool and integers; convert explicitly first, e.g. "
-                "x.astype<float>()");
+                "8-bit floats (float8_*) combine only with their own dtype, bool and "
+                "integers; convert explicitly first, e.g. x.astype<float>()");
   using type = dtype_type_t<result.dtype>;
 };
 template <class A, class B>
