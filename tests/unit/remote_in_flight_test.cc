@@ -8,6 +8,7 @@
 // everything sent to it before it ends).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -44,7 +45,8 @@ enum class Bug {
   kWaitWithoutDestination,
 };
 
-int g_start_line = 0;  // the line of the copy's .start()
+// The line of the copy's .start(), written by every device's thread (the same value).
+std::atomic<int> g_start_line{0};
 
 // One (1, 8, 128) block per device; the copy goes to the right neighbour.
 struct Program {
@@ -70,7 +72,7 @@ struct Program {
           auto barrier = pltpu::get_barrier_semaphore();
           pl::semaphore_signal(barrier, 1, pl::device_id((me + n - 1) % n));
           pl::semaphore_wait(barrier, 1);
-          g_start_line = __LINE__ + 1;
+          g_start_line.store(__LINE__ + 1);
           pltpu::make_async_remote_copy(x_ref, o_ref, send, recv, (me + 1) % n).start();
         },
         std::forward_as_tuple(x),
@@ -267,7 +269,7 @@ TEST(RemoteInFlight, WritingTheSourceBeforeWaitSendInTheNextCallIsARace) {
 
 TEST(RemoteInFlight, ACopyNeverWaitRecvedLeaksAtTheEndOfTheProgram) {
   planted(Bug::kNeverWaitRecv, [](const Program& p, const Array<float>& x) {
-    expect_error<UsageError>([&] { p.run(x, 2); }, ErrorKind::kSemaphoreLeak, g_start_line,
+    expect_error<UsageError>([&] { p.run(x, 2); }, ErrorKind::kSemaphoreLeak, g_start_line.load(),
                              {"the program ends with the remote copy of float32 (1, 8, 128)",
                               "'s recv_sem: no wait_recv took its 4096 bytes",
                               "every remote copy needs a wait_send on its sender and a wait_recv "
@@ -277,14 +279,14 @@ TEST(RemoteInFlight, ACopyNeverWaitRecvedLeaksAtTheEndOfTheProgram) {
 
 TEST(RemoteInFlight, ACopyNeverWaitSentLeaksAtTheEndOfTheProgram) {
   planted(Bug::kNeverWaitSend, [](const Program& p, const Array<float>& x) {
-    expect_error<UsageError>([&] { p.run(x, 2); }, ErrorKind::kSemaphoreLeak, g_start_line,
+    expect_error<UsageError>([&] { p.run(x, 2); }, ErrorKind::kSemaphoreLeak, g_start_line.load(),
                              {"'s send_sem: no wait_send took its 4096 bytes"});
   });
 }
 
 TEST(RemoteInFlight, TheWaitingCallMustTakeTheDestination) {
   planted(Bug::kWaitWithoutDestination, [](const Program& p, const Array<float>& x) {
-    expect_error([&] { p.run(x, 2); }, ErrorKind::kInvalidArgument, g_start_line,
+    expect_error([&] { p.run(x, 2); }, ErrorKind::kInvalidArgument, g_start_line.load(),
                  {"is still in flight on semaphore 0 of input 1",
                   "this call does not take its destination array (float32 (1, 8, 128))"});
   });
