@@ -345,6 +345,7 @@ void checked_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<Carried
       continue;
     }
     if (!d.executed && dst != nullptr && dst->region.init != nullptr) {
+      std::lock_guard<std::mutex> lock(L.mu);  // HBM shadows are shared by the cores
       mark(dst->region, d.dst_runs, kDefined);
     }
     CarriedCopy c{d.src, d.dst, d.bytes, d.made, d.started, d.executed};
