@@ -197,7 +197,9 @@ class Ref {
 
   /// A view of `data` with `shape` and element `strides`. Kernels get refs from Tessera;
   /// building one by hand is for tests and adapters.
-  Ref(T* data, Shape shape, detail::SmallVec strides) noexcept
+  Ref(T* data, const Shape& shape, const detail::SmallVec& strides)
+      : data_(data), shape_(shape), strides_(strides) {}
+  Ref(T* data, Shape&& shape, detail::SmallVec&& strides) noexcept
       : data_(data), shape_(std::move(shape)), strides_(std::move(strides)) {}
   /// A contiguous row-major view of `data` with `shape`.
   Ref(T* data, Shape shape) : data_(data), shape_(std::move(shape)) {

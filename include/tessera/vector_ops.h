@@ -51,9 +51,11 @@
 #include <source_location>
 #include <type_traits>
 
+#include "tessera/detail/broadcast.h"
 #include "tessera/detail/expr_concepts.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/promotion.h"
+#include "tessera/detail/statement_cache.h"
 #include "tessera/dtype.h"
 #include "tessera/ref.h"
 #include "tessera/shape.h"
@@ -177,18 +179,6 @@ struct ExprOps : ExprBase {
   }
 };
 
-template <class T>
-void set_const(ExprNode& n, T v) {
-  n.op = OpCode::kConst;
-  n.dtype = dtype_of<T>;
-  if constexpr (is_floating(dtype_of<T>)) {
-    n.fconst = static_cast<double>(static_cast<float>(v));
-  } else {
-    n.iconst = static_cast<int64_t>(v);
-    n.fconst = static_cast<double>(v);
-  }
-}
-
 /// A ref used as a leaf. Only refs in VMEM or SMEM can be leaves.
 template <class T, MemorySpace S>
 struct RefLeaf : ExprOps<RefLeaf<T, S>, std::remove_cv_t<T>> {
@@ -281,7 +271,6 @@ int emit_as(const E& e, ExprProgram& p) {
   return p.last();
 }
 
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op, std::source_location where);
 /// Throws kInvalidArgument for jnp::arange with step 0.
 [[noreturn]] void raise_zero_step(std::source_location where);
 
@@ -294,9 +283,8 @@ struct BinaryExpr : ExprOps<BinaryExpr<Op, T, L, R, C>, T> {
   L l;
   R r;
   Shape shape_;
-  BinaryExpr(L l_, R r_) : l(std::move(l_)), r(std::move(r_)) {
-    shape_ = broadcast_shapes(l.shape(), r.shape(), op_name(Op), {});
-  }
+  BinaryExpr(L l_, R r_)
+      : l(std::move(l_)), r(std::move(r_)), shape_(broadcast_pair(l.shape(), r.shape(), Op)) {}
   const Shape& shape() const { return shape_; }
   int emit(ExprProgram& p) const {
     const int a = emit_as<C>(l, p);  // operands first: a program lists nodes in evaluation order
@@ -502,17 +490,26 @@ void assign(const pl::Ref<T, S>& dst, const E& expr) {
                 "tessera: this Ref is in HBM/ANY memory, which kernels cannot read, write or "
                 "compute on; copy it into a VMEM buffer first with pltpu::sync_copy (or a "
                 "BlockSpec), then use the VMEM ref");
-  ExprProgram p;
   if constexpr (Scalar<E>) {
-    ScalarExpr<T>{{}, weak_cast<T>(expr)}.emit(p);
+    assign(dst, ScalarExpr<T>{{}, weak_cast<T>(expr)});
   } else {
     static_assert(std::is_same_v<ValueOf<E>, std::remove_cv_t<T>>,
                   "tessera: the assigned expression's dtype differs from the destination "
                   "ref's dtype; Tessera does not narrow or widen silently (convert with astype "
                   "or use a ref of the expression's dtype)");
-    AsExpr<std::remove_cvref_t<E>>::make(expr).emit(p);
+    using X = std::remove_cvref_t<E>;
+    auto emit = [](const void* e, ExprProgram& p) {
+      AsExpr<X>::make(*static_cast<const X*>(e)).emit(p);
+    };
+    if constexpr (StatementLeaves<X>::kCacheable) {  // statement_cache.h
+      const StatementArgs<X> args(expr, emit);
+      if (evaluate_statement(args.view(), dst.data(), dst.dtype, S, dst.shape(), dst.strides()))
+        return;
+    }
+    ExprProgram p;
+    emit(&expr, p);
+    evaluate(p, dst.raw());
   }
-  evaluate(p, dst.raw());
 }
 
 }  // namespace detail

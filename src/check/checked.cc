@@ -111,6 +111,7 @@ class CheckedEngine final : public Engine {
   void before_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst) override {
     checked_evaluate(ctx, prog, dst);
   }
+  bool observes_evaluate() const noexcept override { return true; }
   void before_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst,
                   bool accumulate) override {
     checked_dot(ctx, call, dst, accumulate);

@@ -6,6 +6,8 @@
 // only ever sees loads. Temporaries are taken from the core's VMEM above vmem_top inside a
 // kernel (and counted against its budget), from the heap outside.
 
+#include "native/vector_evaluate.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -28,10 +30,6 @@
 #include "tessera/vector_reduce.h"
 
 namespace tessera::detail {
-
-/// Evaluates an elementwise program (no non-elementwise nodes) into dst.
-void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
-                   const RawRef& dst);
 
 namespace {
 
@@ -59,10 +57,6 @@ SmallVec broadcast_strides(const Shape& leaf, const SmallVec* strides, const Sha
     }
   }
   return out;
-}
-
-bool ranges_overlap(const std::byte* a, int64_t alen, const std::byte* b, int64_t blen) {
-  return a < b + blen && b < a + alen;
 }
 
 // [first byte, byte length] that a strided view covers.
@@ -421,58 +415,11 @@ std::vector<ExprNode> lower(const std::vector<ExprNode>& nodes, Temporaries& tem
   return out;
 }
 
-using Span = std::pair<const std::byte*, int64_t>;  // [first byte, byte length]
-
-/// A constant's value in its node's lanes, rounded to its dtype.
+/// A constant's value in its node's lanes, rounded to its dtype; a full(...) must broadcast.
 inline void plan_const(const ExprNode& e, plan::Node& n, const Shape& D,
                        std::source_location where) {
   if (e.shape.rank() > 0) broadcast_strides(e.shape, nullptr, D, where, "a full(...)");
-  if (n.flt) {
-    const auto f = static_cast<float>(e.fconst);
-    switch (e.dtype) {
-      case DType::kBFloat16:
-        n.fval = bfloat16(f);
-        break;
-      case DType::kFloat16:
-        n.fval = float16(f);
-        break;
-      case DType::kFloat8E4M3FN:
-        n.fval = float8_e4m3fn(f);
-        break;
-      case DType::kFloat8E5M2:
-        n.fval = float8_e5m2(f);
-        break;
-      case DType::kFloat8E4M3B11FNUZ:
-        n.fval = float8_e4m3b11fnuz(f);
-        break;
-      default:
-        n.fval = f;
-        break;
-    }
-  } else {
-    // Wrapped to the dtype (two's complement), as the node's lanes hold it.
-    const int64_t v = e.iconst;
-    switch (e.dtype) {
-      case DType::kInt8:
-        n.ival = static_cast<int8_t>(v);
-        break;
-      case DType::kInt16:
-        n.ival = static_cast<int16_t>(v);
-        break;
-      case DType::kUInt8:
-        n.ival = static_cast<uint8_t>(v);
-        break;
-      case DType::kUInt16:
-        n.ival = static_cast<uint16_t>(v);
-        break;
-      case DType::kBool:
-        n.ival = v != 0;
-        break;
-      default:  // int32; uint32 keeps its bits
-        n.ival = static_cast<int32_t>(static_cast<uint32_t>(v));
-        break;
-    }
-  }
+  const_lanes(e.dtype, e.fconst, e.iconst, n);
 }
 
 /// An iota's per-axis coefficients in the destination's axes: 1 along its dimension where that
@@ -492,9 +439,10 @@ inline void plan_iota(const ExprNode& e, plan::Node& n, const Shape& D,
 }
 
 /// Appends the plan node of every expression node, each leaf broadcast into the destination's
-/// axes; true when a load overlaps the destination (`dspan`) at a different position.
+/// axes; true when a load overlaps the destination (`dspan`) at a different position. With
+/// `cap`, records each load's and constant's node and each load's span there.
 inline bool plan_nodes(const std::vector<ExprNode>& nodes, const RawRef& dst, const Span& dspan,
-                       std::source_location where, plan::Plan& p) {
+                       std::source_location where, plan::Plan& p, CapturedPlan* cap) {
   const Shape& D = dst.shape;
   bool overlap = false;
   for (const ExprNode& e : nodes) {
@@ -511,14 +459,20 @@ inline bool plan_nodes(const std::vector<ExprNode>& nodes, const RawRef& dst, co
         n.data = static_cast<const std::byte*>(e.data);
         n.stride = broadcast_strides(e.shape, &e.strides, D, where, "an operand ref");
         const auto s = span_of(e.data, D, n.stride, itemsize(e.dtype));
+        const bool same_layout = n.stride == dst.strides && e.dtype == dst.dtype;
         if (ranges_overlap(s.first, s.second, dspan.first, dspan.second) &&
-            !(e.data == dst.data && n.stride == dst.strides && e.dtype == dst.dtype)) {
+            !(e.data == dst.data && same_layout)) {
           overlap = true;
+        }
+        if (cap != nullptr) {
+          cap->loads.push_back(static_cast<int>(p.nodes.size()) - 1);
+          cap->spans.push_back({s.first - n.data, s.second, same_layout});
         }
         break;
       }
       case OpCode::kConst:
         plan_const(e, n, D, where);
+        if (cap != nullptr) cap->consts.push_back(static_cast<int>(p.nodes.size()) - 1);
         break;
       case OpCode::kIota:
         plan_iota(e, n, D, where);
@@ -588,25 +542,58 @@ inline void coalesce_axes(const Shape& D, SmallVec& dst_strides, plan::Plan& p) 
   p.extent = std::move(ext);
 }
 
-/// A running pipeline step may ask for streaming stores into this destination (an output block
-/// written once in place) and for its next blocks to be prefetched as tiles are stored.
-inline void apply_step_hints(const Span& dspan, plan::Plan& p) {
-  p.stream = false;
-  p.prefetch = nullptr;
-  if (StepHints* h = step_hints(); h != nullptr) {
-    for (int i = 0; i < h->num_stream; ++i) {
-      if (dspan.first >= h->stream_lo[i] && dspan.first + dspan.second <= h->stream_hi[i]) {
-        p.stream = true;
-        h->streamed = true;
-      }
+}  // namespace
+
+void const_lanes(DType dtype, double f, int64_t i, plan::Node& n) {
+  if (n.flt) {
+    const auto v = static_cast<float>(f);
+    switch (dtype) {
+      case DType::kBFloat16:
+        n.fval = bfloat16(v);
+        break;
+      case DType::kFloat16:
+        n.fval = float16(v);
+        break;
+      case DType::kFloat8E4M3FN:
+        n.fval = float8_e4m3fn(v);
+        break;
+      case DType::kFloat8E5M2:
+        n.fval = float8_e5m2(v);
+        break;
+      case DType::kFloat8E4M3B11FNUZ:
+        n.fval = float8_e4m3b11fnuz(v);
+        break;
+      default:
+        n.fval = v;
+        break;
     }
-    if (h->prefetch.active()) p.prefetch = &h->prefetch;
+    return;
+  }
+  // Wrapped to the dtype (two's complement), as the node's lanes hold it.
+  switch (dtype) {
+    case DType::kInt8:
+      n.ival = static_cast<int8_t>(i);
+      break;
+    case DType::kInt16:
+      n.ival = static_cast<int16_t>(i);
+      break;
+    case DType::kUInt8:
+      n.ival = static_cast<uint8_t>(i);
+      break;
+    case DType::kUInt16:
+      n.ival = static_cast<uint16_t>(i);
+      break;
+    case DType::kBool:
+      n.ival = i != 0;
+      break;
+    default:  // int32; uint32 keeps its bits
+      n.ival = static_cast<int32_t>(static_cast<uint32_t>(i));
+      break;
   }
 }
 
-/// One kTile buffer per node, 64-byte aligned (Highway's Load/Store need vector alignment);
-/// the 16 spare floats cover the alignment shift. The buffers are reused across calls.
-inline float* lane_buffers(size_t nodes) {
+float* lane_buffers(size_t nodes) {
+  // Highway's Load/Store need vector alignment; the 16 spare floats cover the alignment shift.
   const size_t need = nodes * static_cast<size_t>(plan::kTile) + 16;
   if (t_lanes.size() < need) t_lanes.resize(need);
   float* lanes = t_lanes.data();
@@ -614,10 +601,8 @@ inline float* lane_buffers(size_t nodes) {
   return lanes;
 }
 
-}  // namespace
-
 void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location where,
-                   const RawRef& dst) {
+                   const RawRef& dst, CapturedPlan* capture) {
   if (nodes.empty()) return;
   const Shape& D = dst.shape;
   if (D.size() == 0) return;
@@ -626,8 +611,14 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
   // that keeps its capacity, so a warm assignment allocates nothing.
   thread_local plan::Plan p;
   p.nodes.clear();
+  if (capture != nullptr) {
+    capture->ok = false;
+    capture->loads.clear();
+    capture->consts.clear();
+    capture->spans.clear();
+  }
   const Span dspan = span_of(dst.data, D, dst.strides, itemsize(dst.dtype));
-  if (plan_nodes(nodes, dst, dspan, where, p)) {
+  if (plan_nodes(nodes, dst, dspan, where, p, capture)) {
     evaluate_through_temporary(nodes, where, dst);
     return;
   }
@@ -637,6 +628,11 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
   p.dst_dtype = dst.dtype;
   p.dst_stride = std::move(dst_strides);
   apply_step_hints(dspan, p);
+  if (capture != nullptr) {
+    capture->plan = p;
+    capture->dst = {dspan.first - p.dst, dspan.second, true};
+    capture->ok = true;
+  }
   run_plan(p, lane_buffers(p.nodes.size()));
 }
 

@@ -24,6 +24,7 @@ void Engine::before_evaluate(CoreContext& /*ctx*/, const ExprProgram& /*prog*/,
 void Engine::before_dot(CoreContext& /*ctx*/, const DotCall& /*call*/, const RawRef& /*dst*/,
                         bool /*accumulate*/) {}
 bool Engine::observes_elements() const noexcept { return false; }
+bool Engine::observes_evaluate() const noexcept { return false; }
 void Engine::check_reshape(CoreContext& /*ctx*/, const Shape& /*in*/, const Shape& /*out*/,
                            std::source_location /*where*/) const {}
 void Engine::element_access(CoreContext& /*ctx*/, const void* /*p*/, int /*size*/, bool /*read*/,

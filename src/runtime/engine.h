@@ -159,6 +159,10 @@ class Engine {
 
   /// Before a vector assignment evaluates `prog` into `dst`.
   virtual void before_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst);
+  /// True for an engine that overrides before_evaluate: its assignments are planned each time
+  /// (the native evaluator's statement plan cache, src/native/statement_cache.cc, builds no
+  /// ExprProgram for before_evaluate to see).
+  virtual bool observes_evaluate() const noexcept;
   /// Before a jnp::dot assignment (`accumulate`: +=).
   virtual void before_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst,
                           bool accumulate);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -16,7 +17,7 @@ class SmallVec {
  public:
   static constexpr int kInline = 6;
 
-  SmallVec() noexcept {}  // user-provided: the inline storage stays uninitialised
+  SmallVec() noexcept {}
   explicit SmallVec(int n, int64_t fill = 0) { resize(n, fill); }
   SmallVec(std::initializer_list<int64_t> v) { assign(v.begin(), static_cast<int>(v.size())); }
   template <class It>
@@ -24,10 +25,15 @@ class SmallVec {
     resize(static_cast<int>(std::distance(first, last)));
     std::copy(first, last, data());
   }
-  SmallVec(const SmallVec& o) { assign(o.data(), o.size_); }
+  SmallVec(const SmallVec& o) { *this = o; }
   SmallVec(SmallVec&& o) noexcept { *this = std::move(o); }
   SmallVec& operator=(const SmallVec& o) {
-    if (this != &o) assign(o.data(), o.size_);
+    if (this == &o) return *this;
+    if (!o.heap_ && !heap_) {
+      copy_inline(o);
+    } else {
+      assign(o.data(), o.size_);
+    }
     return *this;
   }
   SmallVec& operator=(SmallVec&& o) noexcept {
@@ -38,6 +44,8 @@ class SmallVec {
       size_ = o.size_;
       o.cap_ = kInline;
       o.size_ = 0;
+    } else if (!heap_) {
+      copy_inline(o);
     } else {
       assign(o.data(), o.size_);
     }
@@ -79,10 +87,22 @@ class SmallVec {
   }
 
   friend bool operator==(const SmallVec& a, const SmallVec& b) noexcept {
-    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+    if (a.size_ != b.size_) return false;
+    const int64_t* x = a.data();
+    const int64_t* y = b.data();
+    for (int i = 0; i < a.size_; ++i) {  // a plain loop: std::equal calls memcmp
+      if (x[i] != y[i]) return false;
+    }
+    return true;
   }
 
  private:
+  // Both inline: copies the whole inline array, a fixed-size copy that compiles to a few moves
+  // (a loop over size_ elements compiles to a call to memcpy).
+  void copy_inline(const SmallVec& o) noexcept {
+    std::memcpy(inline_, o.inline_, sizeof(inline_));
+    size_ = o.size_;
+  }
   void assign(const int64_t* src, int n) {
     size_ = 0;
     reserve(n);
@@ -101,7 +121,8 @@ class SmallVec {
 
   int size_ = 0;
   int cap_ = kInline;
-  int64_t inline_[kInline];  // only [0, size_) is ever read: no zeroing on construction
+  // Zeroed on construction (a few stores), so that copy_inline copies defined values.
+  int64_t inline_[kInline] = {};
   std::unique_ptr<int64_t[]> heap_;
 };
 
