@@ -492,8 +492,20 @@ TEST(Trace, LintsFireOnTheKernelsTheyDescribe) {
   const auto* clean = find_kernel(s, "clean");
   ASSERT_TRUE(tiny && uneven && loop && clean);
   EXPECT_TRUE(has_lint(*tiny, "tiny blocks")) << s.summary_text();
-  EXPECT_TRUE(has_lint(*uneven, "uneven PARALLEL split")) << s.summary_text();
   EXPECT_FALSE(has_lint(*uneven, "tiny blocks")) << s.summary_text();
+  // The uneven split is reported when the core with fewer steps idled a noticeable part of the
+  // launch: a measured time, which a loaded machine (parallel ctest, other processes) can hide
+  // in one run by descheduling the core. It must fire in one of a few runs.
+  bool uneven_lint = has_lint(*uneven, "uneven PARALLEL split");
+  for (int attempt = 0; attempt < 5 && !uneven_lint; ++attempt) {
+    trace::Session again(quiet());
+    (void)add_blocks(wide, wide, 2, 128, 128, "uneven");
+    again.stop();
+    const auto* k = find_kernel(again, "uneven");
+    ASSERT_NE(k, nullptr);
+    uneven_lint = has_lint(*k, "uneven PARALLEL split");
+  }
+  EXPECT_TRUE(uneven_lint) << s.summary_text();
   EXPECT_TRUE(has_lint(*loop, "whole-array block in a loop")) << s.summary_text();
   // The structural lints only: "per-step overhead" depends on timing, and a loaded machine
   // (parallel ctest, sanitizers) can slow any kernel's steps enough to fire it.
