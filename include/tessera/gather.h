@@ -97,13 +97,14 @@ class GatherMode {
 /// hold a slice's offset dims; the operand dims each slice drops (slice size 1); the operand dim
 /// each component of an index vector starts; the operand dims that pair with the
 /// start_indices_batching_dims (their indices select the same batch element). Negative dims are
-/// refused, as jax refuses them.
+/// refused, as jax refuses them. Fields left out are empty (their defaults let designated
+/// initializers name only the fields a gather uses).
 struct GatherDimensionNumbers {
-  std::vector<int> offset_dims;
-  std::vector<int> collapsed_slice_dims;
-  std::vector<int> start_index_map;
-  std::vector<int> operand_batching_dims;
-  std::vector<int> start_indices_batching_dims;
+  std::vector<int> offset_dims = {};
+  std::vector<int> collapsed_slice_dims = {};
+  std::vector<int> start_index_map = {};
+  std::vector<int> operand_batching_dims = {};
+  std::vector<int> start_indices_batching_dims = {};
 };
 }  // namespace lax
 

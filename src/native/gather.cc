@@ -3,6 +3,7 @@
 // the gather (the checked engine checks it first); outside a kernel it runs here.
 #include "native/gather.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/context.h"
@@ -25,6 +26,32 @@ int64_t read_index(const void* data, DType dtype, int64_t off) {
     default:
       return static_cast<const int32_t*>(data)[off];
   }
+}
+
+GatherLayout gather_layout(const GatherPlan& g) {
+  GatherLayout l;
+  l.out_strides = row_major_strides(g.out);
+  for (int o = 0; o < g.out.rank(); ++o) {
+    if (std::find(g.offset_dims.begin(), g.offset_dims.end(), o) == g.offset_dims.end()) {
+      l.batch_out.push_back(o);
+    }
+  }
+  const int r = g.operand_view.rank();
+  l.offset_out = SmallVec(r, -1);
+  l.batch_of = SmallVec(r, -1);
+  int next = 0;
+  for (int d = 0; d < r; ++d) {
+    for (int i = 0; i < g.operand_batching.size(); ++i) {
+      if (g.operand_batching[i] == d) l.batch_of[d] = g.indices_batching[i];
+    }
+    const bool collapsed =
+        std::find(g.collapsed.begin(), g.collapsed.end(), d) != g.collapsed.end();
+    if (collapsed || l.batch_of[d] >= 0) continue;
+    l.offset_out[d] = g.offset_dims[next++];
+    l.slice_ext.push_back(g.slice_sizes[d]);
+    l.slice_dim.push_back(d);
+  }
+  return l;
 }
 
 void run_gather(const GatherCall& c) {

@@ -32,6 +32,59 @@ struct GatherOutOfBounds {
 /// The integer at element `off` of an index view of dtype `dtype`.
 int64_t read_index(const void* data, DType dtype, int64_t off);
 
+/// Where a gather's dims go: the result dim of each batch dim; per operand dim, the result dim
+/// of its offset (-1: none) and the indices' batch dim that a batching dim follows (-1: none);
+/// the offset dims' extents and operand dims, in operand order.
+struct GatherLayout {
+  SmallVec out_strides;
+  SmallVec batch_out;
+  SmallVec offset_out;
+  SmallVec batch_of;
+  SmallVec slice_ext;
+  SmallVec slice_dim;
+};
+GatherLayout gather_layout(const GatherPlan& g);
+
+/// Steps the row-major multi-index `i` through `ext`; false after the last.
+inline bool next_index(SmallVec& i, const int64_t* ext) {
+  for (int d = i.size() - 1; d >= 0; --d) {
+    if (++i[d] < ext[d]) return true;
+    i[d] = 0;
+  }
+  return false;
+}
+
+/// The start of the slice of batch position `bi` along each operand dim, into `start`; false
+/// (after `oob` returned false) to stop. Out-of-range starts are reported to `oob`, then
+/// clamped; `fill` tells mode fill to fill the slice instead.
+template <class Oob>
+bool gather_starts(const GatherCall& c, const GatherLayout& l, const SmallVec& bi, SmallVec& start,
+                   bool& fill, Oob&& oob) {
+  const GatherPlan& g = *c.plan;
+  const int batch_rank = bi.size();
+  int64_t ioff = 0;
+  for (int b = 0; b < batch_rank; ++b) ioff += bi[b] * c.indices.strides[b];
+  for (int d = 0; d < start.size(); ++d) {
+    start[d] = l.batch_of[d] >= 0 ? bi[static_cast<int>(l.batch_of[d])] : 0;
+  }
+  fill = false;
+  for (int k = 0; k < g.start_index_map.size(); ++k) {
+    const int d = static_cast<int>(g.start_index_map[k]);
+    int64_t s =
+        read_index(c.indices.data, c.indices.dtype, ioff + k * c.indices.strides[batch_rank]);
+    const int64_t n = g.operand_view[d];
+    if (g.wrap_negative && s < 0) s += n;
+    const int64_t hi = n - g.slice_sizes[d];
+    if (s < 0 || s > hi) {
+      if (!oob(GatherOutOfBounds{bi, k, s, d, hi})) return false;
+      fill = fill || g.mode == lax::GatherScatterMode::FILL_OR_DROP;
+      s = s < 0 ? 0 : hi;
+    }
+    start[d] = s;
+  }
+  return true;
+}
+
 /// Walks the gather: calls `element(out, src)` for every result element (its row-major offset,
 /// and its operand element's offset, or -1 where mode fill puts the fill value). Out-of-range
 /// starts are clamped (clip, promise_in_bounds) or filled; `oob(const GatherOutOfBounds&)` is
@@ -39,86 +92,32 @@ int64_t read_index(const void* data, DType dtype, int64_t off);
 template <class Element, class Oob>
 void walk_gather(const GatherCall& c, Element&& element, Oob&& oob) {
   const GatherPlan& g = *c.plan;
-  const int out_rank = g.out.rank();
-  const int batch_rank = g.indices_view.rank() - 1;
-  const int op_rank = g.operand_view.rank();
-  const SmallVec out_strides = row_major_strides(g.out);
-  // The result dim of each batch dim, and of each operand dim's offset (-1: none).
-  SmallVec batch_out;
-  for (int o = 0; o < out_rank; ++o) {
-    bool offset = false;
-    for (int64_t d : g.offset_dims) offset = offset || d == o;
-    if (!offset) batch_out.push_back(o);
-  }
-  SmallVec offset_out(op_rank, -1);
-  SmallVec batch_of(op_rank, -1);  // the indices' batch dim that a batching dim follows
-  SmallVec slice_ext;              // extents of the offset dims, in operand order
-  SmallVec slice_dim;              // their operand dims
-  int next = 0;
-  for (int d = 0; d < op_rank; ++d) {
-    bool collapsed = false;
-    for (int64_t x : g.collapsed) collapsed = collapsed || x == d;
-    for (int i = 0; i < g.operand_batching.size(); ++i) {
-      if (g.operand_batching[i] == d) batch_of[d] = g.indices_batching[i];
-    }
-    if (collapsed || batch_of[d] >= 0) continue;
-    offset_out[d] = g.offset_dims[next++];
-    slice_ext.push_back(g.slice_sizes[d]);
-    slice_dim.push_back(d);
-  }
   if (g.out.size() == 0) return;
-  const int k_count = static_cast<int>(g.start_index_map.size());
-  SmallVec bi(batch_rank, 0);
-  SmallVec start(op_rank, 0);
-  SmallVec off(slice_ext.size(), 0);
-  for (bool more = true; more;) {
-    int64_t ioff = 0;
-    int64_t obase = 0;
-    for (int b = 0; b < batch_rank; ++b) {
-      ioff += bi[b] * c.indices.strides[b];
-      obase += bi[b] * out_strides[static_cast<int>(batch_out[b])];
-    }
-    for (int d = 0; d < op_rank; ++d)
-      start[d] = batch_of[d] >= 0 ? bi[static_cast<int>(batch_of[d])] : 0;
-    bool fill = false;
-    for (int k = 0; k < k_count; ++k) {
-      const int d = static_cast<int>(g.start_index_map[k]);
-      int64_t s =
-          read_index(c.indices.data, c.indices.dtype, ioff + k * c.indices.strides[batch_rank]);
-      const int64_t n = g.operand_view[d];
-      if (g.wrap_negative && s < 0) s += n;
-      const int64_t hi = n - g.slice_sizes[d];
-      if (s < 0 || s > hi) {
-        if (!oob(GatherOutOfBounds{bi, k, s, d, hi})) return;
-        if (g.mode == lax::GatherScatterMode::FILL_OR_DROP) fill = true;
-        s = s < 0 ? 0 : hi;
-      }
-      start[d] = s;
-    }
+  const GatherLayout l = gather_layout(g);
+  SmallVec bi(g.indices_view.rank() - 1, 0);
+  SmallVec start(g.operand_view.rank(), 0);
+  SmallVec off(l.slice_ext.size(), 0);
+  bool fill = false;
+  do {
+    if (!gather_starts(c, l, bi, start, fill, oob)) return;
     int64_t sbase = 0;
-    for (int d = 0; d < op_rank; ++d) sbase += start[d] * c.operand.strides[d];
+    for (int d = 0; d < start.size(); ++d) sbase += start[d] * c.operand.strides[d];
+    int64_t obase = 0;
+    for (int b = 0; b < bi.size(); ++b) {
+      obase += bi[b] * l.out_strides[static_cast<int>(l.batch_out[b])];
+    }
     // The slice: every offset position.
-    for (int i = 0; i < off.size(); ++i) off[i] = 0;
-    for (bool in_slice = true; in_slice;) {
+    do {
       int64_t src = sbase;
       int64_t dst = obase;
       for (int i = 0; i < off.size(); ++i) {
-        src += off[i] * c.operand.strides[static_cast<int>(slice_dim[i])];
-        dst += off[i] * out_strides[static_cast<int>(offset_out[static_cast<int>(slice_dim[i])])];
+        const int d = static_cast<int>(l.slice_dim[i]);
+        src += off[i] * c.operand.strides[d];
+        dst += off[i] * l.out_strides[static_cast<int>(l.offset_out[d])];
       }
       element(dst, fill ? int64_t{-1} : src);
-      in_slice = false;
-      for (int i = off.size() - 1; i >= 0 && !in_slice; --i) {
-        in_slice = ++off[i] < slice_ext[i];
-        if (!in_slice) off[i] = 0;
-      }
-    }
-    more = false;
-    for (int b = batch_rank - 1; b >= 0 && !more; --b) {
-      more = ++bi[b] < g.indices_view[b];
-      if (!more) bi[b] = 0;
-    }
-  }
+    } while (next_index(off, l.slice_ext.data()));
+  } while (next_index(bi, g.indices_view.dims().data()));
 }
 
 /// Computes the gather into c.out (out-of-range starts clamped, or filled in mode fill).
