@@ -19,8 +19,7 @@
 // which is jax's.) The operand and the indices are computed into values where the call is made
 // (so a named gather is pure), and the gather is one pass that copies each gathered element into
 // a new value in the core's VMEM, which the rest of the expression reads. Cost: one scalar step
-// per element (a TPU lowers a gather to a dynamic gather or to masked selects); not a fused
-// elementwise op.
+// per element, not a fused elementwise op.
 //
 // Semantics are XLA's Gather as jax.lax defines it, the index vector being the last axis of
 // `start_indices` (as in jax): every form of GatherDimensionNumbers that jax accepts runs,
