@@ -25,6 +25,7 @@
 #include "tessera/dot.h"
 #include "tessera/dtype.h"
 #include "tessera/error.h"
+#include "tessera/gather.h"
 #include "tessera/index_math.h"
 #include "tessera/interpret.h"
 #include "tessera/kernel.h"

@@ -116,6 +116,7 @@ class CheckedEngine final : public Engine {
                   bool accumulate) override {
     checked_dot(ctx, call, dst, accumulate);
   }
+  void gather(CoreContext& ctx, const GatherCall& call) override { checked_gather(ctx, call); }
   bool observes_elements() const noexcept override { return true; }
   void element_access(CoreContext& ctx, const void* p, int size, bool read,
                       std::source_location where) override {

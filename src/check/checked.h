@@ -100,6 +100,9 @@ void checked_pipeline_ends(CoreContext& ctx) noexcept;
 void checked_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst);
 /// A jnp::dot assignment / accumulation.
 void checked_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst, bool accumulate);
+/// A gather (src/native/gather.h): its indices must be defined and, under promise_in_bounds, in
+/// bounds; its result's elements take their operand elements' definedness.
+void checked_gather(CoreContext& ctx, const GatherCall& call);
 /// An element access through a Ref made on a checked core.
 void checked_element(CoreContext& ctx, const void* p, int size, bool read, SourceLocation where);
 /// A fresh buffer (run_scoped, a pipeline window): poisoned and never written.

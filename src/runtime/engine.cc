@@ -1,6 +1,7 @@
 // The engine interface's defaults: what an engine that keeps no books does (runtime/engine.h).
 #include "runtime/engine.h"
 
+#include "native/gather.h"
 #include "native/native_engine.h"
 #include "runtime/context.h"
 #include "runtime/devices.h"
@@ -23,6 +24,7 @@ void Engine::before_evaluate(CoreContext& /*ctx*/, const ExprProgram& /*prog*/,
                              const RawRef& /*dst*/) {}
 void Engine::before_dot(CoreContext& /*ctx*/, const DotCall& /*call*/, const RawRef& /*dst*/,
                         bool /*accumulate*/) {}
+void Engine::gather(CoreContext& /*ctx*/, const GatherCall& call) { run_gather(call); }
 bool Engine::observes_elements() const noexcept { return false; }
 bool Engine::observes_evaluate() const noexcept { return false; }
 void Engine::check_reshape(CoreContext& /*ctx*/, const Shape& /*in*/, const Shape& /*out*/,

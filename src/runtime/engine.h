@@ -35,6 +35,7 @@ struct CoreContext;
 struct LaunchState;
 struct ExprProgram;
 struct DotCall;
+struct GatherCall;
 struct RemoteCopy;
 struct DeviceTarget;
 
@@ -166,6 +167,9 @@ class Engine {
   /// Before a jnp::dot assignment (`accumulate`: +=).
   virtual void before_dot(CoreContext& ctx, const DotCall& call, const RawRef& dst,
                           bool accumulate);
+  /// A gather (lax.gather, jnp.take_along_axis, src/native/gather.h) into its result block: the
+  /// default computes it (native/gather.cc, run_gather).
+  virtual void gather(CoreContext& ctx, const GatherCall& call);
   /// Element access through a Ref made on a core whose engine observes elements
   /// (observes_elements() was true when the core started).
   virtual bool observes_elements() const noexcept;
