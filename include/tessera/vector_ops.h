@@ -70,8 +70,9 @@ struct PromoteImpl {
   static_assert(result.ok,
                 "tessera: these operand dtypes have no implicit promotion (as in jax.numpy): "
                 "8-bit floats (float8_e4m3fn, float8_e5m2, float8_e4m3b11fnuz) combine only "
-                "with their own dtype, bool and integers; convert explicitly first, e.g. "
-                "x.astype<float>()");
+                "with their own dtype, bool and integers, and the sub-byte integers (int4, "
+                "uint4, int2, uint2) only with their own dtype and bool; convert explicitly "
+                "first, e.g. x.astype<float>() or x.astype<int32_t>()");
   using type = dtype_type_t<result.dtype>;
 };
 template <class A, class B>
@@ -83,12 +84,22 @@ inline constexpr bool is_float_scalar_v = std::is_floating_point_v<S> || is_narr
 
 /// The dtype of `array op weak_scalar` where the scalar has C++ type S: a float scalar keeps a
 /// floating array's dtype and makes an integer array float32; an integer scalar keeps the
-/// array's dtype (a bool array becomes int32); a bool scalar keeps the array's dtype.
+/// array's dtype (a bool array becomes int32); a bool scalar keeps the array's dtype. A
+/// sub-byte integer array takes no float scalar (jnp raises: no implicit promotion).
 template <class A, class S>
-using PromoteWeak = std::conditional_t<
-    std::is_same_v<S, bool>, A,
-    std::conditional_t<is_float_scalar_v<S>, std::conditional_t<is_floating(dtype_of<A>), A, float>,
-                       std::conditional_t<std::is_same_v<A, bool>, int32_t, A>>>;
+struct PromoteWeakImpl {
+  static_assert(!(is_narrow_int_v<A> && is_float_scalar_v<S>),
+                "tessera: a sub-byte integer (int4, uint4, int2, uint2) array has no implicit "
+                "promotion with a float scalar (as in jax.numpy); convert explicitly first, e.g. "
+                "x.astype<float>()");
+  using type = std::conditional_t<
+      std::is_same_v<S, bool>, A,
+      std::conditional_t<is_float_scalar_v<S>,
+                         std::conditional_t<is_floating(dtype_of<A>), A, float>,
+                         std::conditional_t<std::is_same_v<A, bool>, int32_t, A>>>;
+};
+template <class A, class S>
+using PromoteWeak = typename PromoteWeakImpl<A, S>::type;
 
 /// The dtype of two weak scalars together (jnp.where(m, 1.0, 0)): float32 if either is a
 /// float, bool if both are bools, else int32.

@@ -465,6 +465,18 @@ inline void plan_const(const ExprNode& e, plan::Node& n, const Shape& D,
       case DType::kUInt16:
         n.ival = static_cast<uint16_t>(v);
         break;
+      case DType::kInt4:
+        n.ival = int4(v);
+        break;
+      case DType::kUInt4:
+        n.ival = uint4(v);
+        break;
+      case DType::kInt2:
+        n.ival = int2(v);
+        break;
+      case DType::kUInt2:
+        n.ival = uint2(v);
+        break;
       case DType::kBool:
         n.ival = v != 0;
         break;

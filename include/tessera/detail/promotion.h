@@ -2,7 +2,7 @@
 // Promote uses it). The lattice is jax.numpy's "standard" one with 64-bit types disabled, as
 // Pallas TPU kernels run (jax/_src/dtypes.py, _type_promotion_lattice(strict=False, x64=False)):
 //
-//   bool -> i*;  i* -> u8, i8;  u8 -> i16, u16;  u16 -> i32, u32;  u32 -> i32, u64;
+//   bool -> i*;  i* -> u8, i8, u4, i4, u2, i2;  u8 -> i16, u16;  u16 -> i32, u32;  u32 -> i32, u64;
 //   u64 -> f*;  i8 -> i16 -> i32 -> i64 -> f*;
 //   f* -> float8_e4m3fn, float8_e5m2, float8_e4m3b11fnuz, bf16, f16, c*;
 //   bf16 -> f32;  f16 -> f32;  f32 -> f64, c64;  f64 -> c128;  c* -> c64 -> c128
@@ -10,7 +10,9 @@
 // (i* and f* are the weak types of Python ints and floats.) The result of two dtypes is their
 // least upper bound; 64-bit results canonicalise to 32 bits. The float8s have nothing above
 // them, so a float8 combines only with itself, bool and integers (which it absorbs); with any
-// other float there is no bound and jnp raises, as Tessera does (a static_assert).
+// other float there is no bound and jnp raises, as Tessera does (a static_assert). The sub-byte
+// integers (int4, uint4, int2, uint2) likewise have nothing above them: each combines only with
+// itself, bool and Python ints.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +44,10 @@ enum Node : int {
   kCWeak,
   kC64,
   kC128,
+  kI4,
+  kU4,
+  kI2,
+  kU2,
   kCount
 };
 
@@ -53,7 +59,7 @@ constexpr uint32_t successors(int n) noexcept {
     case kB1:
       return bit(kIWeak);
     case kIWeak:
-      return bit(kU8) | bit(kI8);
+      return bit(kU8) | bit(kI8) | bit(kU4) | bit(kI4) | bit(kU2) | bit(kI2);
     case kU8:
       return bit(kI16) | bit(kU16);
     case kU16:
@@ -128,6 +134,14 @@ constexpr Node node_of(DType d) noexcept {
       return kE5M2;
     case DType::kFloat8E4M3B11FNUZ:
       return kE4M3B11FNUZ;
+    case DType::kInt4:
+      return kI4;
+    case DType::kUInt4:
+      return kU4;
+    case DType::kInt2:
+      return kI2;
+    case DType::kUInt2:
+      return kU2;
   }
   return kCount;
 }
@@ -175,6 +189,14 @@ constexpr Promotion promote_dtypes(DType a, DType b) noexcept {
       case kF32:
       case kF64:
         return {true, DType::kFloat32};
+      case kI4:
+        return {true, DType::kInt4};
+      case kU4:
+        return {true, DType::kUInt4};
+      case kI2:
+        return {true, DType::kInt2};
+      case kU2:
+        return {true, DType::kUInt2};
       default:
         return {};
     }
