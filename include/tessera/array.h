@@ -40,7 +40,7 @@ struct ShapeDtypeStruct {
   static_assert(is_element_type_v<T> && !std::is_const_v<T>,
                 "tessera: ShapeDtypeStruct<T> needs T in {float, bfloat16, float16, "
                 "float8_e4m3fn, float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, "
-                "uint32_t, uint16_t, uint8_t, bool}");
+                "uint32_t, uint16_t, uint8_t, int4, uint4, int2, uint2, bool}");
   using value_type = T;
   Shape shape;
   static constexpr DType dtype = dtype_of<T>;
@@ -92,7 +92,7 @@ class Array {
   static_assert(is_element_type_v<T> && !std::is_const_v<T>,
                 "tessera: Array<T> needs T in {float, bfloat16, float16, float8_e4m3fn, "
                 "float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
-                "uint8_t, bool}");
+                "uint8_t, int4, uint4, int2, uint2, bool}");
 
  public:
   using value_type = T;

@@ -2,24 +2,28 @@
 //
 // Element types. Pallas kernels name dtypes as `jnp.float32`, `jnp.bfloat16`, `jnp.float16`,
 // `jnp.float8_e4m3fn`, `jnp.float8_e5m2`, `jnp.float8_e4m3b11fnuz`, `jnp.int32`, `jnp.int16`,
-// `jnp.int8`, `jnp.uint32`, `jnp.uint16`, `jnp.uint8` and `jnp.bool_`; Tessera uses the C++
-// types `float`, `tessera::bfloat16`, `tessera::float16`, `tessera::float8_e4m3fn`,
-// `tessera::float8_e5m2`, `tessera::float8_e4m3b11fnuz`, `int32_t`, `int16_t`, `int8_t`,
-// `uint32_t`, `uint16_t`, `uint8_t` and `bool`, and the runtime tag `tessera::DType` where a
-// type has to be carried as a value.
+// `jnp.int8`, `jnp.int4`, `jnp.int2`, `jnp.uint32`, `jnp.uint16`, `jnp.uint8`, `jnp.uint4`,
+// `jnp.uint2` and `jnp.bool_`; Tessera uses the C++ types `float`, `tessera::bfloat16`,
+// `tessera::float16`, `tessera::float8_e4m3fn`, `tessera::float8_e5m2`,
+// `tessera::float8_e4m3b11fnuz`, `int32_t`, `int16_t`, `int8_t`, `tessera::int4`,
+// `tessera::int2`, `uint32_t`, `uint16_t`, `uint8_t`, `tessera::uint4`, `tessera::uint2` and
+// `bool`, and the runtime tag `tessera::DType` where a type has to be carried as a value.
 //
 //   tessera::bfloat16 h = 1.1f;        // rounds to nearest even: 1.1015625
 //   float f = h;                       // exact widening
 //   tessera::float8_e4m3fn q = 500.0f; // above the largest finite (448): NaN, as ml_dtypes
 //   static_assert(tessera::dtype_of<tessera::bfloat16> == tessera::DType::kBFloat16);
 //   tessera::dtype_name(tessera::DType::kInt8);   // "int8"
+//   tessera::int4 i = 9;               // wraps, as astype: -7 (one element per byte)
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "tessera/detail/narrow_float.h"
+#include "tessera/detail/narrow_int.h"
 
 namespace tessera {
 
@@ -143,6 +147,26 @@ static_assert(sizeof(float16) == 2 && sizeof(float8_e4m3fn) == 1 && sizeof(float
                   sizeof(float8_e4m3b11fnuz) == 1,
               "narrow float sizes");
 
+/// `jnp.int4` (ml_dtypes): values -8..7, one per byte (the low 4 bits; detail/narrow_int.h).
+/// From an integer it wraps, from a float it truncates and saturates (NaN: 0); reads as int.
+struct int4 : detail::NarrowInt<4, true, int4> {
+  using NarrowInt::NarrowInt;
+};
+/// `jnp.uint4` (ml_dtypes): values 0..15, one per byte; conversions as int4's.
+struct uint4 : detail::NarrowInt<4, false, uint4> {
+  using NarrowInt::NarrowInt;
+};
+/// `jnp.int2` (ml_dtypes): values -2..1, one per byte; conversions as int4's.
+struct int2 : detail::NarrowInt<2, true, int2> {
+  using NarrowInt::NarrowInt;
+};
+/// `jnp.uint2` (ml_dtypes): values 0..3, one per byte; conversions as int4's.
+struct uint2 : detail::NarrowInt<2, false, uint2> {
+  using NarrowInt::NarrowInt;
+};
+static_assert(sizeof(int4) == 1 && sizeof(uint4) == 1 && sizeof(int2) == 1 && sizeof(uint2) == 1,
+              "sub-byte integers are stored one per byte");
+
 /// Runtime tag for the element types Tessera supports (new tags are appended, so the values of
 /// the older ones stay).
 enum class DType : uint8_t {
@@ -159,6 +183,10 @@ enum class DType : uint8_t {
   kFloat8E4M3FN,
   kFloat8E5M2,
   kFloat8E4M3B11FNUZ,
+  kInt4,
+  kUInt4,
+  kInt2,
+  kUInt2,
 };
 
 namespace detail {
@@ -167,8 +195,9 @@ struct DTypeOf {
   static_assert(sizeof(T) == 0,
                 "tessera: unsupported element type; use float, tessera::bfloat16, "
                 "tessera::float16, tessera::float8_e4m3fn, tessera::float8_e5m2, "
-                "tessera::float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
-                "uint8_t or bool");
+                "tessera::float8_e4m3b11fnuz, int32_t, int16_t, int8_t, tessera::int4, "
+                "tessera::int2, uint32_t, uint16_t, uint8_t, tessera::uint4, tessera::uint2 or "
+                "bool");
 };
 template <>
 struct DTypeOf<float> {
@@ -221,6 +250,22 @@ struct DTypeOf<float8_e5m2> {
 template <>
 struct DTypeOf<float8_e4m3b11fnuz> {
   static constexpr DType value = DType::kFloat8E4M3B11FNUZ;
+};
+template <>
+struct DTypeOf<int4> {
+  static constexpr DType value = DType::kInt4;
+};
+template <>
+struct DTypeOf<uint4> {
+  static constexpr DType value = DType::kUInt4;
+};
+template <>
+struct DTypeOf<int2> {
+  static constexpr DType value = DType::kInt2;
+};
+template <>
+struct DTypeOf<uint2> {
+  static constexpr DType value = DType::kUInt2;
 };
 
 /// The C++ element type of a DType.
@@ -278,6 +323,22 @@ template <>
 struct TypeOf<DType::kFloat8E4M3B11FNUZ> {
   using type = float8_e4m3b11fnuz;
 };
+template <>
+struct TypeOf<DType::kInt4> {
+  using type = int4;
+};
+template <>
+struct TypeOf<DType::kUInt4> {
+  using type = uint4;
+};
+template <>
+struct TypeOf<DType::kInt2> {
+  using type = int2;
+};
+template <>
+struct TypeOf<DType::kUInt2> {
+  using type = uint2;
+};
 
 template <class T, class... Us>
 inline constexpr bool is_one_of_v = (std::is_same_v<T, Us> || ...);
@@ -287,8 +348,13 @@ inline constexpr bool is_one_of_v = (std::is_same_v<T, Us> || ...);
 template <class T>
 inline constexpr bool is_element_type_v =
     detail::is_one_of_v<std::remove_cv_t<T>, float, bfloat16, float16, float8_e4m3fn, float8_e5m2,
-                        float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, uint8_t,
-                        bool>;
+                        float8_e4m3b11fnuz, int32_t, int16_t, int8_t, int4, int2, uint32_t,
+                        uint16_t, uint8_t, uint4, uint2, bool>;
+
+/// True for the sub-byte integer types (int4, uint4, int2, uint2; cv-qualifiers ignored).
+template <class T>
+inline constexpr bool is_narrow_int_v =
+    detail::is_one_of_v<std::remove_cv_t<T>, int4, uint4, int2, uint2>;
 
 /// True for Tessera's floating storage types narrower than float (bfloat16, float16 and the
 /// float8s): C++ scalars of these types are weakly typed floats, like a Python float.
@@ -323,14 +389,18 @@ constexpr int itemsize(DType d) noexcept {
     case DType::kFloat8E4M3FN:
     case DType::kFloat8E5M2:
     case DType::kFloat8E4M3B11FNUZ:
-      return 1;
+    case DType::kInt4:
+    case DType::kUInt4:
+    case DType::kInt2:
+    case DType::kUInt2:
+      return 1;  // sub-byte integers: one element per byte, as ml_dtypes stores them
   }
   return 0;
 }
 
 /// numpy's (and ml_dtypes') name for a dtype: "float32", "bfloat16", "float16",
-/// "float8_e4m3fn", "float8_e5m2", "float8_e4m3b11fnuz", "int32", "int16", "int8", "uint32",
-/// "uint16", "uint8", "bool".
+/// "float8_e4m3fn", "float8_e5m2", "float8_e4m3b11fnuz", "int32", "int16", "int8", "int4", "int2",
+/// "uint32", "uint16", "uint8", "uint4", "uint2", "bool".
 const char* dtype_name(DType d) noexcept;
 
 /// True for the 8-bit float dtypes, which jax.numpy never promotes implicitly.
@@ -343,9 +413,37 @@ constexpr bool is_floating(DType d) noexcept {
   return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16 || is_float8(d);
 }
 
-/// True for the unsigned integer dtypes (uint8, uint16, uint32).
-constexpr bool is_unsigned(DType d) noexcept {
-  return d == DType::kUInt8 || d == DType::kUInt16 || d == DType::kUInt32;
+/// True for the sub-byte integer dtypes (int4, uint4, int2, uint2), which jax.numpy never
+/// promotes implicitly (they combine only with their own dtype, bool and Python ints).
+constexpr bool is_narrow_int(DType d) noexcept {
+  return d == DType::kInt4 || d == DType::kUInt4 || d == DType::kInt2 || d == DType::kUInt2;
 }
 
+/// True for the unsigned integer dtypes (uint2, uint4, uint8, uint16, uint32).
+constexpr bool is_unsigned(DType d) noexcept {
+  return d == DType::kUInt8 || d == DType::kUInt16 || d == DType::kUInt32 || d == DType::kUInt4 ||
+         d == DType::kUInt2;
+}
+
+/// Bits of a dtype's values: 8 * itemsize, but 4 for int4/uint4 and 2 for int2/uint2 (bool
+/// counts as 8, its byte).
+constexpr int dtype_bits(DType d) noexcept {
+  if (d == DType::kInt4 || d == DType::kUInt4) return 4;
+  if (d == DType::kInt2 || d == DType::kUInt2) return 2;
+  return 8 * itemsize(d);
+}
+
+/// Bits of an integer dtype's values (2, 4, 8, 16 or 32; bool counts as 8); 0 for the floating
+/// dtypes.
+constexpr int int_bits(DType d) noexcept { return is_floating(d) ? 0 : dtype_bits(d); }
+
 }  // namespace tessera
+
+template <>
+struct std::numeric_limits<tessera::int4> : tessera::detail::NarrowIntLimits<tessera::int4> {};
+template <>
+struct std::numeric_limits<tessera::uint4> : tessera::detail::NarrowIntLimits<tessera::uint4> {};
+template <>
+struct std::numeric_limits<tessera::int2> : tessera::detail::NarrowIntLimits<tessera::int2> {};
+template <>
+struct std::numeric_limits<tessera::uint2> : tessera::detail::NarrowIntLimits<tessera::uint2> {};

@@ -187,7 +187,7 @@ class Ref {
   static_assert(is_element_type_v<T>,
                 "tessera: Ref<T, Space> needs T in {float, bfloat16, float16, float8_e4m3fn, "
                 "float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
-                "uint8_t, bool} (optionally const)");
+                "uint8_t, int4, uint4, int2, uint2, bool} (optionally const)");
 
  public:
   using element_type = T;
@@ -332,9 +332,10 @@ class Ref {
   auto bitcast() const {
     static_assert(is_element_type_v<U> && !std::is_const_v<U>,
                   "tessera: Ref.bitcast<U> needs U to be an element type (see dtype.h)");
-    static_assert(sizeof(U) == sizeof(T),
+    static_assert(dtype_bits(dtype_of<U>) == dtype_bits(dtype_of<T>),
                   "tessera: Ref.bitcast<U> keeps the element size (float32 <-> int32/uint32, "
-                  "bfloat16/float16 <-> int16/uint16, int8/uint8/float8 among themselves): a "
+                  "bfloat16/float16 <-> int16/uint16, int8/uint8/float8 among themselves, "
+                  "int4 <-> uint4, int2 <-> uint2): a "
                   "width-changing TPU bitcast repacks the second-minor dimension's tiles, which "
                   "is not a view of Tessera's row-major buffers; convert with astype instead");
     static_assert(!std::is_same_v<U, bool> || std::is_same_v<std::remove_cv_t<T>, bool>,

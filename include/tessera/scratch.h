@@ -35,7 +35,7 @@ struct ScratchType {
   static_assert(is_element_type_v<T> && !std::is_const_v<T>,
                 "tessera: scratch buffers hold float, bfloat16, float16, float8_e4m3fn, "
                 "float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
-                "uint8_t or bool");
+                "uint8_t, int4, uint4, int2, uint2 or bool");
   static_assert(Space == MemorySpace::VMEM || Space == MemorySpace::SMEM,
                 "tessera: scratch buffers live in VMEM or SMEM");
   using value_type = T;

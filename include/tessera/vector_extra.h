@@ -301,8 +301,8 @@ requires detail::Operand<X>
 auto bitcast_convert_type(X&& x) {
   TESSERA_CHECK_NAMED(X);
   using T = detail::ValueOf<X>;
-  static_assert(sizeof(U) == sizeof(T) && !std::is_same_v<U, bool> && !std::is_same_v<T, bool> &&
-                    is_element_type_v<U>,
+  static_assert(is_element_type_v<U> && !std::is_same_v<U, bool> && !std::is_same_v<T, bool> &&
+                    dtype_bits(dtype_of<U>) == dtype_bits(dtype_of<T>),
                 "tessera: lax.bitcast_convert_type here converts between dtypes of one width "
                 "(not bool), e.g. float <-> int32_t, bfloat16 <-> int16_t; a width change would "
                 "add or drop an axis");

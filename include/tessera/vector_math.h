@@ -95,7 +95,7 @@ auto astype(X&& x) {
   static_assert(is_element_type_v<U>,
                 "tessera: astype<U> needs U in {float, bfloat16, float16, float8_e4m3fn, "
                 "float8_e5m2, float8_e4m3b11fnuz, int32_t, int16_t, int8_t, uint32_t, uint16_t, "
-                "uint8_t, bool}");
+                "uint8_t, int4, uint4, int2, uint2, bool}");
   return detail::CastExpr<U, detail::ExprOf<X>>{{},
                                                 detail::AsExpr<std::remove_cvref_t<X>>::make(x)};
 }

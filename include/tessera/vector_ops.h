@@ -63,45 +63,6 @@
 namespace tessera {
 namespace detail {
 
-// ---- promotion --------------------------------------------------------------------------
-/// The promoted dtype of two array dtypes: jnp.promote_types with 64-bit types disabled
-/// (detail/promotion.h). jnp refuses to promote a float8 with another float; so does Tessera.
-template <class A, class B>
-struct PromoteImpl {
-  static constexpr Promotion result = promote_dtypes(dtype_of<A>, dtype_of<B>);
-  static_assert(result.ok,
-                "tessera: these operand dtypes have no implicit promotion (as in jax.numpy): "
-                "8-bit floats (float8_*) combine only with their own dtype, bool and "
-                "integers; convert explicitly first, e.g. x.astype<float>()");
-  using type = dtype_type_t<result.dtype>;
-};
-template <class A, class B>
-using Promote = typename PromoteImpl<A, B>::type;
-
-/// True for C++ floating scalars (and Tessera's narrow float types).
-template <class S>
-inline constexpr bool is_float_scalar_v = std::is_floating_point_v<S> || is_narrow_float_v<S>;
-
-/// The dtype of `array op weak_scalar` where the scalar has C++ type S: a float scalar keeps a
-/// floating array's dtype and makes an integer array float32; an integer scalar keeps the
-/// array's dtype (a bool array becomes int32); a bool scalar keeps the array's dtype.
-template <class A, class S>
-using PromoteWeak = std::conditional_t<
-    std::is_same_v<S, bool>, A,
-    std::conditional_t<is_float_scalar_v<S>, std::conditional_t<is_floating(dtype_of<A>), A, float>,
-                       std::conditional_t<std::is_same_v<A, bool>, int32_t, A>>>;
-
-/// The dtype of two weak scalars together (jnp.where(m, 1.0, 0)): float32 if either is a
-/// float, bool if both are bools, else int32.
-template <class S1, class S2>
-using PromoteScalars = std::conditional_t<
-    is_float_scalar_v<S1> || is_float_scalar_v<S2>, float,
-    std::conditional_t<std::is_same_v<S1, bool> && std::is_same_v<S2, bool>, bool, int32_t>>;
-
-/// float32 for integer and bool dtypes, else T (what jnp.exp, jnp.sqrt, ... return).
-template <class T>
-using FloatOf = std::conditional_t<is_floating(dtype_of<T>), T, float>;
-
 // ---- expression nodes ---------------------------------------------------------------------
 /// The `axis` argument of a reduction: one axis, a list, or all (jnp's None).
 struct AxisSpec {

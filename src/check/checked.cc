@@ -463,7 +463,7 @@ void checked_block_shape(const Shape& array, const SmallVec& block, DType dtype,
   if (r == 1) {
     const int64_t bs = block[0];
     const int64_t as = array[0];
-    const int bits = dtype == DType::kBool ? 32 : itemsize(dtype) * 8;
+    const int bits = dtype == DType::kBool ? 32 : dtype_bits(dtype);
     const int64_t min_tiling = int64_t{128} * (32 / bits);
     const bool pow2 = bs > 0 && (bs & (bs - 1)) == 0;
     if (bs == as || bs % (8 * 128) == 0 || (pow2 && bs >= min_tiling)) return;

@@ -218,6 +218,18 @@ void fill_poison(void* data, int64_t bytes, DType dtype, pltpu::UninitializedMem
     case DType::kFloat8E4M3B11FNUZ:
       fill(uint8_t{0x80});  // its one NaN
       break;
+    case DType::kInt4:  // the dtype's max, stored as ml_dtypes does (low bits)
+      fill(int4(7).bits);
+      break;
+    case DType::kUInt4:
+      fill(uint4(15).bits);
+      break;
+    case DType::kInt2:
+      fill(int2(1).bits);
+      break;
+    case DType::kUInt2:
+      fill(uint2(3).bits);
+      break;
     default:
       std::memset(data, 0xff, static_cast<size_t>(bytes));
   }

@@ -31,6 +31,14 @@ const char* dtype_name(DType d) noexcept {
       return "float8_e5m2";
     case DType::kFloat8E4M3B11FNUZ:
       return "float8_e4m3b11fnuz";
+    case DType::kInt4:
+      return "int4";
+    case DType::kUInt4:
+      return "uint4";
+    case DType::kInt2:
+      return "int2";
+    case DType::kUInt2:
+      return "uint2";
   }
   return "unknown";
 }

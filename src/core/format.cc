@@ -47,6 +47,8 @@
 //   for those arrays can differ; Tessera lays them out as numpy lays out float32.
 // Integers (int8/16/32, uint8/16/32): decimal, right-aligned to the widest of str(max) and
 //   str(min) of the shown items: "[ 1 -2 30]".
+// Sub-byte integers (int4, uint4, int2, uint2): decimal with no common width, as numpy prints
+//   ml_dtypes' int4 arrays (each element's own str()): "[0 1 -8]".
 // Booleans: " True" / "False" (width 5) in arrays: "[ True False]".
 // Rank 0 (numpy prints 0-d arrays as the scalar's str): floats as positional with at least one
 //   fraction digit ("42.0", "0.1", "-0.0") when the value is 0 or 1e-4 <= |x| < 1e6 (float16:
@@ -430,6 +432,14 @@ int64_t load_int(DType dtype, const void* data, int64_t i) {
       return static_cast<const uint16_t*>(data)[i];
     case DType::kUInt32:
       return static_cast<const uint32_t*>(data)[i];
+    case DType::kInt4:
+      return static_cast<const int4*>(data)[i];
+    case DType::kUInt4:
+      return static_cast<const uint4*>(data)[i];
+    case DType::kInt2:
+      return static_cast<const int2*>(data)[i];
+    case DType::kUInt2:
+      return static_cast<const uint2*>(data)[i];
     default:
       return static_cast<const int32_t*>(data)[i];
   }
@@ -592,7 +602,8 @@ std::string format_array(DType dtype, const void* data, const Shape& shape,
       lo = std::min(lo, v);
       hi = std::max(hi, v);
     }
-    const size_t width = std::max(std::to_string(lo).size(), std::to_string(hi).size());
+    const size_t width =
+        is_narrow_int(dtype) ? 0 : std::max(std::to_string(lo).size(), std::to_string(hi).size());
     element = [width, dtype, data](int64_t off) {
       return pad_left(std::to_string(load_int(dtype, data, off)), width);
     };

@@ -382,7 +382,7 @@ bool TpuInfo::is_split_chip() const noexcept {
 bool TpuInfo::is_matmul_supported(DType lhs, DType rhs) const noexcept {
   // Pallas' table (tpu_info.py), restricted to Tessera's dtypes: the MXU never takes bool,
   // int16/uint16 or 32-bit integer operands (int32 is an accumulator type only), nor float16;
-  // Pallas' int4 pairs are not Tessera dtypes.
+  // Pallas' int4 pairs are left out, as jnp::dot does not take the sub-byte integers.
   const auto is_float = [](DType d) { return d == DType::kFloat32 || d == DType::kBFloat16; };
   const auto is_byte_int = [](DType d) { return d == DType::kInt8 || d == DType::kUInt8; };
   // The float8s of generation 7 on (float8_e4m3b11fnuz is not among them).
@@ -423,8 +423,9 @@ bool TpuInfo::is_matmul_supported(DType lhs, DType rhs) const noexcept {
 }
 
 int TpuInfo::get_sublane_tiling(DType dtype) const noexcept {
-  // bool is stored as one byte in Tessera (and numpy), so it tiles like int8.
-  const int bits = 8 * itemsize(dtype);
+  // bool is stored as one byte in Tessera (and numpy), so it tiles like int8; int4 and int2
+  // tile by their bit width, as on a TPU (Tessera's one byte per element is host storage).
+  const int bits = dtype_bits(dtype);
   if (bits <= 0) return num_sublanes;
   // Before generation 7, XLA's default layout keeps 16-bit types on the 32-bit tile and only
   // packs narrower types along the sublanes; from 7 on, every type below 32 bits packs

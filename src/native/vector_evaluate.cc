@@ -583,6 +583,18 @@ void const_lanes(DType dtype, double f, int64_t i, plan::Node& n) {
     case DType::kUInt16:
       n.ival = static_cast<uint16_t>(i);
       break;
+    case DType::kInt4:
+      n.ival = int4(i);
+      break;
+    case DType::kUInt4:
+      n.ival = uint4(i);
+      break;
+    case DType::kInt2:
+      n.ival = int2(i);
+      break;
+    case DType::kUInt2:
+      n.ival = uint2(i);
+      break;
     case DType::kBool:
       n.ival = i != 0;
       break;

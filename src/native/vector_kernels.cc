@@ -422,6 +422,18 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> float_to_int(DF df, hn::Vec<DF> v, DT
     case DType::kUInt16:
       hi = 65535.0f;
       break;
+    case DType::kInt4:
+      lo = -8.0f, hi = 7.0f;
+      break;
+    case DType::kUInt4:
+      hi = 15.0f;
+      break;
+    case DType::kInt2:
+      lo = -2.0f, hi = 1.0f;
+      break;
+    case DType::kUInt2:
+      hi = 3.0f;
+      break;
     default:  // int32: ConvertTo saturates
       return hn::IfThenZeroElse(nan, hn::ConvertTo(di, v));
   }

@@ -270,7 +270,15 @@ inline int32_t load_i1(DType dt, const std::byte* q) {
       return v;
     }
     case DType::kUInt8:
+    case DType::kUInt4:
+    case DType::kUInt2:
       return static_cast<uint8_t>(*q);
+    case DType::kInt4:
+    case DType::kInt2: {
+      // The byte holds the value's low bits (ml_dtypes' layout): sign-extend them.
+      const int sh = 32 - int_bits(dt);
+      return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint8_t>(*q)) << sh) >> sh;
+    }
     case DType::kBool:
       return *q != std::byte{0} ? 1 : 0;
     default:
@@ -308,8 +316,23 @@ void load_i(DI di, DType dt, const std::byte* p, int64_t stride, int64_t len, in
         widen(hn::Rebind<uint16_t, DI>());
         break;
       case DType::kUInt8:
+      case DType::kUInt4:
+      case DType::kUInt2:
         widen(hn::Rebind<uint8_t, DI>());
         break;
+      case DType::kInt4:
+      case DType::kInt2: {
+        // The low bits of each byte, sign-extended (ml_dtypes' layout).
+        const hn::Rebind<uint8_t, DI> d8;
+        const auto* q = reinterpret_cast<const uint8_t*>(p);
+        const int sh = 32 - int_bits(dt);
+        for (; j + N <= len; j += N) {
+          const auto v =
+              hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DI>(), hn::LoadU(d8, q + j)));
+          hn::Store(hn::ShiftRightSame(hn::ShiftLeftSame(v, sh), sh), di, out + j);
+        }
+        break;
+      }
       default:
         widen(hn::Rebind<int8_t, DI>());
         break;
@@ -385,6 +408,10 @@ inline void store_i1(DType dt, int32_t v, std::byte* q) {
       std::memcpy(q, &h, 2);
       return;
     }
+    case DType::kInt4:
+    case DType::kInt2:  // the value's low bits, zeros above (ml_dtypes' layout)
+      *q = static_cast<std::byte>(static_cast<uint8_t>(v) & ((1u << int_bits(dt)) - 1u));
+      return;
     default:
       *q = static_cast<std::byte>(static_cast<uint8_t>(v));
       return;
@@ -420,8 +447,21 @@ void store_i(DI di, DType dt, const int32_t* in, std::byte* p, int64_t stride, i
         narrow(hn::Rebind<uint16_t, DI>());
         break;
       case DType::kUInt8:
+      case DType::kUInt4:
+      case DType::kUInt2:
         narrow(hn::Rebind<uint8_t, DI>());
         break;
+      case DType::kInt4:
+      case DType::kInt2: {
+        // The low bits of each value (ml_dtypes' layout): masked, then in uint8's range.
+        const hn::Rebind<uint8_t, DI> d8;
+        auto* q = reinterpret_cast<uint8_t*>(p);
+        const auto mask = hn::Set(di, (1 << int_bits(dt)) - 1);
+        for (; j + N <= len; j += N) {
+          hn::StoreU(hn::DemoteTo(d8, hn::And(hn::Load(di, in + j), mask)), d8, q + j);
+        }
+        break;
+      }
       default:
         narrow(hn::Rebind<int8_t, DI>());
         break;
@@ -484,6 +524,14 @@ void round_int(DI di, DType dt, int32_t* x, int64_t padded) {
       return each([&](auto v) HWY_ATTR { return hn::And(v, hn::Set(di, 0xff)); });
     case DType::kUInt16:
       return each([&](auto v) HWY_ATTR { return hn::And(v, hn::Set(di, 0xffff)); });
+    case DType::kInt4:
+      return each([](auto v) HWY_ATTR { return hn::ShiftRight<28>(hn::ShiftLeft<28>(v)); });
+    case DType::kInt2:
+      return each([](auto v) HWY_ATTR { return hn::ShiftRight<30>(hn::ShiftLeft<30>(v)); });
+    case DType::kUInt4:
+      return each([&](auto v) HWY_ATTR { return hn::And(v, hn::Set(di, 0xf)); });
+    case DType::kUInt2:
+      return each([&](auto v) HWY_ATTR { return hn::And(v, hn::Set(di, 0x3)); });
     case DType::kBool:
       return each([&](auto v) HWY_ATTR {
         return hn::IfThenElseZero(hn::Ne(v, hn::Zero(di)), hn::Set(di, 1));

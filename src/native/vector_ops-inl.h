@@ -325,12 +325,6 @@ inline int32_t uint_rem(int32_t x, int32_t y) {
   const auto ux = static_cast<uint32_t>(x), uy = static_cast<uint32_t>(y);
   return static_cast<int32_t>(uy == 0 ? ux : ux % uy);
 }
-/// Bits of an integer dtype (bool counts as 8).
-constexpr int int_bits(DType dt) {
-  return dt == DType::kInt32 || dt == DType::kUInt32   ? 32
-         : dt == DType::kInt16 || dt == DType::kUInt16 ? 16
-                                                       : 8;
-}
 
 template <class DI>
 void UnaryI(DI di, OpCode op, DType dt, int64_t k, const int32_t* a, int32_t* o, int64_t n) {
@@ -579,6 +573,12 @@ inline void bits_to_lane(DType dt, uint32_t b, float* f, int32_t* i) {
     case DType::kInt16:
       *i = static_cast<int16_t>(static_cast<uint16_t>(b));
       return;
+    case DType::kInt4:
+    case DType::kInt2: {
+      const int sh = 32 - int_bits(dt);
+      *i = static_cast<int32_t>(b << sh) >> sh;
+      return;
+    }
     default:
       *i = static_cast<int32_t>(b);
       return;

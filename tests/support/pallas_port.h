@@ -21,7 +21,7 @@ template <class T>
 Array<T> arange(Shape shape) {
   Array<T> a(std::move(shape));
   for (int64_t i = 0; i < a.size(); ++i) {
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if constexpr ((std::is_integral_v<T> || is_narrow_int_v<T>)&&!std::is_same_v<T, bool>) {
       a[i] = static_cast<T>(static_cast<uint64_t>(i));
     } else {
       a[i] = static_cast<T>(static_cast<float>(i));

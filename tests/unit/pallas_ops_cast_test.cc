@@ -1,11 +1,11 @@
 // Ports of Pallas' ops_test.py casts (docs/pallas-parity.md): test_cast_from_32bit and
 // test_cast_from_sub_32bit over every pair of Tessera's dtypes (float32, int32, uint32,
 // bfloat16, float16, int16, int8, uint16, uint8, bool, float8_e4m3fn, float8_e5m2,
-// float8_e4m3b11fnuz), with jnp's rules: float to int truncates and saturates (NaN to 0), int to
-// a narrower int wraps, anything to bool is != 0, and float targets round as the dtype's own
-// conversion does (which tests/unit/narrow_dtypes_test.cc checks bit for bit against numpy and
-// ml_dtypes). The 16- and 8-bit sources are enumerated exhaustively (NaNs replaced by 0, as
-// Pallas' test does).
+// float8_e4m3b11fnuz, int4, uint4, int2, uint2), with jnp's rules: float to int truncates and
+// saturates (NaN to 0), int to a narrower int wraps, anything to bool is != 0, and float targets
+// round as the dtype's own conversion does (which tests/unit/narrow_dtypes_test.cc checks bit for
+// bit against numpy and ml_dtypes). The 16-, 8-, 4- and 2-bit sources are enumerated
+// exhaustively (NaNs replaced by 0, as Pallas' test does).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,7 +22,7 @@ using namespace tessera;
 using namespace tessera::pallas_port;
 
 template <class T>
-constexpr bool kFloatLike = !std::is_integral_v<T>;
+constexpr bool kFloatLike = !std::is_integral_v<T> && !is_narrow_int_v<T>;
 
 template <class T>
 double as_double(T v) {
@@ -38,12 +38,12 @@ To jnp_cast(From v) {
   const double d = as_double(v);
   if constexpr (std::is_same_v<To, bool>) {
     return d != 0.0 || std::isnan(d);
-  } else if constexpr (std::is_integral_v<To> && kFloatLike<From>) {
+  } else if constexpr (!kFloatLike<To> && kFloatLike<From>) {
     if (std::isnan(d)) return To(0);
     if (d >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
     if (d <= double(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
     return static_cast<To>(std::trunc(d));
-  } else if constexpr (std::is_integral_v<To>) {
+  } else if constexpr (!kFloatLike<To>) {
     return static_cast<To>(static_cast<int64_t>(v));  // wraps, as numpy's astype
   } else {
     return static_cast<To>(static_cast<float>(v));
@@ -86,6 +86,10 @@ void cast_to_all(const Array<From>& x) {
   cast<From, float8_e4m3fn>(x);
   cast<From, float8_e5m2>(x);
   cast<From, float8_e4m3b11fnuz>(x);
+  cast<From, int4>(x);
+  cast<From, uint4>(x);
+  cast<From, int2>(x);
+  cast<From, uint2>(x);
 }
 
 TEST(OpsTest, CastFrom32bit) {
@@ -133,7 +137,7 @@ TEST(OpsTest, CastFrom32bit) {
 // The value of T with these bits.
 template <class T, class Bits>
 T from_bits(Bits b) {
-  if constexpr (kFloatLike<T>) {
+  if constexpr (kFloatLike<T> || is_narrow_int_v<T>) {
     return T::from_bits(b);
   } else {
     T v;
@@ -170,6 +174,14 @@ Array<T> every_8bit() {
   return x;
 }
 
+// Every value of a sub-byte integer type (its 2^bits patterns, repeated over (8, 16)).
+template <class T>
+Array<T> every_narrow_int() {
+  Array<T> x({8, 16});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = T::from_bits(static_cast<uint8_t>(i));
+  return x;
+}
+
 TEST(OpsTest, CastFromSub32bit) {
   cast_to_all(every_16bit<bfloat16>());
   cast_to_all(every_16bit<float16>());
@@ -180,6 +192,10 @@ TEST(OpsTest, CastFromSub32bit) {
   cast_to_all(every_8bit<float8_e4m3fn>());
   cast_to_all(every_8bit<float8_e5m2>());
   cast_to_all(every_8bit<float8_e4m3b11fnuz>());
+  cast_to_all(every_narrow_int<int4>());
+  cast_to_all(every_narrow_int<uint4>());
+  cast_to_all(every_narrow_int<int2>());
+  cast_to_all(every_narrow_int<uint2>());
   Array<bool> xbool({16, 16});
   for (int64_t i = 0; i < xbool.size(); ++i) xbool[i] = ((i / 16) + i) % 2 == 1;
   cast_to_all(xbool);

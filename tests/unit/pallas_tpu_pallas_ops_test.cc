@@ -62,6 +62,7 @@ void scalar_load_upcast() {
 }
 
 TEST(TpuPallasTest, PoisonScalarLoadUpcast) {
+  scalar_load_upcast<int4>();
   scalar_load_upcast<int8_t>();
   scalar_load_upcast<int16_t>();
   scalar_load_upcast<int32_t>();
@@ -78,6 +79,7 @@ void scalar_indirect_load() {
 }
 
 TEST(TpuPallasTest, PoisonScalarIndirectLoad) {
+  scalar_indirect_load<int4>();
   scalar_indirect_load<int8_t>();
   scalar_indirect_load<int16_t>();
   scalar_indirect_load<int32_t>();
@@ -157,6 +159,8 @@ TEST(TpuPallasTest, PoisonBoolSelectOperation) {
   bool_select<uint16_t>();
   bool_select<int8_t>();
   bool_select<uint8_t>();
+  bool_select<int4>();
+  bool_select<uint4>();
   bool_select<float>();
   bool_select<bfloat16>();
 }
@@ -433,10 +437,11 @@ TEST(TpuPallasTest, MiscellaneousDynamicGridWithSmemOutput) {
 }
 
 // test_packed_shifts: a shift amount at or past the bit width gives 0 for <<, and for >> the
-// sign (signed types) or 0 (unsigned), as jax on the CPU gives; the unsigned types skip -1.
+// sign (signed types) or 0 (unsigned), as jax on the CPU gives; the unsigned types skip -1, and
+// int4 the amounts outside its range (8, 9, 16, 17, 100), as Pallas' test does.
 template <class T>
 void packed_shifts() {
-  constexpr int bits = 8 * static_cast<int>(sizeof(T));
+  constexpr int bits = int_bits(dtype_of<T>);
   for (const Shape& shape : {Shape{11, 200}, Shape{32, 256}}) {
     Array<T> inp(shape);
     Random r(1234);
@@ -445,7 +450,8 @@ void packed_shifts() {
           r.uniform_int(std::numeric_limits<T>::min(), int64_t{std::numeric_limits<T>::max()} + 1));
     }
     for (int shift : {-1, 0, 1, 2, 5, 8, 9, 16, 17, 100}) {
-      if (shift < 0 && std::is_unsigned_v<T>) continue;
+      if (shift < 0 && !std::numeric_limits<T>::is_signed) continue;
+      if (shift > std::numeric_limits<T>::max()) continue;
       const auto [shl, shr] = pl::pallas_call(
           [shift](pltpu::VmemRef<const T> x, pltpu::VmemRef<T> l, pltpu::VmemRef<T> rr) {
             l = x << shift;
@@ -465,6 +471,7 @@ void packed_shifts() {
 }
 
 TEST(TpuPallasTest, MiscellaneousPackedShifts) {
+  packed_shifts<int4>();
   packed_shifts<int8_t>();
   packed_shifts<uint8_t>();
   packed_shifts<int16_t>();

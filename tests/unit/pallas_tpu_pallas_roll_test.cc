@@ -43,6 +43,7 @@ TEST(TpuPallasTest, MiscellaneousRollWithMajorDimShift) {
         roll_major_dim<float>(s, shift, dynamic);
         roll_major_dim<bfloat16>(s, shift, dynamic);
         roll_major_dim<int8_t>(s, shift, dynamic);
+        roll_major_dim<int4>(s, shift, dynamic);
       }
     }
   }
@@ -75,6 +76,7 @@ TEST(TpuPallasTest, MiscellaneousRollWithNoStride) {
         roll_no_stride<float>(s, shift, axis);
         roll_no_stride<bfloat16>(s, shift, axis);
         roll_no_stride<int8_t>(s, shift, axis);
+        roll_no_stride<int4>(s, shift, axis);
       }
     }
   }
@@ -169,6 +171,7 @@ TEST(TpuPallasTest, MiscellaneousRollWithMajorStride) {
           roll_major_stride<float>(s, shift, axis, stride, true);
           roll_major_stride<bfloat16>(s, shift, axis, stride, false);
           roll_major_stride<int8_t>(s, shift, axis, stride, false);
+          roll_major_stride<int4>(s, shift, axis, stride, false);
         }
       }
     }

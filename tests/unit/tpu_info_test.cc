@@ -360,6 +360,8 @@ TEST(TpuInfo, SublaneTiling) {
   EXPECT_EQ(v5e.get_sublane_tiling(DType::kBFloat16), 8);
   EXPECT_EQ(v5e.get_sublane_tiling(DType::kInt8), 32);
   EXPECT_EQ(v5e.get_sublane_tiling(DType::kBool), 32);
+  EXPECT_EQ(v5e.get_sublane_tiling(DType::kInt4), 64);  // tiled by bit width, as on a TPU
+  EXPECT_EQ(v5e.get_sublane_tiling(DType::kUInt2), 128);
 
   // From generation 7, every narrow type packs along the sublanes.
   const TpuInfo v7x = get_tpu_info_for_chip("7x");

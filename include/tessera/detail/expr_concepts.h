@@ -64,10 +64,12 @@ template <class X>
 inline constexpr bool named_operand_ok_v =
     !std::is_lvalue_reference_v<X> || is_pure_expr_v<std::remove_cvref_t<X>>;
 
-/// A C++ arithmetic scalar (weakly typed), or an element of a ref of them.
+/// A C++ arithmetic scalar (weakly typed; the sub-byte integers too, like C++'s integers), or an
+/// element of a ref of them.
 template <class S>
 inline constexpr bool is_scalar_v =
-    std::is_arithmetic_v<ScalarType<S>> || is_narrow_float_v<ScalarType<S>>;
+    std::is_arithmetic_v<ScalarType<S>> || is_narrow_float_v<ScalarType<S>> ||
+    is_narrow_int_v<ScalarType<S>>;
 
 /// A ref or an elementwise-capable expression: something an operator can take.
 template <class X>
