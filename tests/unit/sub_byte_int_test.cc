@@ -267,7 +267,7 @@ TEST(SubByteInt, BlocksInBothEngines) {
                            pl::out_specs(spec), extra...)(x, y);
   };
   const Array<int4> native = call();
-  const Array<int4> checked = call(checked_testing::checked());
+  const Array<int4> checked = call(pltpu::InterpretParams());  // checked mode, its defaults
   for (int64_t i = 0; i < M * N; ++i) {
     ASSERT_EQ(native[i], int4(x[i] * 2 - int4(y[i]))) << i;
     ASSERT_EQ(checked[i], native[i]) << i;
