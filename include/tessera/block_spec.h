@@ -334,6 +334,10 @@ class BlockSpec {
   int index_map_arity() const noexcept { return arity_; }
   /// The number of scalar-prefetch parameters the index map takes after the grid indices.
   int index_map_prefetch() const noexcept { return prefetch_; }
+  /// Non-null for an index map without state (a lambda that captures nothing): one address per
+  /// callable type. Two specs with the same identity map a grid point to the same indices, so a
+  /// pipeline evaluates such a map once per step for all its operands.
+  const void* index_map_identity() const noexcept { return map_identity_; }
   /// Per scalar-prefetch parameter, the SMEM refs it takes (1, or a tuple's size), and the
   /// dtypes of those refs in order (as DType values).
   const detail::SmallVec& index_map_prefetch_leaves() const noexcept { return prefetch_leaves_; }
@@ -379,6 +383,7 @@ class BlockSpec {
   bool whole_ = true;
   std::vector<BlockDim> block_;
   std::function<Indices(const int64_t*, const detail::RawRef*)> map_;
+  const void* map_identity_ = nullptr;
   int arity_ = -1;
   int prefetch_ = 0;
   detail::SmallVec prefetch_leaves_;
@@ -393,6 +398,11 @@ class BlockSpec {
 }  // namespace pl
 
 namespace detail {
+
+/// One address per stateless index map type (BlockSpec::index_map_identity). Not const: a
+/// linker may fold identical read-only constants into one address, never writable variables.
+template <class F>
+inline char index_map_identity_tag = 0;
 
 /// The number of leading integer parameters of an index map (the grid indices).
 template <class Tuple, size_t... I>
@@ -485,6 +495,9 @@ void pl::BlockSpec::set_index_map(F f) {
      ...);
   }
   (std::make_index_sequence<total - static_cast<size_t>(n)>{});
+  // A captureless lambda's result depends on its arguments alone (a mutable one is refused
+  // above); a function pointer is not empty, so two of them never share an identity.
+  if constexpr (std::is_empty_v<F>) map_identity_ = &detail::index_map_identity_tag<F>;
   map_ = [f = std::move(f)](const int64_t* g, const detail::RawRef* r) {
     return call<F, Params>(f, g, r, std::make_index_sequence<static_cast<size_t>(n)>{},
                            std::make_index_sequence<total - static_cast<size_t>(n)>{});

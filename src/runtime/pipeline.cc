@@ -45,18 +45,23 @@ std::string indices_str(const SmallVec& v) {
   return fmt::format("({})", fmt::join(x, ", "));
 }
 
-// [first byte, one past the last byte] of a strided view.
-std::pair<const std::byte*, const std::byte*> span_of(const RawRef& r) {
+// [first byte, one past the last byte] of a strided view (taken apart, so that a caller per
+// step builds no RawRef).
+std::pair<const std::byte*, const std::byte*> span_of(const void* data, DType dtype,
+                                                      const Shape& shape, const SmallVec& strides) {
   int64_t lo = 0;
   int64_t hi = 0;
-  for (int d = 0; d < r.shape.rank(); ++d) {
-    if (r.shape[d] == 0) return {nullptr, nullptr};
-    const int64_t e = (r.shape[d] - 1) * r.strides[d];
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (shape[d] == 0) return {nullptr, nullptr};
+    const int64_t e = (shape[d] - 1) * strides[d];
     (e < 0 ? lo : hi) += e;
   }
-  const int item = itemsize(r.dtype);
-  const auto* base = static_cast<const std::byte*>(r.data);
+  const int item = itemsize(dtype);
+  const auto* base = static_cast<const std::byte*>(data);
   return {base + lo * item, base + (hi + 1) * item};
+}
+std::pair<const std::byte*, const std::byte*> span_of(const RawRef& r) {
+  return span_of(r.data, r.dtype, r.shape, r.strides);
 }
 
 bool overlaps(const RawRef& a, const RawRef& b) {
@@ -118,10 +123,12 @@ std::byte* full_block_address(const BlockMapping& m, const OperandState& st, con
   // pl::ds entries (BoundedSlice axes, or a mismatch block_window reports) take the slow path.
   if (!st.fast || b.v.size() != rank || b.slices != 0) return nullptr;
   auto* p = static_cast<std::byte*>(m.hbm.data);
+  const int64_t* idx = b.v.data();
+  const int64_t* full = st.full_blocks.data();
+  const int64_t* step = st.block_step.data();
   for (int a = 0; a < rank; ++a) {
-    const int64_t i = b.v[a];
-    if (i < 0 || i >= st.full_blocks[a]) return nullptr;
-    p += i * st.block_step[a];
+    if (idx[a] < 0 || idx[a] >= full[a]) return nullptr;
+    p += idx[a] * step[a];
   }
   return p;
 }
@@ -410,8 +417,7 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
         hints_.num_stream == StepHints::kMaxSpans)
       continue;
     const BlockMapping& m = g_.blocks[k];
-    const RawRef view{st.win.data, m.hbm.dtype, MemorySpace::HBM, m.window, st.hbm_strides};
-    const auto span = span_of(view);
+    const auto span = span_of(st.win.data, m.hbm.dtype, m.window, st.hbm_strides);
     hints_.stream_lo[hints_.num_stream] = span.first;
     hints_.stream_hi[hints_.num_stream] = span.second;
     ++hints_.num_stream;

@@ -7,20 +7,6 @@
 
 namespace tessera::detail {
 
-namespace {
-// a == b for the short index vectors of one operand (inline: no library call per step).
-bool same_indices(const SmallVec& a, const SmallVec& b) noexcept {
-  const int n = a.size();
-  if (n != b.size()) return false;
-  const int64_t* x = a.data();
-  const int64_t* y = b.data();
-  for (int i = 0; i < n; ++i) {
-    if (x[i] != y[i]) return false;
-  }
-  return true;
-}
-}  // namespace
-
 PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
                                std::vector<const pl::BlockSpec*> specs, int num_inputs,
                                int64_t begin, int64_t end, std::vector<RawRef> scalar_prefetch,
@@ -39,9 +25,21 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
   identity_ = true;
   for (const int64_t o : offset_) identity_ = identity_ && o == 0;
   for (const auto& p : perm_) identity_ = identity_ && p.empty();
+  at_.resize(specs_.size());
+  for (size_t k = 0; k < specs_.size(); ++k) {
+    at_[k] = k;
+    const void* id = specs_[k]->index_map_identity();
+    for (size_t j = 0; j < k && id != nullptr; ++j) {
+      if (specs_[j]->index_map_identity() == id) {
+        at_[k] = j;
+        break;
+      }
+    }
+  }
   if (done_) return;
   local_ = detail::grid_point(grid_, begin);
-  global_ = to_global(local_);
+  global_ = local_;
+  if (!identity_) to_global(local_, global_);
   eval(local_, cur_);
   prev_ = cur_;
   next_local_ = local_;
@@ -49,22 +47,20 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
   if (has_next_) eval(next_local_, next_);
 }
 
-SmallVec PipelineCursor::to_global(const SmallVec& local) const {
-  if (identity_) return local;
-  SmallVec global = local;
-  for (int a = 0; a < global.size(); ++a) {
-    global[a] += offset_[a];
+void PipelineCursor::to_global(const SmallVec& local, SmallVec& global) const {
+  if (global.size() != local.size()) global.resize(local.size());  // same rank: no allocation
+  for (int a = 0; a < local.size(); ++a) {
+    int64_t g = local[a] + offset_[a];
     if (static_cast<size_t>(a) < perm_.size() && !perm_[static_cast<size_t>(a)].empty()) {
-      global[a] = perm_[static_cast<size_t>(a)][static_cast<size_t>(global[a])];
+      g = perm_[static_cast<size_t>(a)][static_cast<size_t>(g)];
     }
+    global[a] = g;
   }
-  return global;
 }
 
 void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) {
-  SmallVec moved;
-  if (!identity_) moved = to_global(local);
-  const SmallVec& global = identity_ ? local : moved;
+  if (!identity_) to_global(local, eval_global_);
+  const SmallVec& global = identity_ ? local : eval_global_;
   // The index maps run for the step at `local`, which is ahead of the running one when they
   // are evaluated for prefetching: errors raised in them name that step (the one that asked).
   ErrorContext* ctx = current_error_context();
@@ -82,24 +78,11 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   }
   out.resize(specs_.size());
   for (size_t k = 0; k < specs_.size(); ++k) {
-    pl::Indices b = specs_[k]->map_block(global.data(), prefetch_.data());
-    // Most index maps return as many indices as the last step's: copy them in place.
-    if (b.v.size() == out[k].v.size()) {
-      std::copy(b.v.begin(), b.v.end(), out[k].v.begin());
-    } else {
-      out[k] = std::move(b);
-    }
+    // An operand with an earlier one's map reads that one's indices (at()): not evaluated.
+    if (at_[k] != k) continue;
+    // (A move: no allocation while the indices fit SmallVec's inline storage.)
+    out[k] = specs_[k]->map_block(global.data(), prefetch_.data());
   }
-}
-
-bool PipelineCursor::copy_in(int i) const {
-  return step_ == 0 ||
-         !same_indices(cur_[static_cast<size_t>(i)].v, prev_[static_cast<size_t>(i)].v);
-}
-
-bool PipelineCursor::write_back(int o) const {
-  const size_t k = static_cast<size_t>(num_inputs_ + o);
-  return !has_next_ || !same_indices(next_[k].v, cur_[k].v);
 }
 
 void PipelineCursor::advance() {
@@ -112,7 +95,7 @@ void PipelineCursor::advance() {
   if (identity_) {
     std::copy(local_.begin(), local_.end(), global_.begin());
   } else {
-    global_ = to_global(local_);
+    to_global(local_, global_);
   }
   // Rotate the three index vectors (eval overwrites next_'s elements in place): no allocation
   // per step.

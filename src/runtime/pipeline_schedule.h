@@ -23,6 +23,18 @@
 
 namespace tessera::detail {
 
+/// a == b for the short index vectors of one operand (inline: no library call per step).
+inline bool same_indices(const SmallVec& a, const SmallVec& b) noexcept {
+  const int n = a.size();
+  if (n != b.size()) return false;
+  const int64_t* x = a.data();
+  const int64_t* y = b.data();
+  for (int i = 0; i < n; ++i) {
+    if (x[i] != y[i]) return false;
+  }
+  return true;
+}
+
 class PipelineCursor {
  public:
   /// `specs` are the inputs then the outputs; `local_grid` and `offset` come from the core's
@@ -41,24 +53,33 @@ class PipelineCursor {
   /// The global grid point of this step (what pl::program_id reports).
   const SmallVec& grid_point() const noexcept { return global_; }
   /// The block indices of operand `k` (inputs first) at this step.
-  const pl::Indices& block(int k) const { return cur_[static_cast<size_t>(k)]; }
+  const pl::Indices& block(int k) const { return cur_[at(k)]; }
   /// Whether input `i` needs its block copied in before this step's body.
-  bool copy_in(int i) const;
+  bool copy_in(int i) const { return step_ == 0 || !same_indices(cur_[at(i)].v, prev_[at(i)].v); }
   /// Whether output `o` (0-based among outputs) is written back after this step's body.
-  bool write_back(int o) const;
+  bool write_back(int o) const {
+    const size_t k = at(num_inputs_ + o);
+    return !has_next_ || !same_indices(next_[k].v, cur_[k].v);
+  }
   /// Whether there is a next step, and the block operand `k` maps to there (for prefetching).
   bool has_next() const noexcept { return has_next_; }
-  const pl::Indices& next_block(int k) const { return next_[static_cast<size_t>(k)]; }
+  const pl::Indices& next_block(int k) const { return next_[at(k)]; }
   /// Moves to the next step (steps are numbered from 0 within the range).
   void advance();
 
  private:
   void eval(const SmallVec& local, std::vector<pl::Indices>& out);
-  SmallVec to_global(const SmallVec& local) const;
+  // Where operand k's indices are kept: its own slot, or an earlier operand's with the same map.
+  size_t at(int k) const { return at_[static_cast<size_t>(k)]; }
+  // The global grid point of a local one (offsets, then permutations), into `global`.
+  void to_global(const SmallVec& local, SmallVec& global) const;
 
   Shape grid_;
   SmallVec offset_;
   std::vector<const pl::BlockSpec*> specs_;
+  // Per operand, the first operand whose spec has the same stateless index map (its own index
+  // when none before it has): the map runs once per step for all of them.
+  std::vector<size_t> at_;
   int num_inputs_;
   std::vector<RawRef> prefetch_;  // passed to every index map after the grid indices
   // Per grid axis, empty or a permutation of its points (the checked engine's randomised
@@ -72,6 +93,7 @@ class PipelineCursor {
   SmallVec local_;
   SmallVec next_local_;
   SmallVec global_;
+  SmallVec eval_global_;  // eval's global point (when not identity_)
   std::vector<pl::Indices> prev_;
   std::vector<pl::Indices> cur_;
   std::vector<pl::Indices> next_;

@@ -45,6 +45,66 @@ TEST(PipelineSchedule, NextBlockIsTheNextStepsBlock) {
   EXPECT_EQ(nexts, (std::vector<int64_t>{0, 1, 1, 2, -1}));
 }
 
+// Specs whose index maps are the same captureless lambda type share one identity, and the
+// cursor evaluates that map once per step for all of them; any other map keeps its own.
+TEST(PipelineSchedule, SharedStatelessIndexMapsGiveEachOperandItsIndices) {
+  const auto rows = [](int i, int j) { return pl::idx(i, j); };
+  const auto cols = [](int i, int j) { return pl::idx(j, i); };
+  const int64_t shift = 1;
+  const auto captured = [shift](int i, int j) { return pl::idx(i + shift - 1, j); };
+  const auto sliced = [](int i, int j) { return pl::idx(pl::ds(i * 8, 8), j); };
+  const pl::BlockSpec a({8, 128}, rows);
+  const pl::BlockSpec b({16, 128}, rows);  // another block shape, the same map
+  const pl::BlockSpec c({8, 128}, cols);
+  const pl::BlockSpec d({8, 128}, captured);
+  const pl::BlockSpec e({pl::BoundedSlice(8), 128}, sliced);
+  const pl::BlockSpec f({pl::BoundedSlice(8), 128}, sliced);
+  ASSERT_NE(a.index_map_identity(), nullptr);
+  EXPECT_EQ(a.index_map_identity(), b.index_map_identity());
+  EXPECT_NE(a.index_map_identity(), c.index_map_identity());
+  EXPECT_EQ(d.index_map_identity(), nullptr);  // a capture is state: never shared
+  EXPECT_EQ(e.index_map_identity(), f.index_map_identity());
+  // Core 1 of two along axis 0 (an offset), so that global points differ from local ones.
+  PipelineCursor cur(Shape{2, 3}, detail::SmallVec{2, 0}, {&a, &c, &e, &b, &d, &f}, 3);
+  for (; !cur.done(); cur.advance()) {
+    const int64_t i = cur.grid_point()[0];
+    const int64_t j = cur.grid_point()[1];
+    for (int k : {0, 3, 4}) EXPECT_EQ(cur.block(k).v, (detail::SmallVec{i, j})) << k;
+    EXPECT_EQ(cur.block(1).v, (detail::SmallVec{j, i}));
+    for (int k : {2, 5}) {
+      EXPECT_EQ(cur.block(k).v, (detail::SmallVec{i * 8, j, 8})) << k;
+      EXPECT_NE(cur.block(k).slices, 0u) << k;
+    }
+    EXPECT_TRUE(cur.copy_in(0) && cur.copy_in(1) && cur.copy_in(2));
+    EXPECT_TRUE(cur.write_back(0) && cur.write_back(1) && cur.write_back(2));
+    if (cur.has_next()) EXPECT_EQ(cur.next_block(3).v, cur.next_block(0).v);
+  }
+}
+
+// Scalar-prefetch parameters reach a shared map as they reach any other.
+TEST(PipelineSchedule, SharedIndexMapWithScalarPrefetch) {
+  const auto map = [](int i, pltpu::SmemRef<int32_t> order) {
+    return pl::idx(static_cast<int32_t>(order(i)));
+  };
+  const pl::BlockSpec in({128}, map);
+  const pl::BlockSpec out({128}, map);
+  ASSERT_EQ(in.index_map_identity(), out.index_map_identity());
+  int32_t order[4] = {2, 2, 0, 3};
+  const detail::RawRef smem{order, DType::kInt32, MemorySpace::SMEM, Shape{4}, detail::SmallVec{1}};
+  PipelineCursor cur(Shape{4}, detail::SmallVec{0}, {&in, &out}, 1, 0, -1, {smem});
+  std::vector<int64_t> blocks;
+  std::vector<int> copies, writes;
+  for (; !cur.done(); cur.advance()) {
+    EXPECT_EQ(cur.block(0).v, cur.block(1).v);
+    blocks.push_back(cur.block(1).v[0]);
+    copies.push_back(cur.copy_in(0));
+    writes.push_back(cur.write_back(0));
+  }
+  EXPECT_EQ(blocks, (std::vector<int64_t>{2, 2, 0, 3}));
+  EXPECT_EQ(copies, (std::vector<int>{1, 0, 1, 1}));
+  EXPECT_EQ(writes, (std::vector<int>{0, 1, 1, 1}));
+}
+
 TEST(PipelineSchedule, EmptyShareIsDoneAtOnce) {
   // A (1, 1) PARALLEL grid over 2 cores: core 1 gets nothing.
   const auto p = detail::partition_grid({1, 1}, {PARALLEL, ARBITRARY}, 2, 1, {});

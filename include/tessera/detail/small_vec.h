@@ -25,8 +25,21 @@ class SmallVec {
     resize(static_cast<int>(std::distance(first, last)));
     std::copy(first, last, data());
   }
-  SmallVec(const SmallVec& o) { *this = o; }
-  SmallVec(SmallVec&& o) noexcept { *this = std::move(o); }
+  // Copies and moves of inline vectors copy the inline array as one fixed-size block, without
+  // first zeroing it (the default member initializer is skipped).
+  SmallVec(const SmallVec& o) : size_(o.size_), inline_(o.inline_) {
+    if (o.heap_) {
+      size_ = 0;
+      assign(o.heap_.get(), o.size_);
+    }
+  }
+  SmallVec(SmallVec&& o) noexcept
+      : size_(o.size_), cap_(o.cap_), inline_(o.inline_), heap_(std::move(o.heap_)) {
+    if (heap_) {
+      o.cap_ = kInline;
+      o.size_ = 0;
+    }
+  }
   SmallVec& operator=(const SmallVec& o) {
     if (this == &o) return *this;
     if (!o.heap_ && !heap_) {
@@ -54,8 +67,8 @@ class SmallVec {
 
   int size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
-  int64_t* data() noexcept { return heap_ ? heap_.get() : inline_; }
-  const int64_t* data() const noexcept { return heap_ ? heap_.get() : inline_; }
+  int64_t* data() noexcept { return heap_ ? heap_.get() : inline_.v; }
+  const int64_t* data() const noexcept { return heap_ ? heap_.get() : inline_.v; }
   int64_t& operator[](int i) noexcept { return data()[i]; }
   int64_t operator[](int i) const noexcept { return data()[i]; }
   int64_t* begin() noexcept { return data(); }
@@ -100,7 +113,7 @@ class SmallVec {
   // Both inline: copies the whole inline array, a fixed-size copy that compiles to a few moves
   // (a loop over size_ elements compiles to a call to memcpy).
   void copy_inline(const SmallVec& o) noexcept {
-    std::memcpy(inline_, o.inline_, sizeof(inline_));
+    inline_ = o.inline_;
     size_ = o.size_;
   }
   void assign(const int64_t* src, int n) {
@@ -121,8 +134,12 @@ class SmallVec {
 
   int size_ = 0;
   int cap_ = kInline;
-  // Zeroed on construction (a few stores), so that copy_inline copies defined values.
-  int64_t inline_[kInline] = {};
+  // Zeroed on construction (a few stores), so that copy_inline copies defined values; a struct,
+  // so that it copies as one block.
+  struct Inline {
+    int64_t v[kInline] = {};
+  };
+  Inline inline_;
   std::unique_ptr<int64_t[]> heap_;
 };
 
