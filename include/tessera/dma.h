@@ -37,6 +37,8 @@
 #include <cstdint>
 #include <source_location>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "tessera/memory_space.h"
 #include "tessera/ref.h"
@@ -83,6 +85,10 @@ class AsyncCopyDescriptor {
  public:
   AsyncCopyDescriptor(detail::RawRef src, detail::RawRef dst, detail::SemaphoreCell* sem,
                       std::source_location made);
+  /// A copy made of several strided copies (source, destination) — the planes of a bitcast
+  /// view (packed_ref.h) — started together and waited as one copy of all their bytes.
+  AsyncCopyDescriptor(std::vector<std::pair<detail::RawRef, detail::RawRef>> parts,
+                      detail::SemaphoreCell* sem, std::source_location made);
 
   /// Issues the copy: checks the shapes (kShapeMismatch, naming both), copies, then adds the
   /// source's byte count to the semaphore. Throws kInvalidArgument when this descriptor was
@@ -96,12 +102,14 @@ class AsyncCopyDescriptor {
 
   /// The bytes a wait takes from the semaphore (the source's size in bytes).
   int64_t nbytes() const noexcept;
+  /// The source and destination (of a copy of several parts, the first part's).
   const detail::RawRef& src() const noexcept { return src_; }
   const detail::RawRef& dst() const noexcept { return dst_; }
 
  private:
   detail::RawRef src_;
   detail::RawRef dst_;
+  std::vector<std::pair<detail::RawRef, detail::RawRef>> more_;  // the other parts, if any
   detail::SemaphoreCell* sem_;
   std::source_location made_;
   std::source_location started_at_;

@@ -176,6 +176,17 @@ constexpr bool last_is_allocations() {
   }
 }
 
+/// How an emit_pipeline operand reaches the pipeline: a ref as it is. packed_ref.h specialises
+/// it for bitcast views, which go through a VMEM copy (kStaged).
+template <class R>
+struct PipelineStage {
+  static constexpr bool kStaged = false;
+  const R& r;
+  PipelineStage(const R& ref, bool, std::source_location) : r(ref) {}
+  const R& ref() const { return r; }
+  void finish() const {}
+};
+
 /// One operand of a pipeline as the runtime sees it.
 struct PipelineOperand {
   RawRef hbm;  // the whole ref (in HBM, ANY, VMEM or SMEM)
@@ -311,10 +322,14 @@ class Pipeline {
       static_assert(sizeof...(R) == NIn + NOut,
                     "tessera: emit_pipeline(...) is called with one ref per in_spec and "
                     "out_spec, inputs first (or with pltpu::allocations(...) last)");
-      static_assert(((is_ref_v<R> && R::space != MemorySpace::SEMAPHORE) && ...),
-                    "tessera: emit_pipeline operands are refs (in HBM, ANY, VMEM or SMEM)");
-      run(std::index_sequence_for<R...>{}, static_cast<const std::nullptr_t*>(nullptr),
-          std::source_location{}, args...);
+      if constexpr ((detail::PipelineStage<R>::kStaged || ...)) {
+        run_staged(std::index_sequence_for<R...>{}, args...);
+      } else {
+        static_assert(((is_ref_v<R> && R::space != MemorySpace::SEMAPHORE) && ...),
+                      "tessera: emit_pipeline operands are refs (in HBM, ANY, VMEM or SMEM)");
+        run(std::index_sequence_for<R...>{}, static_cast<const std::nullptr_t*>(nullptr),
+            std::source_location{}, args...);
+      }
     }
   }
 
@@ -343,6 +358,16 @@ class Pipeline {
     (detail::check_prefetched_block(spec(K), buffer_count(K), refs.shape(), cfg_.grid, cfg_.where),
      ...);
     return allocs;
+  }
+
+  // Operands that are not strided views (a bitcast view, packed_ref.h) run through a VMEM copy
+  // of their elements: inputs are gathered into it first, outputs scattered from it after.
+  template <size_t... K, class... R>
+  void run_staged(std::index_sequence<K...>, const R&... args) const {
+    std::tuple<detail::PipelineStage<R>...> staged{
+        detail::PipelineStage<R>(args, K >= NIn, cfg_.where)...};
+    (*this)(std::get<K>(staged).ref()...);
+    (std::get<K>(staged).finish(), ...);
   }
 
   template <size_t... K, class All>

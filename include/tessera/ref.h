@@ -36,6 +36,11 @@
 
 namespace tessera {
 
+namespace pl {
+template <class T, MemorySpace Space>
+class PackedRef;  // packed_ref.h
+}  // namespace pl
+
 namespace detail {
 
 /// The type-erased form of a Ref, as the runtime (DMA, checks, traces) sees it.
@@ -167,6 +172,10 @@ void reshape_view(Shape& shape, SmallVec& strides, const Shape& to, MemorySpace 
 /// Throws kOutOfBounds for element access with a wrong index or index count.
 [[noreturn]] void throw_element_index_error(const Shape& shape, const int64_t* idx, int n,
                                             MemorySpace space, std::source_location where);
+
+/// A width-changing bitcast of `r` (packed_ref.h).
+template <class V, MemorySpace S, class T>
+pl::PackedRef<V, S> packed_bitcast_of(const pl::Ref<T, S>& r, std::source_location where);
 
 template <class T, MemorySpace Space>
 inline constexpr bool kComputeCheck = [] {
@@ -324,27 +333,26 @@ class Ref {
     return reshape(Shape{a, b, c, d}, w);
   }
 
-  /// `x_ref.bitcast(jnp.uint32)` (Pallas' Ref.bitcast): a view of the same bytes as elements
-  /// of type U, same shape and strides. U must have T's size: a TPU bitcast that changes the
-  /// width scales the second-minor dimension over its packed tiles, which is not a view of
-  /// row-major memory. To bool only from bool (a bool byte must be 0 or 1). Free.
+  /// `x_ref.bitcast(jnp.uint32)` (Pallas' Ref.bitcast). To a type of T's size: a view of the
+  /// same bytes as elements of type U, same shape and strides (free); to bool only from bool (a
+  /// bool byte must be 0 or 1). To a type of another width: a `pl::PackedRef<U, Space>`
+  /// (packed_ref.h), whose second-minor dim is scaled by the ratio of the widths as on a TPU;
+  /// kInvalidArgument for rank < 2 or a second-minor dim that does not pack.
   template <class U>
-  auto bitcast() const {
+  auto bitcast(std::source_location w = std::source_location::current()) const {
     static_assert(is_element_type_v<U> && !std::is_const_v<U>,
                   "tessera: Ref.bitcast<U> needs U to be an element type (see dtype.h)");
-    static_assert(dtype_bits(dtype_of<U>) == dtype_bits(dtype_of<T>),
-                  "tessera: Ref.bitcast<U> keeps the element size (float32 <-> int32/uint32, "
-                  "bfloat16/float16 <-> int16/uint16, int8/uint8/float8 among themselves, "
-                  "int4 <-> uint4, int2 <-> uint2): a "
-                  "width-changing TPU bitcast repacks the second-minor dimension's tiles, which "
-                  "is not a view of Tessera's row-major buffers; convert with astype instead");
-    static_assert(!std::is_same_v<U, bool> || std::is_same_v<std::remove_cv_t<T>, bool>,
-                  "tessera: Ref.bitcast<bool> is only allowed from bool (a bool byte must be 0 "
-                  "or 1); compare instead (x != 0)");
     using V = std::conditional_t<std::is_const_v<T>, const U, U>;
-    Ref<V, Space> r(reinterpret_cast<V*>(data_), shape_, strides_);
-    r.observed_ = observed_;
-    return r;
+    if constexpr (dtype_bits(dtype_of<U>) == dtype_bits(dtype_of<value_type>)) {
+      static_assert(!std::is_same_v<U, bool> || std::is_same_v<value_type, bool>,
+                    "tessera: Ref.bitcast<bool> is only allowed from bool (a bool byte must be 0 "
+                    "or 1); compare instead (x != 0)");
+      Ref<V, Space> r(reinterpret_cast<V*>(data_), shape_, strides_);
+      r.observed_ = observed_;
+      return r;
+    } else {
+      return detail::packed_bitcast_of<V>(*this, w);
+    }
   }
 
   /// What element access gives: the element itself for a ref of const elements, else an

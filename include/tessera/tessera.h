@@ -31,6 +31,7 @@
 #include "tessera/kernel.h"
 #include "tessera/memory_space.h"
 #include "tessera/mesh.h"
+#include "tessera/packed_ref.h"
 #include "tessera/pallas_call.h"
 #include "tessera/pipeline.h"
 #include "tessera/ref.h"

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <utility>
 
 #include "core/messages.h"
@@ -48,8 +49,19 @@ AsyncCopyDescriptor::AsyncCopyDescriptor(detail::RawRef src, detail::RawRef dst,
                                          detail::SemaphoreCell* sem, std::source_location made)
     : src_(std::move(src)), dst_(std::move(dst)), sem_(sem), made_(made) {}
 
+AsyncCopyDescriptor::AsyncCopyDescriptor(
+    std::vector<std::pair<detail::RawRef, detail::RawRef>> parts, detail::SemaphoreCell* sem,
+    std::source_location made)
+    : src_(std::move(parts.front().first)),
+      dst_(std::move(parts.front().second)),
+      more_(std::make_move_iterator(parts.begin() + 1), std::make_move_iterator(parts.end())),
+      sem_(sem),
+      made_(made) {}
+
 int64_t AsyncCopyDescriptor::nbytes() const noexcept {
-  return src_.shape.size() * itemsize(src_.dtype);
+  int64_t bytes = src_.shape.size() * itemsize(src_.dtype);
+  for (const auto& part : more_) bytes += part.first.shape.size() * itemsize(part.first.dtype);
+  return bytes;
 }
 
 void AsyncCopyDescriptor::start(std::source_location where) {
@@ -65,7 +77,9 @@ void AsyncCopyDescriptor::start(std::source_location where) {
                     detail::format_location(made_), detail::format_location(started_at_)));
   }
   detail::validate_copy(src_, dst_, op, where);
+  for (const auto& [s, d] : more_) detail::validate_copy(s, d, op, where);
   ctx.engine->dma_start(ctx, src_, dst_, sem_, made_, where);
+  for (const auto& [s, d] : more_) ctx.engine->dma_start(ctx, s, d, sem_, made_, where);
   in_flight_ = true;
   started_at_ = where;
 }

@@ -1,13 +1,13 @@
-// Must not compile: Ref.bitcast to a type of another width (a TPU bitcast that changes the width
-// repacks tiles, which is not a view of a row-major buffer).
-// Expected: "Ref.bitcast<U> keeps the element size".
+// Must not compile: Ref.bitcast to bool from a type of another width (a bool element is not bits
+// of a number; the width-changing bitcasts take the byte-sized numeric types only).
+// Expected: "a bitcast that changes the element width does not take bool".
 #include <tessera/tessera.h>
 
 using namespace tessera;
 
 void bitcast_width(float* a) {
   pltpu::VmemRef<float> x(a, {8, 128});  // (8, 128) VMEM, float32
-  // error: float32 -> int16 changes the element size
-  auto y = x.bitcast<int16_t>();
+  // error: float32 -> bool
+  auto y = x.bitcast<bool>();
   (void)y;
 }
