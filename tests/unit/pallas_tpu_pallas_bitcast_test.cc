@@ -71,25 +71,18 @@ TEST(TpuPallasTest, RefTransformStoreBitcastedRef) {
   const Array<int32_t> expected = bitcast_rows<int32_t>(x);  // (8, 128)
   for (bool slice_first : {true, false}) {
     for (bool use_primitive_io_op : {false, true}) {
-      // Pallas reads back only y[:8, :128]; the rest of the output is never written, which
-      // checked mode reports unless uninitialised memory is allowed.
-      pltpu::InterpretParams params;
-      params.allow_uninitialized_reads = true;
-      auto call = [&](auto... interpret) {
-        return pl::pallas_call(
-            [=](pltpu::VmemRef<const bfloat16> xr, pltpu::VmemRef<int32_t> yr) {
-              const auto ref = slice_first
-                                   ? yr.at(pl::ds(0, 8), pl::ds(0, 128)).bitcast<bfloat16>()
-                                   : yr.bitcast<bfloat16>().at(pl::ds(0, 16), pl::ds(0, 128));
-              if (use_primitive_io_op) {
-                pltpu::store(ref, pltpu::load(xr));
-              } else {
-                ref[pl::ellipsis] = xr[pl::ellipsis];
-              }
-            },
-            pl::out_shape<int32_t>({16, 256}), interpret...)(x);
-      };
-      const Array<int32_t> y = checked_run() ? call(params) : call();
+      // Pallas reads back only y[:8, :128]; the rest of the output is never written.
+      const Array<int32_t> y = pl::pallas_call(
+          [=](pltpu::VmemRef<const bfloat16> xr, pltpu::VmemRef<int32_t> yr) {
+            const auto ref = slice_first ? yr.at(pl::ds(0, 8), pl::ds(0, 128)).bitcast<bfloat16>()
+                                         : yr.bitcast<bfloat16>().at(pl::ds(0, 16), pl::ds(0, 128));
+            if (use_primitive_io_op) {
+              pltpu::store(ref, pltpu::load(xr));
+            } else {
+              ref[pl::ellipsis] = xr[pl::ellipsis];
+            }
+          },
+          pl::out_shape<int32_t>({16, 256}))(x);
       for (int64_t r = 0; r < 8; ++r) {
         for (int64_t c = 0; c < 128; ++c) ASSERT_EQ(y(r, c), expected(r, c)) << slice_first;
       }
@@ -124,28 +117,27 @@ TEST(TpuPallasPipelineTest, TransformedRefsTransformedRefsAsInputsNestedBitcast)
   // pipeline of int16 blocks: the output is the input, bit for bit. `dynamic_grid` is a grid
   // extent read from a variable.
   const Array<float> x = arange<float>({256, 128});
-  for (int64_t steps : {int64_t{2}}) {
-    const Array<float> out =
-        pl::kernel(pl::out_type<float>({256, 128}), pltpu::TensorCoreMesh("core", 1))(
-            [steps](pltpu::HbmRef<const float> x_ref, pltpu::HbmRef<float> o_ref) {
-              const pl::BlockSpec outer({128, 128}, [](int i) { return pl::idx(i, 0); });
-              pltpu::emit_pipeline(
-                  [steps](pltpu::VmemRef<const float> outer_x, pltpu::VmemRef<float> outer_o) {
-                    const auto tx = outer_x.bitcast<int16_t>();
-                    const auto to = outer_o.bitcast<int16_t>();
-                    const pl::BlockSpec inner({64, 128}, [](int i) { return pl::idx(i, 0); });
-                    pltpu::emit_pipeline(
-                        [](pltpu::VmemRef<const int16_t> xi, pltpu::VmemRef<int16_t> oi) {
-                          oi[pl::ellipsis] = xi[pl::ellipsis];
-                        },
-                        pltpu::grid({2 * steps}), pl::in_specs(inner), pl::out_specs(inner),
-                        pltpu::dimension_semantics(pltpu::PARALLEL))(tx, to);
-                  },
-                  pltpu::grid({steps}), pl::in_specs(outer), pl::out_specs(outer),
-                  pltpu::dimension_semantics(pltpu::PARALLEL))(x_ref, o_ref);
-            })(x);
-    for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(bits_of(out[i]), bits_of(x[i])) << i;
-  }
+  const int64_t steps = 2;
+  const Array<float> out =
+      pl::kernel(pl::out_type<float>({256, 128}), pltpu::TensorCoreMesh("core", 1))(
+          [steps](pltpu::HbmRef<const float> x_ref, pltpu::HbmRef<float> o_ref) {
+            const pl::BlockSpec outer({128, 128}, [](int i) { return pl::idx(i, 0); });
+            pltpu::emit_pipeline(
+                [steps](pltpu::VmemRef<const float> outer_x, pltpu::VmemRef<float> outer_o) {
+                  const auto tx = outer_x.bitcast<int16_t>();
+                  const auto to = outer_o.bitcast<int16_t>();
+                  const pl::BlockSpec inner({64, 128}, [](int i) { return pl::idx(i, 0); });
+                  pltpu::emit_pipeline(
+                      [](pltpu::VmemRef<const int16_t> xi, pltpu::VmemRef<int16_t> oi) {
+                        oi[pl::ellipsis] = xi[pl::ellipsis];
+                      },
+                      pltpu::grid({2 * steps}), pl::in_specs(inner), pl::out_specs(inner),
+                      pltpu::dimension_semantics(pltpu::PARALLEL))(tx, to);
+                },
+                pltpu::grid({steps}), pl::in_specs(outer), pl::out_specs(outer),
+                pltpu::dimension_semantics(pltpu::PARALLEL))(x_ref, o_ref);
+          })(x);
+  for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(bits_of(out[i]), bits_of(x[i])) << i;
 }
 
 // ---- MiscellaneousTest ------------------------------------------------------------------------
