@@ -184,6 +184,23 @@ class PackedRef {
     return *this;
   }
 
+  /// `ref[...] += e` (and `-=`, `*=`, `/=`): `ref = ref + e`, with Ref's dtype rules.
+#define TESSERA_PACKED_COMPOUND(op_, binop_)                                          \
+  template <class E>                                                                  \
+  requires(detail::Operand<E> || detail::Scalar<E>) [[gnu::always_inline]] PackedRef& \
+  operator op_(E&& e) {                                                               \
+    TESSERA_CHECK_NAMED(E);                                                           \
+    detail::packed_assign_statement(                                                  \
+        *this, detail::PackedItem<T, Space>(*this) binop_ std::forward<E>(e));        \
+    detail::keep_return_address();                                                    \
+    return *this;                                                                     \
+  }
+  TESSERA_PACKED_COMPOUND(+=, +)
+  TESSERA_PACKED_COMPOUND(-=, -)
+  TESSERA_PACKED_COMPOUND(*=, *)
+  TESSERA_PACKED_COMPOUND(/=, /)
+#undef TESSERA_PACKED_COMPOUND
+
  private:
   PackedRef at_n(std::initializer_list<detail::Indexer> ix, std::source_location w) const {
     return PackedRef(detail::packed_at(v_, ix.begin(), static_cast<int>(ix.size()), w));
@@ -250,6 +267,17 @@ struct PackedItem : ExprOps<PackedItem<T, S>, std::remove_cv_t<T>> {
     this->ref = std::forward<E>(e);
     return *this;
   }
+#define TESSERA_PACKED_ITEM_COMPOUND(op_)                  \
+  template <class E>                                       \
+  [[gnu::always_inline]] PackedItem& operator op_(E&& e) { \
+    this->ref op_ std::forward<E>(e);                      \
+    return *this;                                          \
+  }
+  TESSERA_PACKED_ITEM_COMPOUND(+=)
+  TESSERA_PACKED_ITEM_COMPOUND(-=)
+  TESSERA_PACKED_ITEM_COMPOUND(*=)
+  TESSERA_PACKED_ITEM_COMPOUND(/=)
+#undef TESSERA_PACKED_ITEM_COMPOUND
 };
 
 /// The body of a PackedRef's assignment: evaluates `expr` into a VMEM temporary of the view's
@@ -377,7 +405,13 @@ requires detail::Operand<E> jnp::Value<U> bitcast(
   TESSERA_CHECK_NAMED(E);
   using T = detail::ValueOf<std::remove_cvref_t<E>>;
   static_assert(detail::check_width_bitcast<T, U>());
-  const jnp::Value<T> v(std::forward<E>(x), where);
+  const jnp::Value<T> v = [&] {
+    if constexpr (detail::is_value_v<std::remove_cvref_t<E>>) {
+      return x;  // a value already: its elements, no copy
+    } else {
+      return jnp::Value<T>(std::forward<E>(x), where);
+    }
+  }();
   const pl::PackedRef<const U, MemorySpace::VMEM> view(
       detail::packed_bitcast(detail::packed_of(v.raw()), dtype_of<U>, where, "pltpu.bitcast"));
   return jnp::Value<U>(detail::PackedItem<const U, MemorySpace::VMEM>(view), where);

@@ -118,6 +118,35 @@ TEST(PackedRef, ChainsComposeAndSlicesTakeWholeGroups) {
   }
 }
 
+TEST(PackedRef, CompoundAssignmentAndValueBitcast) {
+  const Array<int32_t> x = arange<int32_t>({4, 16});
+  for (bool checked_mode : {false, true}) {
+    // Adds 1 to the low half of every element through an int16 view (rows 0, 2, 4, ...).
+    const Array<int32_t> y = run<int32_t>(
+        x, {4, 16}, checked_mode, [](pltpu::VmemRef<const int32_t> xr, pltpu::VmemRef<int32_t> o) {
+          o = xr;
+          o.bitcast<int16_t>().at(pl::ds(0, 4, 2))[pl::ellipsis] += int16_t{1};
+        });
+    for (int64_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] + 1);
+    // pltpu::bitcast of a value: int32 -> uint8 -> int32 is the identity; to int16 the rows.
+    expect_same(run<int32_t>(x, {4, 16}, checked_mode,
+                             [](pltpu::VmemRef<const int32_t> xr, pltpu::VmemRef<int32_t> o) {
+                               const jnp::Value b = pltpu::bitcast<uint8_t>(xr[pl::ellipsis]);
+                               o[pl::ellipsis] = pltpu::bitcast<int32_t>(b);
+                             }),
+                x);
+    expect_same(run<int16_t>(x, {8, 16}, checked_mode,
+                             [](pltpu::VmemRef<const int32_t> xr, pltpu::VmemRef<int16_t> o) {
+                               o[pl::ellipsis] = pltpu::bitcast<int16_t>(xr * 2);
+                             }),
+                [&] {
+                  Array<int32_t> twice = x;
+                  for (int32_t& v : twice) v *= 2;
+                  return bitcast_rows<int16_t>(twice);
+                }());
+  }
+}
+
 TEST(PackedRef, DmaBetweenHbmAndVmemViews) {
   const Array<int32_t> x = arange<int32_t>({8, 128});
   for (bool checked_mode : {false, true}) {
@@ -157,6 +186,12 @@ TEST(PackedRef, RefusesWhatATpuRefuses) {
                            ErrorKind::kInvalidArgument, "the last dim must stay (16)");
   expect_error<UsageError>([&] { (void)r.bitcast<int16_t>().at(pl::ds(0, 10)); },
                            ErrorKind::kOutOfBounds, "past the end");
+  expect_error<UsageError>(
+      [&] {
+        const jnp::Value v = jnp::arange<int32_t>(16);
+        (void)pltpu::bitcast<int16_t>(v);
+      },
+      ErrorKind::kInvalidArgument, "pltpu.bitcast");
   // Allowed: a reshape that keeps the last dim and splits whole groups.
   EXPECT_EQ(r.bitcast<int16_t>().reshape(2, 4, 16).shape(), Shape({2, 4, 16}));
 }
