@@ -138,6 +138,9 @@ requires detail::Operand<X>
 auto sum(X&& x, detail::AxisSpec axis = {}, bool keepdims = false,
          std::source_location where = std::source_location::current()) {
   TESSERA_CHECK_NAMED(X);
+  static_assert(!is_narrow_int_v<detail::ValueOf<X>>,
+                "tessera: jnp.sum of a sub-byte integer array (int4, uint4, int2, uint2) has no "
+                "accumulator dtype (jax raises); convert it first: jnp::sum(x.astype<int32_t>())");
   int64_t mask = 0;
   Shape out = detail::reduce_shape(x.shape(), axis, keepdims, false, false, "jnp.sum", where, mask);
   using T = detail::SumOf<detail::ValueOf<X>>;

@@ -318,6 +318,10 @@ template <class X>
 requires detail::Operand<X>
 auto cumsum(X&& x, int axis, std::source_location where = std::source_location::current()) {
   TESSERA_CHECK_NAMED(X);
+  static_assert(!is_narrow_int_v<detail::ValueOf<X>>,
+                "tessera: jnp.cumsum of a sub-byte integer array (int4, uint4, int2, uint2) is not "
+                "provided (jax keeps the sub-byte dtype, wrapping); convert it first: "
+                "jnp::cumsum(x.astype<int32_t>(), axis)");
   using T = detail::SumOf<detail::ValueOf<X>>;
   const Shape s = x.shape();
   auto e = detail::make_shape_op<detail::OpCode::kCumSum, T>(x, s, where);

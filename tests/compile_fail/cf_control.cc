@@ -99,13 +99,23 @@ void control_values(float* a, float* c, bool* m) {
 }
 
 // cf_float8_promotion, cf_ref_bitcast_width: a float8 mixes with another float after an
-// explicit astype; a bitcast keeps the element size.
+// explicit astype; a bitcast keeps the element size, or changes it between numeric types.
 void control_dtypes(float8_e4m3fn* a, float* b) {
   pltpu::VmemRef<float8_e4m3fn> x(a, {128});  // (128,) VMEM, float8_e4m3fn
   pltpu::VmemRef<float> y(b, {128});          // (128,) VMEM, float32
   y = x.astype<float>() + y;
   auto u = y.bitcast<uint32_t>();
   u = u & 0x7fffffffu;
+}
+
+// cf_ref_bitcast_width, cf_narrow_int_sum: a width-changing bitcast of a 2-D float ref; the sum
+// of an int4 array after astype.
+void control_width_bitcast(float* a, int4* b, int32_t* c) {
+  pltpu::VmemRef<float> x(a, {8, 128});  // (8, 128) VMEM, float32
+  pltpu::VmemRef<int4> y(b, {128});      // (128,) VMEM, int4
+  pltpu::VmemRef<int32_t> s(c, {1});     // (1,) VMEM, int32
+  x.bitcast<int16_t>()[pl::ellipsis] = x.bitcast<int16_t>()[pl::ellipsis] + int16_t{1};
+  s = jnp::sum(y.astype<int32_t>());
 }
 
 // cf_dot_float8_mixed: a mixed float8 product with its preferred element type.
