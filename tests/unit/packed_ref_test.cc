@@ -118,6 +118,29 @@ TEST(PackedRef, ChainsComposeAndSlicesTakeWholeGroups) {
   }
 }
 
+TEST(PackedRef, IndexingAroundThePackedAxis) {
+  const Array<int32_t> x = arange<int32_t>({4, 8, 16});
+  const Array<int16_t> h = bitcast_rows<int16_t>(x);  // (4, 16, 16)
+  for (bool checked_mode : {false, true}) {
+    // Squeezing a leading axis keeps the packed rows; a width change back gives x[1].
+    const Array<int32_t> y = run<int32_t>(
+        x, {8, 16}, checked_mode, [](pltpu::VmemRef<const int32_t> xr, pltpu::VmemRef<int32_t> o) {
+          o[pl::ellipsis] = xr.bitcast<int16_t>().at(1).bitcast<int32_t>()[pl::ellipsis];
+        });
+    for (int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], x[128 + i]);
+    // An index on the packed axis picks one half; an index on the last axis leaves a column.
+    const Array<int16_t> r = run<int16_t>(
+        x, {2, 16}, checked_mode, [](pltpu::VmemRef<const int32_t> xr, pltpu::VmemRef<int16_t> o) {
+          o.at(0) = xr.bitcast<int16_t>().at(2, 5)[pl::ellipsis];
+          o.at(1) = xr.bitcast<int16_t>().at(3, pl::all, 7)[pl::ellipsis];
+        });
+    for (int64_t c = 0; c < 16; ++c) {
+      ASSERT_EQ(r(0, c), h(2, 5, c));
+      ASSERT_EQ(r(1, c), h(3, c, 7));
+    }
+  }
+}
+
 TEST(PackedRef, CompoundAssignmentAndValueBitcast) {
   const Array<int32_t> x = arange<int32_t>({4, 16});
   for (bool checked_mode : {false, true}) {

@@ -486,7 +486,7 @@ TEST(TpuPallasTest, ScalarPrefetchScalarPrefetchCallingConvention) {
   calling_convention(false);
 }
 
-// ---- PallasCallRefTransformTest (reshapes; width-changing bitcasts are a compile error) -------
+// ---- PallasCallRefTransformTest: reshapes (bitcasts: pallas_tpu_pallas_bitcast_test.cc) -------
 
 TEST(TpuPallasTest, RefTransformDmaReshapedRef) {
   const Array<int32_t> x = arange<int32_t>({16, 1, 128});
