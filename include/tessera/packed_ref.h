@@ -167,6 +167,9 @@ class PackedRef {
   requires(!std::is_same_v<std::remove_cvref_t<E>, PackedRef>) [[gnu::always_inline]] PackedRef&
   operator=(E&& e) {
     using X = std::remove_cvref_t<E>;
+    static_assert(is_compute_space(Space),
+                  "tessera: a bitcast view in HBM/ANY memory cannot be assigned to; copy into it "
+                  "with pltpu::sync_copy from a VMEM buffer");
     static_assert(!std::is_const_v<T>,
                   "tessera: this bitcast view is of a ref of const elements "
                   "(an input); write to an output or scratch ref");
