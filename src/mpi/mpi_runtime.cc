@@ -366,6 +366,8 @@ void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int 
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the sender's copy is visible first
     // Older programs' signals are stale.
     if (s.program == program_) transport_->deliver(s, source, read_note(bytes, segment(rank_)));
+  } else if (tag == kTagEnter) {
+    transport_->entered_message(source, bytes);
   } else if (tag >= kTagWaits && tag <= kTagWaitsAck) {
     transport_->waits_message(source, tag, bytes);
   } else if (tag == kTagCancel && bytes.size() >= sizeof(int)) {
@@ -430,8 +432,9 @@ void MpiRuntime::engine_main() {
       idle = kShortest;
       continue;
     }
-    // A barrier in progress is tested often: a launch waits for it.
-    if (!barriers_.empty()) idle = kShortest;
+    // A barrier in progress is tested often, and messages polled often while a launch waits
+    // for them.
+    if (!barriers_.empty() || prompt_.load() != 0) idle = kShortest;
     futex_wait_for(kick_, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(idle).count());
     idle = std::min(idle * 2, kLongest);
   }
