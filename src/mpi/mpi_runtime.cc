@@ -334,12 +334,18 @@ std::shared_ptr<CheckNote> read_note(const std::vector<char>& bytes, std::byte* 
 }  // namespace
 
 void MpiRuntime::send_cancel(int kind, const std::string& message) {
-  post([this, kind, message] {
+  // The program it stops: a rank that has already learnt of an earlier failure of the program
+  // may be in the next one when this arrives.
+  const int64_t program = program_;
+  post([this, kind, message, program] {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      auto buf = std::make_unique<std::vector<char>>(sizeof(int) + message.size());
-      std::memcpy(buf->data(), &kind, sizeof(int));
-      std::memcpy(buf->data() + sizeof(int), message.data(), message.size());
+      auto buf = std::make_unique<std::vector<char>>();
+      put_i64(*buf, program);
+      const size_t at = buf->size();
+      buf->resize(at + sizeof(int) + message.size());
+      std::memcpy(buf->data() + at, &kind, sizeof(int));
+      std::memcpy(buf->data() + at + sizeof(int), message.data(), message.size());
       MPI_Request req;
       MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, r, kTagCancel, comm_, &req);
       sends_.push_back(req);
@@ -370,10 +376,14 @@ void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int 
     transport_->entered_message(source, bytes);
   } else if (tag >= kTagWaits && tag <= kTagWaitsAck) {
     transport_->waits_message(source, tag, bytes);
-  } else if (tag == kTagCancel && bytes.size() >= sizeof(int)) {
+  } else if (tag == kTagCancel && bytes.size() >= sizeof(int64_t) + sizeof(int)) {
+    size_t at = 0;
+    if (get_i64(bytes, at) != program_) return;  // an earlier program's failure
     int kind = 0;
-    std::memcpy(&kind, bytes.data(), sizeof(int));
-    transport_->cancelled_by(source, kind, std::string(bytes.begin() + sizeof(int), bytes.end()));
+    std::memcpy(&kind, bytes.data() + at, sizeof(int));
+    transport_->cancelled_by(source, kind,
+                             std::string(bytes.begin() + static_cast<long>(at + sizeof(int)),
+                                         bytes.end()));
   }
 }
 
