@@ -381,9 +381,9 @@ void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int 
     if (get_i64(bytes, at) != program_) return;  // an earlier program's failure
     int kind = 0;
     std::memcpy(&kind, bytes.data() + at, sizeof(int));
-    transport_->cancelled_by(source, kind,
-                             std::string(bytes.begin() + static_cast<long>(at + sizeof(int)),
-                                         bytes.end()));
+    transport_->cancelled_by(
+        source, kind,
+        std::string(bytes.begin() + static_cast<long>(at + sizeof(int)), bytes.end()));
   }
 }
 
