@@ -5,11 +5,12 @@
 //     device 0 never sends, while device 0 goes on into the next kernel and waits at its implicit
 //     start barrier, or in a remote copy's start for device 1 to enter that kernel: kDeadlock,
 //     naming every rank's wait.
-//   - A collective_id reused by consecutive kernels with a single barrier (the early barrier of
-//     jax#27963): device 0's signal for the second kernel reaches device 1 before device 1's wait
-//     of the first kernel (device 1 waits until it has), or after it (a barrier of the test, with
-//     MPI_Barrier outside Tessera, holds device 0 back until device 1 has waited): kRace either
-//     way. The clean twin adds the tutorial's second barrier, with the same forced orderings.
+//   - A collective_id reused by consecutive kernels with a single barrier (an early barrier):
+//     device 0's signal for the second kernel reaches device 1 before device 1's wait of the
+//     first kernel (device 1 reads its barrier semaphore until it has), or after it (a barrier
+//     of the test, MPI_Barrier outside Tessera, holds device 0 back until device 1 has waited):
+//     kRace either way. The clean twin adds the tutorial's second barrier, with the same forced
+//     orders (the first one then only delays device 1's wait).
 // Prints "WRONG" for each unmet expectation, "mpi_checked_waits: all passed" otherwise.
 #include <mpi.h>
 #include <tessera/tessera.h>
@@ -95,7 +96,8 @@ auto reuse_kernel(bool second_barrier, Order order, int launch) {
     if (order == Order::kBeforeWait && launch == 0 && me == 1) {
       // Until device 0's signal for the next kernel has arrived (it cannot with the second
       // barrier: then this only delays the wait).
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(second_barrier ? 100 : 10000);
       while (pl::semaphore_read(barrier) < 2 && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
