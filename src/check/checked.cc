@@ -95,8 +95,9 @@ class CheckedEngine final : public Engine {
     if (!L_->program) return Engine::remote_signal(ctx, target, slot, inc, where);
     checked_remote_signal(ctx, target, slot, inc, where);
   }
-  bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount) override {
-    return checked_try_take(ctx, cell, slot, amount);
+  bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                const WaitSite& site) override {
+    return checked_try_take(ctx, cell, slot, amount, site);
   }
   // Spinning would only take the launch's lock in a loop: a checked wait sleeps at once.
   bool spin_before_sleep() const noexcept override { return false; }
@@ -107,6 +108,10 @@ class CheckedEngine final : public Engine {
   void unblocked(CoreContext& ctx, int64_t /*slot*/, bool /*taken*/) noexcept override {
     checked_unblocked(ctx);
   }
+  void transport_blocked(CoreContext& ctx, const std::string& what) override {
+    checked_transport_blocked(ctx, what);
+  }
+  void transport_unblocked(CoreContext& ctx) noexcept override { checked_unblocked(ctx); }
 
   void before_evaluate(CoreContext& ctx, const ExprProgram& prog, const RawRef& dst) override {
     checked_evaluate(ctx, prog, dst);

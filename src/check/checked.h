@@ -85,13 +85,17 @@ void checked_carry_in(CoreContext& ctx, SemaphoreCell* sem, const std::vector<Ca
 void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc);
 /// Takes `amount` from `cell` under the launch's lock, acquiring the semaphore's clock; a core
 /// that was blocked stops being so in the same step.
-bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount);
+bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                      const WaitSite& site);
 /// A wait about to sleep: records it, and raises kDeadlock when every core is blocked on a wait
 /// that nothing can satisfy any more or has finished.
 void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
                      const WaitSite& site);
 /// The wait no longer blocks.
 void checked_unblocked(CoreContext& ctx) noexcept;
+/// The core waits in the transport (Engine::transport_blocked): recorded as blocked on `what`;
+/// on MPI ranks, when every core of the rank is blocked, the transport gets the rank's waits.
+void checked_transport_blocked(CoreContext& ctx, const std::string& what);
 /// A pipeline on this core begins, begins a grid step, ends.
 void checked_pipeline_begins(CoreContext& ctx);
 void checked_pipeline_step_begins(CoreContext& ctx);

@@ -120,14 +120,14 @@ void RankBooks::arrived_at_barrier(int from_device, uint64_t seq, const CheckNot
   if (detect_races_ && b.waited && b.wait_seq < seq && note.barrier_seq <= b.wait_seq &&
       known < b.wait_epoch) {
     raise(ErrorKind::kRace, "pl::semaphore_signal", note.where,
-          fmt::format("device {} core {} signals device {} core {}'s {} in its launch #{} with "
+          fmt::format("device {} core {} signals {} of device {} core {} in its launch #{} with "
                       "nothing ordering the signal after that device's last wait on it, in "
                       "kernel '{}' (launch #{}): the sender may have left that kernel before the "
                       "target's wait, and its signal can then satisfy the wait of the earlier "
                       "kernel (a collective_id reused by consecutive kernels). Add a second "
                       "barrier on a run_scoped semaphore after the barrier semaphore's, or use a "
                       "distinct collective_id",
-                      from_device, note.from_core, rank_, core, barrier_semaphore_name(slot), seq,
+                      from_device, note.from_core, barrier_semaphore_name(slot), rank_, core, seq,
                       b.kernel, b.wait_seq));
   }
   for (size_t i = 0; i < note.clock.size(); ++i) {
@@ -135,6 +135,9 @@ void RankBooks::arrived_at_barrier(int from_device, uint64_t seq, const CheckNot
     uint32_t& e = b.clock[{static_cast<int>(i) / C, static_cast<int>(i) % C}];
     e = std::max(e, note.clock[i]);
   }
+  // A wait of this device in a launch before `seq` that takes from the semaphore after this
+  // arrival could take this signal (rank_barrier_taken).
+  if (detect_races_) b.early.push_back({seq, from_device, note.from_core, note.where});
 }
 
 void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const CheckNote& note,
@@ -280,6 +283,26 @@ void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t s
     fill_note(cc, where, note);
   }
   L.transport->signal(ctx, target, slot, inc, "pl::semaphore_signal", where, &note);
+}
+
+void rank_barrier_taken(CoreContext& ctx, int64_t slot, const WaitSite& site) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  std::lock_guard<std::mutex> program(L.program->mu);
+  CheckedProgram::Barrier& b = L.program->barriers[{cc.device, cc.local, slot}];
+  // Signals of this launch or earlier ones are this wait's to take (or a later one's).
+  std::erase_if(b.early, [&](const CheckedProgram::Barrier::Early& e) { return e.seq <= L.seq; });
+  if (b.early.empty() || !L.params.detect_races) return;
+  const CheckedProgram::Barrier::Early& e = b.early.front();
+  raise(ErrorKind::kRace, site.op, site.where,
+        fmt::format("{} takes from {} in kernel '{}' (launch #{}) after a signal of a later "
+                    "kernel reached it: device {} core {} signalled it at {} in its launch #{}, "
+                    "having left this kernel before this wait, so the signal meant for the next "
+                    "kernel can satisfy this wait (a collective_id reused by consecutive kernels). "
+                    "Add a second barrier on a run_scoped semaphore after the barrier "
+                    "semaphore's, or use a distinct collective_id",
+                    core_name(L, cc.core), barrier_semaphore_name(slot), L.spec->name, L.seq,
+                    L.mesh->name(e.device), e.core, format_location(e.where), e.seq));
 }
 
 void rank_taken(CheckedLaunch& L, int core, int64_t slot, int64_t amount) {

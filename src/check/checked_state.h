@@ -284,6 +284,15 @@ struct CheckedProgram {
     uint32_t wait_epoch = 0;  // the waiting core's epoch after its last wait
     uint64_t wait_seq = 0;
     std::string kernel;
+    // MPI ranks: the signals that reached it from another device's later launch (its number
+    // `seq`), kept until this device's launches reach that number (checked_ranks.cc).
+    struct Early {
+      uint64_t seq = 0;
+      int device = 0;
+      int core = 0;
+      SourceLocation where;
+    };
+    std::vector<Early> early;
   };
   std::map<std::tuple<int, int, int64_t>, Barrier> barriers;  // (device, core, slot)
   // MPI ranks: the last launch this rank entered through the implicit start barrier.
@@ -431,6 +440,9 @@ void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t s
 void rank_taken(CheckedLaunch& L, int core, int64_t slot, int64_t amount);
 // What arrived on semaphore `slot` of core `core` from other ranks and is not yet taken.
 std::string rank_arrivals(const CheckedLaunch& L, int core, int64_t slot);
+// The calling core's wait at `site` takes from its barrier semaphore `slot` (under the launch's
+// mutex): raises kRace when a signal of another device's later launch reached it first.
+void rank_barrier_taken(CoreContext& ctx, int64_t slot, const WaitSite& site);
 
 // ---- checked_devices.cc's parts that checked_ranks.cc shares ----
 void join_sparse(SparseClock& into, const CheckedLaunch& L, const VC& from);

@@ -483,7 +483,8 @@ void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) {
   (target == ctx.core ? *ctx.arena : core_arena(target)).semaphores()[slot].fetch_add(inc);
 }
 
-bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount) {
+bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                      const WaitSite& site) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   // Under the lock that signals take: a core that is recorded as blocked is, in every state the
@@ -493,6 +494,7 @@ bool checked_try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64
   L.blocked[static_cast<size_t>(cc.core)].on = false;
   if (L.ranks) rank_taken(L, cc.core, slot, amount);
   if (L.program && slot >= static_cast<int64_t>(kSemaphoresPerCore - kBarrierSemaphores)) {
+    if (L.ranks) rank_barrier_taken(ctx, slot, site);
     barrier_taken(ctx, slot, amount, SourceLocation{});
   } else if (L.params.detect_races) {
     auto it = L.sem_vc.find({cc.core, slot});
@@ -510,6 +512,8 @@ std::vector<std::string> wait_parts(const CheckedLaunch& L) {
     const Blocked& b = L.blocked[static_cast<size_t>(c)];
     if (L.finished[static_cast<size_t>(c)]) {
       parts.push_back(fmt::format("{} has finished", core_name(L, c)));
+    } else if (b.on && b.cell == nullptr) {
+      parts.push_back(b.what);  // a wait in the transport, described by it
     } else if (b.on) {
       std::string step;
       if (!b.step.empty()) step = fmt::format(" at grid step ({})", fmt::join(b.step, ", "));
@@ -525,6 +529,22 @@ std::vector<std::string> wait_parts(const CheckedLaunch& L) {
     }
   }
   return parts;
+}
+
+// Whether every core but `core` is blocked on a wait nothing can satisfy any more, or finished
+// (under the mutex). A core waiting in the transport (MPI ranks: for another rank to enter a
+// launch) counts as blocked: the transport decides over every rank.
+bool others_stuck(const CheckedLaunch& L, int core) {
+  for (int c = 0; c < L.num_cores; ++c) {
+    if (c == core || L.finished[static_cast<size_t>(c)]) continue;
+    const Blocked& b = L.blocked[static_cast<size_t>(c)];
+    if (!b.on) return false;
+    if (b.cell == nullptr) continue;
+    if (b.cell->load() >= b.amount || (L.program && remote_may_satisfy(L, c, b.cell, b.slot))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // The message of a deadlock (under the mutex).
@@ -575,14 +595,9 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
     // launch (for a barrier semaphore) may still satisfy a wait. On MPI ranks other ranks'
     // cores count as finished here: a rank whose cores are all stuck tells the transport, which
     // decides over every rank.
-    bool stuck = (!L.partial || L.ranks) && !L.deadlock_reported && cell.load() < amount &&
-                 !(L.program && remote_may_satisfy(L, cc.core, &cell, slot));
-    for (int c = 0; c < L.num_cores && stuck; ++c) {
-      if (c == cc.core || L.finished[static_cast<size_t>(c)]) continue;
-      const Blocked& b = L.blocked[static_cast<size_t>(c)];
-      stuck = b.on && b.cell->load() < b.amount &&
-              !(L.program && remote_may_satisfy(L, c, b.cell, b.slot));
-    }
+    const bool stuck = (!L.partial || L.ranks) && !L.deadlock_reported && cell.load() < amount &&
+                       !(L.program && remote_may_satisfy(L, cc.core, &cell, slot)) &&
+                       others_stuck(L, cc.core);
     if (stuck && L.ranks) {
       waits = fmt::format("{}", fmt::join(wait_parts(L), "; "));
     } else if (stuck) {
@@ -592,6 +607,25 @@ void checked_blocked(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_
   }
   if (!waits.empty()) L.transport->stuck(version, std::move(waits));
   if (!deadlock.empty()) raise(ErrorKind::kDeadlock, site.op, site.where, deadlock);
+}
+
+void checked_transport_blocked(CoreContext& ctx, const std::string& what) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  if (!L.ranks) return;
+  std::string waits;
+  const uint64_t version = L.transport->wait_version();  // before the state it vouches for
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    Blocked& me = L.blocked[static_cast<size_t>(cc.core)];
+    me.on = true;
+    me.cell = nullptr;
+    me.what = what;
+    if (!L.deadlock_reported && others_stuck(L, cc.core)) {
+      waits = fmt::format("{}", fmt::join(wait_parts(L), "; "));
+    }
+  }
+  if (!waits.empty()) L.transport->stuck(version, std::move(waits));
 }
 
 void settle_before_uninitialized(CoreContext& ctx, uint8_t state, const char* op,

@@ -334,12 +334,18 @@ std::shared_ptr<CheckNote> read_note(const std::vector<char>& bytes, std::byte* 
 }  // namespace
 
 void MpiRuntime::send_cancel(int kind, const std::string& message) {
-  post([this, kind, message] {
+  // The program it stops: a rank that has already learnt of an earlier failure of the program
+  // may be in the next one when this arrives.
+  const int64_t program = program_;
+  post([this, kind, message, program] {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      auto buf = std::make_unique<std::vector<char>>(sizeof(int) + message.size());
-      std::memcpy(buf->data(), &kind, sizeof(int));
-      std::memcpy(buf->data() + sizeof(int), message.data(), message.size());
+      auto buf = std::make_unique<std::vector<char>>();
+      put_i64(*buf, program);
+      const size_t at = buf->size();
+      buf->resize(at + sizeof(int) + message.size());
+      std::memcpy(buf->data() + at, &kind, sizeof(int));
+      std::memcpy(buf->data() + at + sizeof(int), message.data(), message.size());
       MPI_Request req;
       MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, r, kTagCancel, comm_, &req);
       sends_.push_back(req);
@@ -366,12 +372,18 @@ void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int 
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the sender's copy is visible first
     // Older programs' signals are stale.
     if (s.program == program_) transport_->deliver(s, source, read_note(bytes, segment(rank_)));
+  } else if (tag == kTagEnter) {
+    transport_->entered_message(source, bytes);
   } else if (tag >= kTagWaits && tag <= kTagWaitsAck) {
     transport_->waits_message(source, tag, bytes);
-  } else if (tag == kTagCancel && bytes.size() >= sizeof(int)) {
+  } else if (tag == kTagCancel && bytes.size() >= sizeof(int64_t) + sizeof(int)) {
+    size_t at = 0;
+    if (get_i64(bytes, at) != program_) return;  // an earlier program's failure
     int kind = 0;
-    std::memcpy(&kind, bytes.data(), sizeof(int));
-    transport_->cancelled_by(source, kind, std::string(bytes.begin() + sizeof(int), bytes.end()));
+    std::memcpy(&kind, bytes.data() + at, sizeof(int));
+    transport_->cancelled_by(
+        source, kind,
+        std::string(bytes.begin() + static_cast<long>(at + sizeof(int)), bytes.end()));
   }
 }
 
@@ -430,8 +442,9 @@ void MpiRuntime::engine_main() {
       idle = kShortest;
       continue;
     }
-    // A barrier in progress is tested often: a launch waits for it.
-    if (!barriers_.empty()) idle = kShortest;
+    // A barrier in progress is tested often, and messages polled often while a launch waits
+    // for them.
+    if (!barriers_.empty() || prompt_.load() != 0) idle = kShortest;
     futex_wait_for(kick_, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(idle).count());
     idle = std::min(idle * 2, kLongest);
   }

@@ -19,8 +19,10 @@
 // The engine thread (one per rank) owns the MPI calls of the runtime: it sends and receives the
 // small messages that carry semaphore signals and the bytes a copy added to a receive semaphore
 // (a message after the data, so that the target's engine — which wakes the waiting core — learns
-// of it without polling memory), runs the launch barriers (MPI_Ibarrier), the puts, the
-// cancellation of every rank when one fails, and the exchange of errors at the end of a program.
+// of it without polling memory) and those of the launches' start barriers (each rank tells every
+// other that it has entered launch n), runs the puts, the barriers that start and end a program
+// (MPI_Ibarrier), the cancellation of every rank when one fails, and the exchange of errors at
+// the end of a program.
 // It polls with MPI_Iprobe / MPI_Test and sleeps when idle (20 to 200 µs), so it never holds a
 // core that the kernels need.
 #pragma once
@@ -30,6 +32,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -114,6 +117,21 @@ struct NoteWire {
 inline constexpr int kTagWaits = 103;
 inline constexpr int kTagWaitsConfirm = 104;
 inline constexpr int kTagWaitsAck = 105;
+// A rank has entered a launch with an implicit start barrier (program, launch).
+inline constexpr int kTagEnter = 106;
+
+// Message bytes: an int64 appended, and read at `at` (0 past the end), advancing it.
+inline void put_i64(std::vector<char>& out, int64_t v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(v));
+  std::memcpy(out.data() + at, &v, sizeof(v));
+}
+inline int64_t get_i64(const std::vector<char>& in, size_t& at) {
+  int64_t v = 0;
+  if (at + sizeof(v) <= in.size()) std::memcpy(&v, in.data() + at, sizeof(v));
+  at += sizeof(v);
+  return v;
+}
 
 class MpiTransport;
 
@@ -150,6 +168,18 @@ class MpiRuntime final : public DistributedRuntime {
   /// when every rank has reached it.
   std::shared_ptr<std::atomic<bool>> barrier();
   MpiTransport* transport() const noexcept { return transport_; }
+  /// While one lives, the engine thread polls for messages at its shortest interval (a launch
+  /// waits for them).
+  class Prompt {
+   public:
+    explicit Prompt(MpiRuntime& rt) : rt_(rt) { rt_.prompt_.fetch_add(1); }
+    ~Prompt() { rt_.prompt_.fetch_sub(1); }
+    Prompt(const Prompt&) = delete;
+    Prompt& operator=(const Prompt&) = delete;
+
+   private:
+    MpiRuntime& rt_;
+  };
   std::thread::id engine_id() const noexcept { return engine_.get_id(); }
   /// The number of the running program (every rank counts its programs alike).
   int64_t program() const noexcept { return program_; }
@@ -182,6 +212,7 @@ class MpiRuntime final : public DistributedRuntime {
   std::deque<std::function<void()>> jobs_;
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> kick_{0};  // bumped when a job is queued (the engine sleeps on it)
+  std::atomic<int> prompt_{0};     // live Prompts
   std::vector<MPI_Request> sends_;
   std::vector<std::unique_ptr<std::vector<char>>> send_buffers_;
   std::vector<std::pair<MPI_Request, std::shared_ptr<std::atomic<bool>>>> barriers_;

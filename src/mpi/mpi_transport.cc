@@ -21,6 +21,17 @@ namespace tessera::detail::mpi {
 namespace {
 bool is_barrier_slot(int64_t slot) { return slot >= kSemaphoresPerCore - kBarrierSemaphores; }
 
+// What a core waits for while a remote operation waits for `target` to enter its launch.
+std::string entry_wait(const CoreContext& ctx, const char* op, std::source_location where,
+                       int target) {
+  const DeviceLaunch& mine = *ctx.device->launch;
+  return fmt::format(
+      "device {} core {} waits in {} at {} for device {} to enter kernel '{}' "
+      "(launch #{})",
+      ctx.device->mesh->name(ctx.device->device), ctx.core, op, format_location(where),
+      ctx.device->mesh->name(target), mine.spec->name, mine.seq);
+}
+
 // The byte range a view covers, as [lo, hi).
 void span_of(const RawRef& r, uintptr_t& lo, uintptr_t& hi) {
   const int64_t item = itemsize(r.dtype);
@@ -41,12 +52,33 @@ MpiTransport::MpiTransport(MeshInfo mesh, MpiRuntime& runtime)
   snapshots_.resize(n);
 }
 
-template <class Ready, class What>
-void MpiTransport::wait_for(const CoreContext& ctx, Ready ready, const char* op,
-                            std::source_location where, What what) {
+template <class Ready, class What, class Blocked>
+void MpiTransport::wait_for(CoreContext& ctx, Ready ready, const char* op,
+                            std::source_location where, What what, Blocked blocked) {
   const int64_t timeout_ms = ctx.launch->wait_timeout_ms;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   auto pause = std::chrono::microseconds(20);
+  // Checked mode (this rank's books observe arrivals): the wait is registered for the deadlock
+  // detection's confirmation, reported once and again whenever something reached this rank
+  // (the snapshot sent before is then stale), and withdrawn when it ends.
+  const bool report = observer() != nullptr;
+  const std::function<bool()> still = [&] { return ready(); };
+  uint64_t reported = 0;  // the version last reported (0: not registered)
+  struct Withdraw {
+    MpiTransport& t;
+    CoreContext& ctx;
+    const std::function<bool()>* still;
+    const uint64_t& reported;
+    ~Withdraw() {
+      if (reported == 0) return;
+      {
+        std::lock_guard<std::mutex> lock(t.waits_mu_);
+        std::erase(t.waiting_, still);
+        t.version_.fetch_add(1);  // a snapshot that counted this wait is stale
+      }
+      if (ctx.engine != nullptr) ctx.engine->transport_unblocked(ctx);
+    }
+  } withdraw{*this, ctx, &still, reported};
   while (!ready()) {
     if (failed_.load() || ctx.launch->cancelled.load()) {
       raise(ErrorKind::kCancelled, op, where,
@@ -57,6 +89,18 @@ void MpiTransport::wait_for(const CoreContext& ctx, Ready ready, const char* op,
             fmt::format("{} for {} ms (wait_timeout_ms); every device must run the same kernels "
                         "in the same order",
                         what(), timeout_ms));
+    }
+    if (report && version_.load() != reported) {
+      if (reported == 0) {
+        std::lock_guard<std::mutex> lock(waits_mu_);
+        waiting_.push_back(&still);
+      }
+      reported = version_.load();
+      if (ctx.engine != nullptr) {
+        ctx.engine->transport_blocked(ctx, blocked());
+      } else {
+        publish(3, reported, blocked());
+      }
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(200));
@@ -97,20 +141,63 @@ void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
           "cancelled: a device of the mesh failed, and its error is the one the program reports");
   }
   if (!barrier) return;
-  // The implicit start barrier: every rank has entered (published) this launch.
-  const auto done = rt_.barrier();
+  // The implicit start barrier: every rank has entered (published) this launch. Each tells the
+  // others with a message naming the launch, sent after it published it: an MPI_Ibarrier would
+  // be left pending by a rank cancelled while it waits here and then match another rank's
+  // next barrier.
+  for (int r = 0; r < mesh_.size; ++r) {
+    if (r == rank_) continue;
+    std::vector<char> msg;
+    put_i64(msg, rt_.program());
+    put_i64(msg, static_cast<int64_t>(launch.seq));
+    sent_[static_cast<size_t>(r)].fetch_add(1);  // a message in flight for the snapshots
+    rt_.send_bytes(r, kTagEnter, std::move(msg));
+  }
+  const MpiRuntime::Prompt prompt(rt_);
   CoreContext probe;
   probe.launch = launch.state;
   try {
     wait_for(
-        probe, [&] { return done->load(); }, launch.spec->entry, launch.spec->where,
+        probe,
+        [&] {
+          std::lock_guard<std::mutex> lock(mu_);
+          return arrived_at_barrier_[launch.seq] == mesh_.size - 1;
+        },
+        launch.spec->entry, launch.spec->where,
         [&] {
           return fmt::format("device {} waited at the start barrier of kernel '{}' (launch #{})",
                              mesh_.name(rank_), launch.spec->name, launch.seq);
+        },
+        [&] {
+          return fmt::format(
+              "device {} waits at the implicit start barrier of kernel '{}' "
+              "(launch #{}) at {}, for every device to enter it (the kernel has no "
+              "collective_id)",
+              mesh_.name(rank_), launch.spec->name, launch.seq,
+              format_location(launch.spec->where));
         });
   } catch (...) {
     leave(0, launch);
     throw;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  arrived_at_barrier_.erase(arrived_at_barrier_.begin(),
+                            arrived_at_barrier_.upper_bound(launch.seq));
+}
+
+void MpiTransport::entered_message(int rank, const std::vector<char>& bytes) {
+  size_t at = 0;
+  const int64_t program = get_i64(bytes, at);
+  const auto seq = static_cast<uint64_t>(get_i64(bytes, at));
+  if (program != rt_.program()) return;  // an earlier program's
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++received_[static_cast<size_t>(rank)];
+    ++arrived_at_barrier_[seq];  // (kept until this rank passes that launch's barrier)
+    // A snapshot sent before counted one message less from `rank`: blocked cores look again
+    // and send a new one.
+    version_.fetch_add(1);
+    if (published_stuck_.load()) wake_launch();
   }
 }
 
@@ -258,17 +345,21 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
     wait_for(
         ctx,
         [&] {
+          // On the engine thread, which alone touches `dir` while the wait lasts.
+          bool entered = false;
           rt_.call([&] {
             MPI_Get(&dir, sizeof(Directory), MPI_BYTE, target, 0, sizeof(Directory), MPI_BYTE,
                     rt_.window());
             MPI_Win_flush(target, rt_.window());
+            entered = dir.entered.load() >= mine.seq || dir.failed.load() != 0;
           });
-          return dir.entered.load() >= mine.seq || dir.failed.load() != 0;
+          return entered;
         },
         op, copy.where,
         [&] {
           return fmt::format("device {} has not entered launch #{}", mesh_.name(target), mine.seq);
-        });
+        },
+        [&] { return entry_wait(ctx, op, copy.where, target); });
     if (dir.failed.load() != 0) {
       failed_.store(true);  // its error is on its way (a cancel message)
       raise(ErrorKind::kCancelled, op, copy.where,
@@ -291,7 +382,8 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
       ctx, [&] { return dir.entered.load() >= mine.seq || dir.failed.load() != 0; }, op, copy.where,
       [&] {
         return fmt::format("device {} has not entered launch #{}", mesh_.name(target), mine.seq);
-      });
+      },
+      [&] { return entry_wait(ctx, op, copy.where, target); });
   // Count this writer, then look (leave() marks the launch left, then waits for writers).
   dir.writers.fetch_add(1);
   struct Release {
@@ -458,149 +550,5 @@ uint64_t MpiTransport::entered(int device) const {
 }
 
 bool MpiTransport::done(int device) const { return device == rank_ && done_; }
-
-}  // namespace tessera::detail::mpi
-
-// ---- deadlock over every rank: wait snapshots
-// -------------------------------------------------------
-
-namespace tessera::detail::mpi {
-
-namespace {
-void put_i64(std::vector<char>& out, int64_t v) {
-  const size_t at = out.size();
-  out.resize(at + sizeof(v));
-  std::memcpy(out.data() + at, &v, sizeof(v));
-}
-int64_t get_i64(const std::vector<char>& in, size_t& at) {
-  int64_t v = 0;
-  if (at + sizeof(v) <= in.size()) std::memcpy(&v, in.data() + at, sizeof(v));
-  at += sizeof(v);
-  return v;
-}
-}  // namespace
-
-void MpiTransport::stuck(uint64_t version, std::string waits) noexcept {
-  try {
-    published_stuck_.store(true);
-    rt_.post([this, version, waits = std::move(waits)] { publish(1, version, waits); });
-  } catch (...) {
-    // Out of memory: no snapshot; the wait ends at its timeout instead.
-  }
-}
-
-void MpiTransport::publish(int kind, uint64_t version, const std::string& waits) {
-  if (std::this_thread::get_id() != rt_.engine_id()) {
-    rt_.post([this, kind, version, waits] { publish(kind, version, waits); });
-    return;
-  }
-  if (version != version_.load()) {
-    // Something arrived since the cores found themselves blocked: they look again (and publish
-    // again if they still are).
-    std::lock_guard<std::mutex> lock(mu_);
-    wake_launch();
-    return;
-  }
-  std::vector<char> msg;
-  put_i64(msg, rt_.program());
-  put_i64(msg, kind);
-  put_i64(msg, static_cast<int64_t>(version));
-  for (int r = 0; r < mesh_.size; ++r) put_i64(msg, sent_[static_cast<size_t>(r)].load());
-  for (int r = 0; r < mesh_.size; ++r) put_i64(msg, received_[static_cast<size_t>(r)]);
-  msg.insert(msg.end(), waits.begin(), waits.end());
-  if (rank_ == 0) {
-    snapshot_arrived(0, msg);
-  } else {
-    rt_.send_bytes(0, kTagWaits, std::move(msg));
-  }
-}
-
-void MpiTransport::waits_message(int rank, int tag, const std::vector<char>& bytes) {
-  size_t at = 0;
-  if (get_i64(bytes, at) != rt_.program()) return;  // an earlier program's
-  if (tag == kTagWaits) {
-    snapshot_arrived(rank, bytes);
-  } else if (tag == kTagWaitsConfirm) {
-    // Rank 0 asks whether anything has reached this rank since the snapshot it holds.
-    const int64_t round = get_i64(bytes, at);
-    const auto version = static_cast<uint64_t>(get_i64(bytes, at));
-    std::vector<char> ack;
-    put_i64(ack, rt_.program());
-    put_i64(ack, round);
-    put_i64(ack, version == version_.load() ? 1 : 0);
-    rt_.send_bytes(0, kTagWaitsAck, std::move(ack));
-  } else if (tag == kTagWaitsAck && rank_ == 0) {
-    const int64_t round = get_i64(bytes, at);
-    const bool still = get_i64(bytes, at) != 0;
-    if (round != round_) return;  // an older round's
-    if (!still) {
-      snapshots_[static_cast<size_t>(rank)].kind = 0;  // it moved on: wait for a new snapshot
-      round_ = 0;
-      return;
-    }
-    if (++acks_ == mesh_.size) deadlock_found();
-  }
-}
-
-void MpiTransport::snapshot_arrived(int rank, const std::vector<char>& bytes) {
-  Snapshot& s = snapshots_[static_cast<size_t>(rank)];
-  size_t at = sizeof(int64_t);  // after the program
-  s.kind = static_cast<int>(get_i64(bytes, at));
-  s.version = static_cast<uint64_t>(get_i64(bytes, at));
-  s.sent.resize(static_cast<size_t>(mesh_.size));
-  s.received.resize(static_cast<size_t>(mesh_.size));
-  for (int64_t& v : s.sent) v = get_i64(bytes, at);
-  for (int64_t& v : s.received) v = get_i64(bytes, at);
-  s.waits.assign(bytes.begin() + static_cast<long>(std::min(at, bytes.size())), bytes.end());
-  round_ = 0;  // a new snapshot: any round in progress is moot
-  evaluate_snapshots();
-}
-
-void MpiTransport::evaluate_snapshots() {
-  if (failed_.load()) return;
-  bool blocked = false;
-  for (const Snapshot& s : snapshots_) {
-    if (s.kind == 0) return;
-    blocked |= s.kind == 1;
-  }
-  if (!blocked) return;  // every program has returned: the end, not a deadlock
-  const auto n = static_cast<size_t>(mesh_.size);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < n; ++j) {
-      if (snapshots_[i].sent[j] != snapshots_[j].received[i]) return;  // a message in flight
-    }
-  }
-  // Ask every rank whether it is still where its snapshot says: at the moment each receives
-  // the question (all after every snapshot was taken) nothing had reached it since.
-  static int64_t rounds = 0;
-  round_ = ++rounds;
-  acks_ = 0;
-  for (int r = 0; r < mesh_.size; ++r) {
-    std::vector<char> q;
-    put_i64(q, rt_.program());
-    put_i64(q, round_);
-    put_i64(q, static_cast<int64_t>(snapshots_[static_cast<size_t>(r)].version));
-    if (r == 0) {
-      waits_message(0, kTagWaitsConfirm, q);
-    } else {
-      rt_.send_bytes(r, kTagWaitsConfirm, std::move(q));
-    }
-  }
-}
-
-void MpiTransport::deadlock_found() {
-  round_ = 0;
-  std::vector<std::string> parts;
-  for (const Snapshot& s : snapshots_) parts.push_back(s.waits);
-  fail(rank_, std::make_exception_ptr(KernelError(
-                  ErrorKind::kDeadlock,
-                  fmt::format("tessera: deadlock over the MPI ranks: every core of every device "
-                              "is blocked or its device has finished its program, and no message "
-                              "is in flight between them, so no signal can ever come: {}. Each "
-                              "wait needs matching signals (or remote copies) from a core that is "
-                              "still running; check which device signals whom, and loop bounds",
-                              fmt::join(parts, "; ")),
-                  SourceLocation{})));
-}
 
 }  // namespace tessera::detail::mpi

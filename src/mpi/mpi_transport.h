@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <exception>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +40,9 @@ class MpiTransport final : public Transport {
   void deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note);
   /// From the engine thread: a wait-snapshot message (kTagWaits..kTagWaitsAck) from `rank`.
   void waits_message(int rank, int tag, const std::vector<char>& bytes);
+  /// From the engine thread: rank `rank` has entered a launch with a start barrier (the message
+  /// names the program and the launch).
+  void entered_message(int rank, const std::vector<char>& bytes);
   /// From the engine thread: rank `rank` failed with `message`.
   void cancelled_by(int rank, int kind, const std::string& message);
   /// True once this rank or another has failed.
@@ -55,11 +60,15 @@ class MpiTransport final : public Transport {
   void deliver_locked(const Pending& p, std::exception_ptr& race);
   void wake_launch() noexcept;  // under mu_: every core of the running launch looks again
   // Deadlock over every rank (checked mode), from wait snapshots: every rank that finds all its
-  // cores blocked sends rank 0 what they wait for, with the signal messages it has sent to and
-  // received from each rank. When every rank is blocked or finished and every message sent has
-  // been received, rank 0 asks each rank whether anything has reached it since (its
-  // wait_version); when none has, at that request every rank was blocked with nothing in
-  // flight: a deadlock, reported on every rank. Engine thread only, except publish().
+  // cores blocked (in semaphore waits, or for another rank to enter a launch: kind 1), or that
+  // waits at a start barrier (kind 3), sends rank 0 what they wait for, with the signal messages
+  // it has sent to and received from each rank; a rank whose program has returned says so (kind
+  // 2). When every rank is blocked or finished, at least one in kind 1 (ranks that all wait at
+  // start barriers are about to pass them), and every message sent has been received, rank 0
+  // asks each rank whether anything has reached it since (its wait_version) and whether each of
+  // its waits outside semaphore waits is still not ready; when none has moved, at that request
+  // every rank was blocked with nothing in flight: a deadlock, reported on every rank. Engine
+  // thread only, except publish().
   void publish(int kind, uint64_t version, const std::string& waits);
   void snapshot_arrived(int rank, const std::vector<char>& bytes);
   void evaluate_snapshots();
@@ -67,10 +76,13 @@ class MpiTransport final : public Transport {
   void cancel_launch() noexcept;   // under mu_
   void publish_failed() noexcept;  // in the directory: this rank stopped after a failure
   // Waits (sleeping) until `ready()`; raises kCancelled after a failure, kTimeout at the launch's
-  // deadline naming `what`.
-  template <class Ready, class What>
-  void wait_for(const CoreContext& ctx, Ready ready, const char* op, std::source_location where,
-                What what);
+  // deadline naming `what`. In checked mode the wait takes part in the deadlock detection over
+  // every rank, described by `blocked()`: a core's (ctx.engine set) through the engine's books,
+  // with the rank's other cores; the start barrier's (no engine: the whole rank waits) as a
+  // snapshot of its own. `ready` must be callable from the engine thread while it waits.
+  template <class Ready, class What, class Blocked>
+  void wait_for(CoreContext& ctx, Ready ready, const char* op, std::source_location where,
+                What what, Blocked blocked);
   // The target's copy of the sender's HBM destination `dst` (its window offset), from the
   // target's directory `dir`.
   int64_t target_offset(const CoreContext& ctx, const Directory& dir, int target, const RawRef& dst,
@@ -84,11 +96,16 @@ class MpiTransport final : public Transport {
   uint64_t entered_ = 0;
   bool done_ = false;
   std::vector<Pending> early_;  // signals of launches not yet entered (or of cores not yet made)
+  std::map<uint64_t, int> arrived_at_barrier_;  // launch -> the other ranks that have entered it
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
 
   // Wait snapshots (see publish()).
-  std::atomic<uint64_t> version_{1};  // bumped after every delivery
+  std::atomic<uint64_t> version_{1};  // bumped after every delivery, and when a wait_for ends
+  // The waits of this rank outside semaphore waits that a snapshot counts (wait_for): a
+  // confirmation asks each whether it is still not ready.
+  std::mutex waits_mu_;
+  std::vector<const std::function<bool()>*> waiting_;
   std::atomic<bool> published_stuck_{false};
   std::unique_ptr<std::atomic<int64_t>[]> sent_;  // signal messages sent to each rank
   std::vector<int64_t> received_;                 // and received from each (engine thread)

@@ -33,7 +33,7 @@ void NativeEngine::signal(CoreContext& ctx, int target, int64_t slot, int64_t in
 }
 
 bool NativeEngine::try_take(CoreContext& /*ctx*/, SemaphoreCell& cell, int64_t /*slot*/,
-                            int64_t amount) {
+                            int64_t amount, const WaitSite& /*site*/) {
   return take_if_enough(cell, amount);
 }
 

@@ -21,7 +21,8 @@ class NativeEngine final : public Engine {
   void dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                 const WaitSite& site) override;
   void signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) override;
-  bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount) override;
+  bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                const WaitSite& site) override;
   bool spin_before_sleep() const noexcept override { return true; }
 };
 

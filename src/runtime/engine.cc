@@ -20,6 +20,8 @@ void Engine::launch_end(LaunchState& /*state*/) noexcept {}
 void Engine::blocked(CoreContext& /*ctx*/, SemaphoreCell& /*cell*/, int64_t /*slot*/,
                      int64_t /*amount*/, const WaitSite& /*site*/) {}
 void Engine::unblocked(CoreContext& /*ctx*/, int64_t /*slot*/, bool /*taken*/) noexcept {}
+void Engine::transport_blocked(CoreContext& /*ctx*/, const std::string& /*what*/) {}
+void Engine::transport_unblocked(CoreContext& /*ctx*/) noexcept {}
 void Engine::before_evaluate(CoreContext& /*ctx*/, const ExprProgram& /*prog*/,
                              const RawRef& /*dst*/) {}
 void Engine::before_dot(CoreContext& /*ctx*/, const DotCall& /*call*/, const RawRef& /*dst*/,

@@ -131,8 +131,10 @@ class Engine {
 
   /// Adds `inc` to semaphore `slot` of core `target` (the caller then wakes that core).
   virtual void signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) = 0;
-  /// Takes `amount` from `cell` (slot `slot` of the calling core) if it holds that much.
-  virtual bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount) = 0;
+  /// Takes `amount` from `cell` (slot `slot` of the calling core) if it holds that much, for
+  /// the wait at `site`.
+  virtual bool try_take(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t amount,
+                        const WaitSite& site) = 0;
   /// Whether a blocked wait spins before it sleeps.
   virtual bool spin_before_sleep() const noexcept = 0;
   /// A blocked wait is about to sleep (called again after every wake-up while still short):
@@ -142,6 +144,13 @@ class Engine {
   /// A wait that blocked has taken its amount, or failed (`taken` false); either way it no
   /// longer waits.
   virtual void unblocked(CoreContext& ctx, int64_t slot, bool taken) noexcept;
+  /// The core waits in the transport, outside a semaphore wait (for another device to enter a
+  /// launch; `what` says what it waits for, at the user's line): the checked engine counts it as
+  /// blocked, so that a deadlock over MPI ranks that involves it is found. Called again after
+  /// anything reached the device while it still waits.
+  virtual void transport_blocked(CoreContext& ctx, const std::string& what);
+  /// That wait is over (or failed).
+  virtual void transport_unblocked(CoreContext& ctx) noexcept;
 
   // ---- devices (runtime/remote.cc defines the defaults: the transport moves the bytes at once,
   // as the native engine's local copies do) ----

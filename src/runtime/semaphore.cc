@@ -166,14 +166,14 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
                  const WaitSite& site) {
   const SpanEvent wait_event(EventKind::kWait, site.op, -1, site.dma_src != nullptr);
   Engine& engine = *ctx.engine;
-  if (engine.try_take(ctx, cell, slot, amount)) return;
+  if (engine.try_take(ctx, cell, slot, amount, site)) return;
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();
   if (engine.spin_before_sleep() && CorePool::current().spinning()) {
     const auto spin_end = start + kSpinFor;
     do {
       for (int i = 0; i < 64; ++i) {
-        if (engine.try_take(ctx, cell, slot, amount)) return;
+        if (engine.try_take(ctx, cell, slot, amount, site)) return;
         // Relaxed: only a hint here; the sleeping phase below re-reads it with seq_cst.
         if (state.cancelled.load(std::memory_order_relaxed)) throw_cancelled(ctx, slot, site);
         cpu_relax();
@@ -197,7 +197,7 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
   } leave{queue, engine, ctx, slot};
   for (;;) {
     const uint32_t seen = queue.seq.load();
-    if (engine.try_take(ctx, cell, slot, amount)) {
+    if (engine.try_take(ctx, cell, slot, amount, site)) {
       leave.taken = true;
       return;
     }
@@ -205,7 +205,7 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
     engine.blocked(ctx, cell, slot, amount, site);  // the checked engine may raise kDeadlock here
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      if (engine.try_take(ctx, cell, slot, amount)) {
+      if (engine.try_take(ctx, cell, slot, amount, site)) {
         leave.taken = true;
         return;
       }

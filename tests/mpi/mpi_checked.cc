@@ -10,16 +10,18 @@
 // Prints "WRONG" for each unmet expectation, "mpi_checked: all passed" otherwise.
 #include <tessera/tessera.h>
 
-#include <functional>
-#include <initializer_list>
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "mpi_expect.h"
 
 namespace {
 using namespace tessera;
 using Mode = pltpu::DmaExecutionMode;
 using Params = pltpu::InterpretParams;
+using namespace mpi_expect;
 
 const Params kModes[] = {{.dma_execution_mode = Mode::eager},
                          {.dma_execution_mode = Mode::on_wait},
@@ -28,64 +30,6 @@ const Params kModes[] = {{.dma_execution_mode = Mode::eager},
 // A wait that is not found to be a deadlock fails the test at this timeout instead of hanging.
 const pltpu::CompilerParams kParams{.wait_timeout_ms = 20000};
 const pltpu::CompilerParams kCollective{.wait_timeout_ms = 20000, .collective_id = 2};
-
-int g_wrong = 0;
-std::string g_only;  // argv[1]: run only the cases whose name contains one of its ','-parts
-
-bool wanted(const std::string& name) {
-  size_t at = 0;
-  for (;;) {
-    const size_t end = g_only.find(',', at);
-    const std::string part = g_only.substr(at, end == std::string::npos ? end : end - at);
-    if (name.find(part) != std::string::npos) return true;
-    if (end == std::string::npos) return false;
-    at = end + 1;
-  }
-}
-
-void wrong(const std::string& what) {
-  ++g_wrong;
-  std::cout << "rank " << jax::process_index() << ": WRONG " << what << std::endl;
-}
-
-// Runs `kernel` once on every device of the 1-D mesh of every rank.
-template <class K>
-void run(const K& kernel) {
-  const int n = jax::device_count();
-  jax::shard_map([&] { (void)kernel(); }, jax::make_mesh({n}, {"x"}),
-                 PartitionSpecs(std::vector<PartitionSpec>{}),
-                 PartitionSpecs(std::vector<PartitionSpec>{}))();
-}
-
-// Expects `f` to raise a tessera::Error of `kind` whose message contains every one of `says`.
-void expect_error(const std::string& name, const std::function<void()>& f, ErrorKind kind,
-                  std::initializer_list<std::string> says) {
-  if (!wanted(name)) return;
-  try {
-    f();
-    wrong(name + ": no error");
-  } catch (const Error& e) {
-    if (e.kind() != kind) {
-      wrong(name + ": kind " + to_string(e.kind()) + ": " + e.what());
-      return;
-    }
-    for (const std::string& s : says) {
-      if (std::string(e.what()).find(s) == std::string::npos) {
-        wrong(name + ": message lacks \"" + s + "\": " + e.what());
-        break;
-      }
-    }
-  }
-}
-
-void expect_clean(const std::string& name, const std::function<void()>& f) {
-  if (!wanted(name)) return;
-  try {
-    f();
-  } catch (const std::exception& e) {
-    wrong(name + ": " + e.what());
-  }
-}
 
 // Every device waits for its left neighbour's block before it sends its own (the bug), or sends
 // first.
@@ -310,12 +254,9 @@ int main(int argc, char** argv) {
       expect_clean("device 1 sends", [&] { run(lonely_kernel(true, mode)); });
       expect_clean("double barrier", [&] {
         const auto kernel = double_barrier_kernel(mode);
-        jax::shard_map(
-            [&] {
-              for (int k = 0; k < 3; ++k) (void)kernel();
-            },
-            jax::make_mesh({n}, {"x"}), PartitionSpecs(std::vector<PartitionSpec>{}),
-            PartitionSpecs(std::vector<PartitionSpec>{}))();
+        run_program([&] {
+          for (int k = 0; k < 3; ++k) (void)kernel();
+        });
       });
     }
   }
