@@ -318,6 +318,7 @@ void checked_core_begin(CheckedLaunch& L, CoreContext& ctx, void* const* scratch
     if (r.space == MemorySpace::SEMAPHORE) continue;
     fill_poison(scratch[i], r.bytes, r.dtype, L.params.uninitialized_memory);
   }
+  cc.memories_made.store(true, std::memory_order_release);
   t_observe_elements = true;
 }
 

@@ -58,6 +58,16 @@ class RankBooks final : public ArrivalObserver {
   }
   std::exception_ptr arrived(int from_device, uint64_t seq, const CheckNote& note, int core,
                              int64_t slot, int64_t inc) noexcept override;
+  bool core_begun(int core) noexcept override {
+    std::shared_ptr<CheckedLaunch> L;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      L = current_;
+    }
+    if (!L) return false;
+    const size_t g = static_cast<size_t>(rank_ * L->cores_per_device + core);
+    return g < L->cores.size() && L->cores[g]->memories_made.load(std::memory_order_acquire);
+  }
 
  private:
   void arrived_at_barrier(int from_device, uint64_t seq, const CheckNote& note, int core,
@@ -168,6 +178,16 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
     const Runs runs = runs_of(note.dst);
     record_hbm(books, from, note.dst, runs, true, note.clock, note.clock[static_cast<size_t>(from)],
                "remote copy", note.where);
+  }
+  if (note.copy && note.dst.data != nullptr) {
+    // A copy into this core's VMEM or SMEM (its bytes came in the message, and the core has
+    // begun: src/mpi/mpi_core_memory.cc): they are written. The target core reads them after the
+    // wait that takes this landing, which is ordered after this (the semaphore's count).
+    CoreContext books;
+    books.engine_core = L.cores[static_cast<size_t>(g)].get();
+    const Runs runs = runs_of(note.dst);
+    Region* r = runs.empty() || hbm_of(L, runs.lo) != nullptr ? nullptr : region_of(books, runs.lo);
+    if (r != nullptr && r->init != nullptr) mark(*r, runs, kDefined);
   }
   VC& s = L.sem_vc[{g, slot}];
   if (s.empty()) s.assign(note.clock.size(), 0);

@@ -245,6 +245,9 @@ struct CheckedCore {
   int local = 0;
   Region vmem;
   Region smem;
+  // Set once the core has begun and its VMEM and SMEM are made (shadows allocated, scratch
+  // poisoned): bytes another rank copies into them may land from then on (checked_ranks.cc).
+  std::atomic<bool> memories_made{false};
   std::vector<Dma> inflight;
   std::mt19937_64 rng;
   // Names of fresh buffers (pipeline windows, run_scoped), newest last; a later buffer at the

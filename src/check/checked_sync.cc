@@ -453,7 +453,14 @@ void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, Remote
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
   const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
   for (const Dma& d : done) {
-    record_hbm(ctx, cc.core, d.src, d.src_runs, false, d.vc_start, e, "async copy", d.started);
+    // A remote copy on MPI ranks read its source at start() (the transport moved the bytes
+    // then): the read is recorded as of its start, as a device mesh's read half records it
+    // (checked_devices.cc), so that a write ordered after the copy's landing on its target (and
+    // so after the read) is not taken for a race with it.
+    const uint32_t read_at =
+        L.ranks && !d.remote.empty() ? d.vc_start[static_cast<size_t>(cc.core)] : e;
+    record_hbm(ctx, cc.core, d.src, d.src_runs, false, d.vc_start, read_at, "async copy",
+               d.started);
     record_hbm(ctx, cc.core, d.dst, d.dst_runs, true, d.vc_start, e, "async copy", d.started);
   }
 }

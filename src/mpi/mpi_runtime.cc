@@ -248,7 +248,9 @@ const char* intern(std::string name) {
 }
 }  // namespace
 
-void MpiRuntime::send_signal(int rank, const Signal& s, const CheckNote* note, int64_t offset) {
+namespace {
+// A signal message's bytes: the Signal, then the checked note if there is one.
+std::vector<char> signal_bytes(const Signal& s, const CheckNote* note, int64_t offset) {
   std::vector<char> buf;
   append(buf, &s, 1);
   if (note != nullptr) {
@@ -277,7 +279,33 @@ void MpiRuntime::send_signal(int rank, const Signal& s, const CheckNote* note, i
     append(buf, note->clock.data(), note->clock.size());
     append(buf, file.data(), file.size());
   }
-  send_bytes(rank, kTagSignal, std::move(buf));
+  return buf;
+}
+}  // namespace
+
+void MpiRuntime::send_signal(int rank, const Signal& s, const CheckNote* note, int64_t offset) {
+  send_bytes(rank, kTagSignal, signal_bytes(s, note, offset));
+}
+
+void MpiRuntime::send_data(int rank, const Signal& s, const DataCopy& data, const CheckNote* note) {
+  const std::vector<char> signal = signal_bytes(s, note, -1);
+  const int rank_of_view = data.shape.rank();
+  const DataWire w{static_cast<int32_t>(data.space),
+                   static_cast<int32_t>(data.dtype),
+                   rank_of_view,
+                   0,
+                   data.offset,
+                   static_cast<int64_t>(data.bytes.size())};
+  std::vector<char> buf;
+  buf.reserve(signal.size() + sizeof(DataWire) + data.bytes.size() +
+              2 * sizeof(int64_t) * static_cast<size_t>(rank_of_view));
+  append(buf, &s, 1);
+  append(buf, &w, 1);
+  append(buf, data.shape.begin(), static_cast<size_t>(rank_of_view));
+  append(buf, data.strides.data(), static_cast<size_t>(rank_of_view));
+  append(buf, data.bytes.data(), data.bytes.size());
+  buf.insert(buf.end(), signal.begin() + sizeof(Signal), signal.end());
+  send_bytes(rank, kTagData, std::move(buf));
 }
 
 void MpiRuntime::send_bytes(int rank, int tag, std::vector<char> bytes) {
@@ -374,6 +402,8 @@ void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int 
     if (s.program == program_) transport_->deliver(s, source, read_note(bytes, segment(rank_)));
   } else if (tag == kTagEnter) {
     transport_->entered_message(source, bytes);
+  } else if (tag == kTagData) {
+    handle_data(source, bytes);
   } else if (tag >= kTagWaits && tag <= kTagWaitsAck) {
     transport_->waits_message(source, tag, bytes);
   } else if (tag == kTagCancel && bytes.size() >= sizeof(int64_t) + sizeof(int)) {
@@ -384,6 +414,40 @@ void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int 
     transport_->cancelled_by(
         source, kind,
         std::string(bytes.begin() + static_cast<long>(at + sizeof(int)), bytes.end()));
+  }
+}
+
+void MpiRuntime::handle_data(int source, const std::vector<char>& bytes) {
+  // The Signal, the DataWire, the view's shape and strides, the bytes, then a signal's note.
+  size_t at = sizeof(Signal) + sizeof(DataWire);
+  if (bytes.size() < at) return;
+  Signal s;
+  DataWire w;
+  std::memcpy(&s, bytes.data(), sizeof(Signal));
+  std::memcpy(&w, bytes.data() + sizeof(Signal), sizeof(DataWire));
+  if (w.rank < 0 || w.rank > kMaxRank || w.bytes < 0) return;
+  const size_t dims = static_cast<size_t>(w.rank) * sizeof(int64_t);
+  if (bytes.size() < at + 2 * dims + static_cast<size_t>(w.bytes)) return;
+  auto data = std::make_shared<DataCopy>();
+  data->space = static_cast<MemorySpace>(w.space);
+  data->dtype = static_cast<DType>(w.dtype);
+  data->offset = w.offset;
+  SmallVec shape(w.rank);
+  SmallVec strides(w.rank);
+  std::memcpy(shape.data(), bytes.data() + at, dims);
+  std::memcpy(strides.data(), bytes.data() + at + dims, dims);
+  at += 2 * dims;
+  data->shape = Shape(std::move(shape));
+  data->strides = std::move(strides);
+  const auto* payload = reinterpret_cast<const std::byte*>(bytes.data() + at);
+  data->bytes.assign(payload, payload + w.bytes);
+  at += static_cast<size_t>(w.bytes);
+  // What follows is a signal message's tail: rebuild one to read its note.
+  std::vector<char> signal(bytes.data(), bytes.data() + sizeof(Signal));
+  signal.insert(signal.end(), bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.end());
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (s.program == program_) {
+    transport_->deliver(s, source, read_note(signal, segment(rank_)), std::move(data));
   }
 }
 
@@ -418,6 +482,7 @@ void MpiRuntime::engine_main() {
     }
     for (auto& job : jobs) job();
     const bool received = poll_messages();
+    if (transport_ != nullptr) transport_->retry_landings();
     for (size_t i = 0; i < sends_.size();) {
       int done = 0;
       MPI_Test(&sends_[i], &done, MPI_STATUS_IGNORE);

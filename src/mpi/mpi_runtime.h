@@ -132,6 +132,32 @@ inline int64_t get_i64(const std::vector<char>& in, size_t& at) {
   at += sizeof(v);
   return v;
 }
+// A remote copy into another rank's VMEM or SMEM, with its bytes (DataWire).
+inline constexpr int kTagData = 110;
+
+/// A remote copy whose destination is the target core's VMEM or SMEM, which no window holds: its
+/// bytes travel in the message and the target's engine thread stores them when it applies the
+/// landing. On the wire (kTagData): the Signal, this header, the destination view's shape and
+/// strides (int64 each, `rank` of them), the packed bytes, then what a signal message carries
+/// after its Signal.
+struct DataWire {
+  int32_t space;  // MemorySpace::VMEM or SMEM
+  int32_t dtype;
+  int32_t rank;
+  int32_t unused;
+  int64_t offset;  // the view's first element: its byte offset from the core's VMEM/SMEM base
+  int64_t bytes;   // the packed bytes that follow the strides
+};
+
+/// A received DataWire: where the bytes go in the target core's memory, and the bytes.
+struct DataCopy {
+  MemorySpace space = MemorySpace::VMEM;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  SmallVec strides;
+  int64_t offset = 0;
+  std::vector<std::byte> bytes;
+};
 
 class MpiTransport;
 
@@ -160,6 +186,9 @@ class MpiRuntime final : public DistributedRuntime {
   /// Sends `s` to `rank` (the engine sends it; non-blocking for the caller), with the checked
   /// engine's `note` when there is one (`offset`: a copy's destination in the target's window).
   void send_signal(int rank, const Signal& s, const CheckNote* note = nullptr, int64_t offset = -1);
+  /// Sends a copy into `rank`'s VMEM or SMEM: `data` (its bytes packed row-major) lands at the
+  /// target core's memory when the target applies `s` (the landing); `note` as send_signal's.
+  void send_data(int rank, const Signal& s, const DataCopy& data, const CheckNote* note = nullptr);
   /// Sends `bytes` with `tag` to `rank` (the engine sends them).
   void send_bytes(int rank, int tag, std::vector<char> bytes);
   /// Tells every other rank that this one failed with `message` (kind `kind`).
@@ -191,6 +220,7 @@ class MpiRuntime final : public DistributedRuntime {
   void engine_main();
   bool poll_messages();  // true when a message came
   void handle_message(int source, const std::vector<char>& bytes, int tag);
+  void handle_data(int source, const std::vector<char>& bytes);  // a kTagData message
 
   std::once_flag once_;
   bool active_ = false;

@@ -228,11 +228,32 @@ bool MpiTransport::apply(const Pending& p, std::exception_ptr& error, bool enter
     arena = &launch_->pool->arena(static_cast<int>(s.core));
   }
   if (arena == nullptr) return false;
+  // A copy into this core's VMEM or SMEM: its bytes land before the semaphore counts them, and
+  // not before the core's books have made those memories (checked mode), which would erase them.
+  RawRef landed_at;
+  if (p.data != nullptr) {
+    if (const std::shared_ptr<ArrivalObserver> books = observer();
+        books != nullptr && !books->core_begun(static_cast<int>(s.core))) {
+      return false;
+    }
+    try {
+      landed_at = store_data(p, *arena);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+      return true;
+    }
+  }
   // The checked books see it first: the core that takes it must find it recorded.
   if (p.note != nullptr) {
     if (const std::shared_ptr<ArrivalObserver> books = observer()) {
-      std::exception_ptr e = books->arrived(p.from, static_cast<uint64_t>(s.seq), *p.note,
-                                            static_cast<int>(s.core), s.slot, s.inc);
+      CheckNote local;
+      if (p.data != nullptr) {  // the destination, as this rank's memory holds it
+        local = *p.note;
+        local.dst = landed_at;
+      }
+      std::exception_ptr e =
+          books->arrived(p.from, static_cast<uint64_t>(s.seq), p.data ? local : *p.note,
+                         static_cast<int>(s.core), s.slot, s.inc);
       if (e && !error) error = e;
     }
   }
@@ -241,9 +262,10 @@ bool MpiTransport::apply(const Pending& p, std::exception_ptr& error, bool enter
   return true;
 }
 
-void MpiTransport::deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note) {
+void MpiTransport::deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note,
+                           std::shared_ptr<const DataCopy> data) {
   std::exception_ptr race;
-  deliver_locked(Pending{s, from, std::move(note)}, race);
+  deliver_locked(Pending{s, from, std::move(note), std::move(data)}, race);
   // After the semaphore changed: a core that found every core blocked before this reads a
   // newer version (wait snapshots).
   version_.fetch_add(1);
@@ -264,6 +286,11 @@ void MpiTransport::deliver_locked(const Pending& p, std::exception_ptr& race) {
   std::lock_guard<std::mutex> lock(mu_);
   if (p.from != rank_) ++received_[static_cast<size_t>(p.from)];
   if (apply(p, race)) return;
+  if (p.data != nullptr && launch_ != nullptr && launch_->seq == static_cast<uint64_t>(s.seq)) {
+    early_.push_back(p);  // its core has not begun yet: retry_landings() applies it
+    landings_waiting_.store(true);
+    return;
+  }
   if (is_barrier_slot(s.slot) || static_cast<uint64_t>(s.seq) > entered_ ||
       (launch_ == nullptr && static_cast<uint64_t>(s.seq) == entered_ + 1)) {
     early_.push_back(p);
@@ -309,10 +336,10 @@ int64_t MpiTransport::target_offset(const CoreContext& ctx, const Directory& dir
     }
     return dir.offset[k] + static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst.data) - base);
   }
-  raise(ErrorKind::kUnsupported, op, where,
-        "on MPI ranks a remote copy lands only in HBM: an output or an aliased input of the "
-        "kernel (another process's VMEM, SMEM and scratch are not reachable); copy into an "
-        "output (pl::ANY) instead");
+  raise(ErrorKind::kInvalidArgument, op, where,
+        "the destination is none of this kernel's outputs, aliased inputs, VMEM/SMEM scratch or "
+        "run_scoped buffers, so no other device has it (a remote copy writes the same buffer on "
+        "the target device; inputs are read-only)");
 }
 
 void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
@@ -322,14 +349,9 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
   const int core = copy.target.core >= 0 ? copy.target.core : ctx.core;
   const Signal landed{rt_.program(), static_cast<int64_t>(mine.seq), core, copy.recv_slot,
                       copy.bytes};
+  if (put_core_memory(ctx, copy, target, landed)) return;
   if (target == rank_) {
-    // This device: its own memory (another core's VMEM is not this view's, so that one is not
-    // supported here).
-    if (core != ctx.core && copy.dst.space != MemorySpace::HBM &&
-        copy.dst.space != MemorySpace::ANY) {
-      raise(ErrorKind::kUnsupported, op, copy.where,
-            "on MPI ranks a remote copy to another core of this device lands only in HBM");
-    }
+    // This device's HBM (copies into VMEM and SMEM went through put_core_memory).
     native_engine().copy(nullptr, copy.src, copy.dst, op, copy.where);
     std::shared_ptr<const CheckNote> note;
     if (copy.note != nullptr) {

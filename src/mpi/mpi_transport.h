@@ -37,7 +37,13 @@ class MpiTransport final : public Transport {
   /// A signal from rank `from` (the engine thread's, or this rank's own) for this rank's cores,
   /// with the sender's checked-mode note if it has one: applied now, or kept until this rank
   /// enters the launch it belongs to.
-  void deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note);
+  /// `data`: a copy into this rank's VMEM or SMEM, whose bytes are stored just before the signal
+  /// is applied.
+  void deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note,
+               std::shared_ptr<const DataCopy> data = nullptr);
+  /// From the engine thread: applies the copies into VMEM or SMEM of the running launch that
+  /// arrived before their core had begun (checked mode makes a core's memories as it begins).
+  void retry_landings();
   /// From the engine thread: a wait-snapshot message (kTagWaits..kTagWaitsAck) from `rank`.
   void waits_message(int rank, int tag, const std::vector<char>& bytes);
   /// From the engine thread: rank `rank` has entered a launch with a start barrier (the message
@@ -53,7 +59,13 @@ class MpiTransport final : public Transport {
     Signal s;
     int from;
     std::shared_ptr<const CheckNote> note;
+    std::shared_ptr<const DataCopy> data;
   };
+  // Stores `p.data` into `arena`'s VMEM or SMEM; the view it filled (for the checked books).
+  RawRef store_data(const Pending& p, CoreArena& arena) const;
+  // A copy into the VMEM or SMEM of core `core` of device `target` (put()'s case for them):
+  // false when `copy.dst` is in neither of this core's.
+  bool put_core_memory(CoreContext& ctx, const RemoteCopy& copy, int target, const Signal& landed);
   // Applies `p` to the running launch (under mu_); false when it is not for it. A race the
   // checked books find in it goes to `error`. `entering`: from enter(), for what waited for it.
   bool apply(const Pending& p, std::exception_ptr& error, bool entering = false);
@@ -97,6 +109,7 @@ class MpiTransport final : public Transport {
   bool done_ = false;
   std::vector<Pending> early_;  // signals of launches not yet entered (or of cores not yet made)
   std::map<uint64_t, int> arrived_at_barrier_;  // launch -> the other ranks that have entered it
+  std::atomic<bool> landings_waiting_{false};  // early_ holds copies for cores not yet begun
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};
 

@@ -75,6 +75,9 @@ class ArrivalObserver {
   /// is returned, not thrown: the caller is the transport's engine thread) and records it.
   virtual std::exception_ptr arrived(int from_device, uint64_t seq, const CheckNote& note, int core,
                                      int64_t slot, int64_t inc) noexcept = 0;
+  /// Whether core `core` of the running launch has begun (its books made its VMEM and SMEM:
+  /// poisoned and marked unwritten), so that bytes landing in them now are kept.
+  virtual bool core_begun(int core) noexcept = 0;
 };
 
 /// What a device publishes about one of its launches, for the others' remote operations.
@@ -89,6 +92,10 @@ struct DeviceLaunch {
 /// A remote copy as the runtime hands it to an engine: validated views, the sender's DMA
 /// semaphore, the slot of the receiver's (the same slot on the target core), and the target
 /// with its core resolved.
+/// The byte range [lo, hi) a view covers (its first and one past its last element; empty for a
+/// view with no elements).
+void view_span(const RawRef& r, uintptr_t& lo, uintptr_t& hi);
+
 struct RemoteCopy {
   RawRef src;
   RawRef dst;  // the sender's view; the transport finds the target's buffer

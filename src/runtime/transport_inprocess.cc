@@ -19,8 +19,6 @@ namespace tessera::detail {
 
 Transport::~Transport() = default;
 
-namespace {
-// The byte range [lo, hi) a view covers (its first and one past its last element).
 void view_span(const RawRef& r, uintptr_t& lo, uintptr_t& hi) {
   const int64_t item = itemsize(r.dtype);
   int64_t min_off = 0;
@@ -36,6 +34,8 @@ void view_span(const RawRef& r, uintptr_t& lo, uintptr_t& hi) {
   lo = reinterpret_cast<uintptr_t>(r.data) + static_cast<uintptr_t>(min_off * item);
   hi = reinterpret_cast<uintptr_t>(r.data) + static_cast<uintptr_t>((max_off + 1) * item);
 }
+
+namespace {
 
 [[noreturn]] void raise_cancelled(int failed_device, const MeshInfo& mesh, const char* op,
                                   std::source_location where) {
