@@ -252,6 +252,7 @@ namespace {
 // A signal message's bytes: the Signal, then the checked note if there is one.
 std::vector<char> signal_bytes(const Signal& s, const CheckNote* note, int64_t offset) {
   std::vector<char> buf;
+  buf.reserve(sizeof(Signal) + (note != nullptr ? sizeof(NoteWire) + 256 : 0));
   append(buf, &s, 1);
   if (note != nullptr) {
     const std::string file = note->where.file_name() == nullptr ? "" : note->where.file_name();

@@ -63,8 +63,8 @@ class MpiTransport final : public Transport {
   };
   // Stores `p.data` into `arena`'s VMEM or SMEM; the view it filled (for the checked books).
   RawRef store_data(const Pending& p, CoreArena& arena) const;
-  // A copy into the VMEM or SMEM of core `core` of device `target` (put()'s case for them):
-  // false when `copy.dst` is in neither of this core's.
+  // A copy into the VMEM or SMEM of core `landed.core` of device `target` (put()'s case for
+  // them): false when `copy.dst` is in neither of the calling core's.
   bool put_core_memory(CoreContext& ctx, const RemoteCopy& copy, int target, const Signal& landed);
   // Applies `p` to the running launch (under mu_); false when it is not for it. A race the
   // checked books find in it goes to `error`. `entering`: from enter(), for what waited for it.
