@@ -77,7 +77,9 @@ TEST(PipelineSchedule, SharedStatelessIndexMapsGiveEachOperandItsIndices) {
     }
     EXPECT_TRUE(cur.copy_in(0) && cur.copy_in(1) && cur.copy_in(2));
     EXPECT_TRUE(cur.write_back(0) && cur.write_back(1) && cur.write_back(2));
-    if (cur.has_next()) EXPECT_EQ(cur.next_block(3).v, cur.next_block(0).v);
+    if (cur.has_next()) {
+      EXPECT_EQ(cur.next_block(3).v, cur.next_block(0).v);
+    }
   }
 }
 
