@@ -187,7 +187,29 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
     books.engine_core = L.cores[static_cast<size_t>(g)].get();
     const Runs runs = runs_of(note.dst);
     Region* r = runs.empty() || hbm_of(L, runs.lo) != nullptr ? nullptr : region_of(books, runs.lo);
-    if (r != nullptr && r->init != nullptr) mark(*r, runs, kDefined);
+    if (r != nullptr && r->init != nullptr) {
+      mark(*r, runs, kDefined);
+      if (L.params.detect_races && L.arenas[static_cast<size_t>(g)] != nullptr) {
+        // Until a wait_recv of the core takes it, the landing is in flight, as a device mesh's
+        // landed copy is: the core's reads and writes of the destination race with it
+        // (check_vs_remote). Its source is the sender's, in no book here.
+        RemoteDma d;
+        d.from = from;
+        d.to = g;
+        d.src = note.dst;
+        d.dst = note.dst;
+        d.dst_runs = runs;
+        d.target_arena = L.arenas[static_cast<size_t>(g)];
+        d.recv_sem = &d.target_arena->semaphores()[slot];
+        d.recv_slot = slot;
+        d.bytes = note.bytes;
+        d.vc_start = note.clock;
+        d.started = note.where;
+        d.read = d.executed = d.sent = true;
+        L.remote.push_back(std::move(d));
+        L.remote_live.store(static_cast<int>(L.remote.size()), std::memory_order_relaxed);
+      }
+    }
   }
   VC& s = L.sem_vc[{g, slot}];
   if (s.empty()) s.assign(note.clock.size(), 0);
@@ -288,7 +310,16 @@ void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
 
 void checked_rank_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_t bytes,
                            const WaitSite& site, bool recv) {
-  if (recv) return block_until(ctx, *sem, slot, bytes, site);
+  if (recv) {
+    block_until(ctx, *sem, slot, bytes, site);
+    // Copies into this core's VMEM or SMEM that the wait takes are no longer in flight.
+    CheckedLaunch& L = *core_of(ctx).launch;
+    if (L.remote_live.load(std::memory_order_relaxed) != 0) {
+      std::lock_guard<std::mutex> lock(L.mu);
+      take_remote(L, core_of(ctx).core, sem, bytes, RemoteKinds::kRecv);
+    }
+    return;
+  }
   // wait_send: completes this core's copies on the semaphore (their sources may change again).
   checked_dma_wait(ctx, sem, slot, bytes, site);
 }

@@ -6,8 +6,8 @@
 //   - the same into SMEM;
 //   - on a mesh of 2 cores per device, core c copies into core 1 - c of the right neighbour
 //     (and, on 1 rank, of its own device);
-//   - a planted bug: half a block sent and the whole block waited for (kDeadlock over the ranks
-//     in checked mode).
+//   - planted bugs in checked mode: half a block sent and the whole block waited for (kDeadlock
+//     over the ranks), and the destination read before wait_recv has taken the copy (kRace).
 // Prints "WRONG" for each unmet expectation, "mpi_core_memory: all passed" otherwise.
 #include <tessera/tessera.h>
 
@@ -64,10 +64,12 @@ void run_and_check(const std::string& name, const K& kernel, int cores, FromDevi
 }
 
 // Core c of each device fills `v`, copies it into the `w` of core `to_core(c)` of device
-// `to_device(me, n)`, waits, and writes its own `w` to its rows of the output. `half_sent` (the
-// bug): only the first 4 rows are sent, and the whole block is waited for.
+// `to_device(me, n)`, waits, and writes its own `w` to its rows of the output. The bugs:
+// kHalfSent sends only the first 4 rows and waits for the whole block; kReadEarly reads `w` once
+// the copy's bytes have arrived (semaphore_read) but before wait_recv has taken them.
+enum class Bug { kNone, kHalfSent, kReadEarly };
 template <class ToDevice, class ToCore>
-auto vmem_ring(int cores, ToDevice to_device, ToCore to_core, bool half_sent,
+auto vmem_ring(int cores, ToDevice to_device, ToCore to_core, Bug bug,
                std::optional<Params> mode) {
   auto body = [=](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::VmemRef<float> w,
                   pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv) {
@@ -78,11 +80,18 @@ auto vmem_ring(int cores, ToDevice to_device, ToCore to_core, bool half_sent,
         lax::broadcasted_iota<float>({8, 128}, 0);
     const pl::DeviceId to{{"x", to_device(me, n)}, {"core", to_core(core)}};
     auto copy = pltpu::make_async_remote_copy(v, w, send, recv, to);
-    if (half_sent) {
+    if (bug == Bug::kHalfSent) {
       auto half =
           pltpu::make_async_remote_copy(v.at(pl::ds(0, 4)), w.at(pl::ds(0, 4)), send, recv, to);
       half.start();
       half.wait_send();
+      copy.wait_recv();
+    } else if (bug == Bug::kReadEarly) {
+      copy.start();
+      copy.wait_send();
+      for (int spin = 0; spin < 2000000 && pl::semaphore_read(recv) < 8 * 128 * 4; ++spin) {
+      }
+      pltpu::sync_copy(w, o.at(pl::ds(core * 8, 8)));
       copy.wait_recv();
     } else {
       copy.start();
@@ -177,14 +186,14 @@ int main() {
     const std::string m = mode ? " (checked)" : " (native)";
     for (int i = 0; i < 3; ++i) {
       guarded("vmem ring" + m, [&] {
-        run_and_check("vmem ring" + m, vmem_ring(1, right, same, false, mode), 1, left, same);
+        run_and_check("vmem ring" + m, vmem_ring(1, right, same, Bug::kNone, mode), 1, left, same);
       });
       guarded("vmem ring, other core" + m, [&] {
-        run_and_check("vmem ring, other core" + m, vmem_ring(2, right, other, false, mode), 2, left,
+        run_and_check("vmem ring, other core" + m, vmem_ring(2, right, other, Bug::kNone, mode), 2, left,
                       other);
       });
       guarded("vmem, own device's other core" + m, [&] {
-        run_and_check("vmem, own device's other core" + m, vmem_ring(2, self, other, false, mode),
+        run_and_check("vmem, own device's other core" + m, vmem_ring(2, self, other, Bug::kNone, mode),
                       2, self, other);
       });
       guarded("smem ring" + m, [&] { smem_case("smem ring" + m, mode); });
@@ -193,11 +202,20 @@ int main() {
     expect_error(
         "vmem, half sent" + m,
         [&] {
-          run_and_check("vmem, half sent" + m, vmem_ring(1, right, same, true, mode), 1, left,
+          run_and_check("vmem, half sent" + m, vmem_ring(1, right, same, Bug::kHalfSent, mode), 1, left,
                         same);
         },
         ErrorKind::kDeadlock,
         {"deadlock over the MPI ranks", "holds 2048 bytes", "needs 4096", "mpi_core_memory.cc:"});
+    expect_error(
+        "vmem read before wait_recv" + m,
+        [&] {
+          run_and_check("vmem read before wait_recv" + m,
+                        vmem_ring(1, right, same, Bug::kReadEarly, mode), 1, left, same);
+        },
+        ErrorKind::kRace,
+        {"reads VMEM scratch #1", "may still be writing it", "has not taken it with wait_recv",
+         "mpi_core_memory.cc:"});
   }
   if (g_wrong == 0) {
     std::cout << "rank " << jax::process_index() << ": mpi_core_memory: all passed\n";
