@@ -90,8 +90,10 @@ TEST(StatementCache, ARepeatedStatementReusesItsPlanWithNewData) {
     }
   }
   const auto after = statement_cache_stats();
-  EXPECT_EQ(after.planned - before.planned, 1);
-  EXPECT_EQ(after.reused - before.reused, 4);
+  // Planned at the first run, or already by an earlier test at this call site with this shape
+  // (the cache is per thread, and gtest may run the tests in any order in one process).
+  EXPECT_LE(after.planned - before.planned, 1);
+  EXPECT_EQ((after.planned - before.planned) + (after.reused - before.reused), 5);
 }
 
 TEST(StatementCache, AnotherShapeOrStridePlansAgain) {
@@ -159,7 +161,7 @@ TEST(StatementCache, ScalarsAreTakenAtEveryRun) {
     affine_site(vref(x.data(), {8, 128}), vref(o.data(), {8, 128}), s, c);
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(o[i], x[i] * s + c) << run;
   }
-  EXPECT_EQ(statement_cache_stats().planned - before.planned, 1);
+  EXPECT_LE(statement_cache_stats().planned - before.planned, 1);  // 0: an earlier test's plan
   // Narrow dtypes: the constant wraps (int8) or rounds (bfloat16) as its node holds it.
   std::vector<int8_t> xi(256), oi(256);
   for (size_t i = 0; i < xi.size(); ++i) xi[i] = static_cast<int8_t>(i);
