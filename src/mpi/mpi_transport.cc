@@ -31,15 +31,6 @@ std::string entry_wait(const CoreContext& ctx, const char* op, std::source_locat
       ctx.device->mesh->name(ctx.device->device), ctx.core, op, format_location(where),
       ctx.device->mesh->name(target), mine.spec->name, mine.seq);
 }
-
-// The byte range a view covers, as [lo, hi).
-void span_of(const RawRef& r, uintptr_t& lo, uintptr_t& hi) {
-  const int64_t item = itemsize(r.dtype);
-  int64_t max_off = 0;
-  for (int a = 0; a < r.shape.rank(); ++a) max_off += (r.shape[a] - 1) * r.strides[a];
-  lo = reinterpret_cast<uintptr_t>(r.data);
-  hi = lo + static_cast<uintptr_t>((max_off + 1) * item);
-}
 }  // namespace
 
 MpiTransport::MpiTransport(MeshInfo mesh, MpiRuntime& runtime)
@@ -322,7 +313,7 @@ int64_t MpiTransport::target_offset(const CoreContext& ctx, const Directory& dir
   const DeviceLaunch& mine = *ctx.device->launch;
   uintptr_t lo = 0;
   uintptr_t hi = 0;
-  span_of(dst, lo, hi);
+  view_span(dst, lo, hi);
   for (size_t k = 0; k < mine.buffers.size(); ++k) {
     const LaunchBuffer& b = mine.buffers[k];
     const auto base = reinterpret_cast<uintptr_t>(b.data);
