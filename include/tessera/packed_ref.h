@@ -6,13 +6,16 @@
 // is part h (h = 0 the lowest bits) of element (..., r, c); a bitcast to a type k times wider
 // divides it by k and joins the k rows back.
 //
-//   Pallas                                     Tessera
-//   x_ref.bitcast(jnp.int16)     # f32 (8, 128) x_ref.bitcast<int16_t>()   // int16 (16, 128)
-//   x_ref.at[:8].bitcast(jnp.int16)[...]        x_ref.at(pl::ds(0,
-//   8)).bitcast<int16_t>()[pl::ellipsis] ref.at[:16, :128]; ref.reshape(2, 8, 128) ref.at(pl::ds(0,
-//   16), pl::ds(0, 128)); ref.reshape(2, 8, 128) ref[...] = x; pltpu.store(ref, pltpu.load(x_ref))
-//   ref[pl::ellipsis] = x; pltpu::store(...) pltpu.async_copy(ref, y_hbm, sem).wait()
-//   pltpu::async_copy(ref, y_hbm, sem).wait();
+//   Pallas:  x_ref.bitcast(jnp.int16)                 # float32 (8, 128) -> int16 (16, 128)
+//   Tessera: x_ref.bitcast<int16_t>()
+//   Pallas:  x_ref.at[:8].bitcast(jnp.int16)[...]
+//   Tessera: x_ref.at(pl::ds(0, 8)).bitcast<int16_t>()[pl::ellipsis]
+//   Pallas:  ref.at[:16, :128];  ref.reshape(2, 8, 128)
+//   Tessera: ref.at(pl::ds(0, 16), pl::ds(0, 128));  ref.reshape(2, 8, 128)
+//   Pallas:  ref[...] = x;  pltpu.store(ref, pltpu.load(x_ref))
+//   Tessera: ref[pl::ellipsis] = x;  pltpu::store(ref, pltpu::load(x_ref))
+//   Pallas:  pltpu.async_copy(ref, y_hbm, sem).wait()
+//   Tessera: pltpu::async_copy(ref, y_hbm, sem).wait();
 //
 // The view is made of a few strided views of the bytes ("planes", detail/packed_view.h), so it
 // costs nothing to make; a read gathers the planes into a VMEM temporary, a write scatters one,
