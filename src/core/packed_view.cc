@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "runtime/copy_check.h"
 #include "tessera/detail/expr_program.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/dma.h"
@@ -304,18 +305,7 @@ PackedView packed_reshape(const PackedView& v, const Shape& to, std::source_loca
 
 std::vector<std::pair<RawRef, RawRef>> packed_pairs(const PackedView& src, const PackedView& dst,
                                                     const char* op, std::source_location where) {
-  if (src.shape != dst.shape) {
-    raise(ErrorKind::kShapeMismatch, op, where,
-          fmt::format("source {} ref of shape {} and destination {} ref of shape {} differ; a "
-                      "copy needs equal shapes (slice one side with .at(...))",
-                      to_string(src.space), src.shape.to_string(), to_string(dst.space),
-                      dst.shape.to_string()));
-  }
-  if (src.dtype != dst.dtype) {
-    raise(ErrorKind::kDtypeMismatch, op, where,
-          fmt::format("source dtype {} and destination dtype {} differ", dtype_name(src.dtype),
-                      dtype_name(dst.dtype)));
-  }
+  check_copy_sides(src.shape, src.dtype, src.space, dst.shape, dst.dtype, dst.space, op, where);
   PackedView s = src, d = dst;
   const int atom = std::min(s.atom, d.atom);
   refine(s, atom);

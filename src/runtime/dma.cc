@@ -10,27 +10,34 @@
 
 #include "core/messages.h"
 #include "runtime/context.h"
+#include "runtime/copy_check.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
 #include "runtime/waits.h"
 
 namespace tessera::detail {
 
-namespace {
-void validate_copy(const RawRef& src, const RawRef& dst, const char* op,
-                   std::source_location where) {
-  if (src.shape != dst.shape) {
+void check_copy_sides(const Shape& src_shape, DType src_dtype, MemorySpace src_space,
+                      const Shape& dst_shape, DType dst_dtype, MemorySpace dst_space,
+                      const char* op, std::source_location where) {
+  if (src_shape != dst_shape) {
     raise(ErrorKind::kShapeMismatch, op, where,
           fmt::format("source {} ref of shape {} and destination {} ref of shape {} differ; a "
                       "copy needs equal shapes (slice one side with .at(...))",
-                      to_string(src.space), src.shape.to_string(), to_string(dst.space),
-                      dst.shape.to_string()));
+                      to_string(src_space), src_shape.to_string(), to_string(dst_space),
+                      dst_shape.to_string()));
   }
-  if (src.dtype != dst.dtype) {
+  if (src_dtype != dst_dtype) {
     raise(ErrorKind::kDtypeMismatch, op, where,
-          fmt::format("source dtype {} and destination dtype {} differ", dtype_name(src.dtype),
-                      dtype_name(dst.dtype)));
+          fmt::format("source dtype {} and destination dtype {} differ", dtype_name(src_dtype),
+                      dtype_name(dst_dtype)));
   }
+}
+
+namespace {
+void validate_copy(const RawRef& src, const RawRef& dst, const char* op,
+                   std::source_location where) {
+  check_copy_sides(src.shape, src.dtype, src.space, dst.shape, dst.dtype, dst.space, op, where);
 }
 }  // namespace
 

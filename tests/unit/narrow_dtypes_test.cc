@@ -16,6 +16,7 @@
 
 #include "native/vector_plan.h"
 #include "support/checked_support.h"
+#include "support/vector_targets.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -185,15 +186,9 @@ void check_vector_conversions(const char* target) {
 
 TEST(NarrowFloat, EvaluatorConversionsMatchOnEveryTarget) {
   // AVX2 and up convert float16 with F16C; lesser targets with the generic bit code.
-  int tried = 0;
-  for (const auto& [bit, name] : detail::vector_targets()) {
-    detail::set_vector_targets_for_test(bit);
-    check_vector_conversions(name.c_str());
-    detail::set_vector_targets_for_test(0);
-    ++tried;
-    if (HasFatalFailure()) return;
-  }
-  EXPECT_GE(tried, 1);
+  EXPECT_GE(tessera::testing::on_every_vector_target(
+                [](const char* name) { check_vector_conversions(name); }),
+            1);
 }
 
 TEST(NarrowFloat, EveryNodeRoundsToItsDtype) {

@@ -14,6 +14,7 @@
 
 #include "native/vector_plan.h"
 #include "support/checked_support.h"
+#include "support/vector_targets.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -170,15 +171,8 @@ void check_evaluator(const char* target) {
 }
 
 TEST(SubByteInt, EvaluatorOnEveryTarget) {
-  int tried = 0;
-  for (const auto& [bit, name] : detail::vector_targets()) {
-    detail::set_vector_targets_for_test(bit);
-    check_evaluator(name.c_str());
-    detail::set_vector_targets_for_test(0);
-    ++tried;
-    if (HasFatalFailure()) return;
-  }
-  EXPECT_GE(tried, 1);
+  EXPECT_GE(
+      tessera::testing::on_every_vector_target([](const char* name) { check_evaluator(name); }), 1);
 }
 
 TEST(SubByteInt, LongRowsUseTheVectorPath) {
