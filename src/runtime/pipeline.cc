@@ -12,7 +12,8 @@
 //     (a partial edge block still goes through VMEM, so that the body sees a whole window);
 //   - an output whose block is full: the body writes HBM directly, and consecutive steps on the
 //     block accumulate there as they would in VMEM; a visit of one step streams its stores past
-//     the caches (non-temporal), since nothing reads them back soon.
+//     the caches (non-temporal) when the arrays do not stay in cache (cache_fit.h), since then
+//     nothing reads them back from there.
 // Neither applies to an operand whose array overlaps another operand's (aliasing), where the
 // copies' timing is visible. Meanwhile the next step's input blocks are prefetched a few lines
 // per evaluated tile (step_hints.h), so that they arrive while this step computes.
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "runtime/block_mapping.h"
+#include "runtime/cache_fit.h"
 #include "runtime/context.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
@@ -178,20 +180,6 @@ class PipelineRun {
   int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
   bool stream_outputs_ = false;
 };
-
-// The last-level cache as the CPU reports it (L3, else L2; read once).
-int64_t last_level_cache_bytes() {
-  static const int64_t bytes = [] {
-    try {
-      const std::optional<pltpu::CpuInfo> c = pltpu::get_tpu_info().cpu;
-      if (!c) return int64_t{0};
-      return c->l3_bytes > 0 ? c->l3_bytes : c->l2_bytes;
-    } catch (...) {
-      return int64_t{0};
-    }
-  }();
-  return bytes;
-}
 
 void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q) noexcept {
   const auto& src = *static_cast<const PrefetchSource*>(self);
@@ -457,12 +445,16 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     part = partition_grid(grid, g_.semantics, ctx_.num_cores, core, config_.where);
   }
   allocate_windows();
-  // Streaming stores bypass the caches: right when the arrays this pipeline walks are larger
-  // than the last-level cache (the output would be evicted before anything reads it, and a
-  // regular store first reads each line it writes), wrong when they fit (the next kernel would
-  // find the output in cache). A CPU that reports no cache sizes streams.
-  const int64_t llc = last_level_cache_bytes();
-  stream_outputs_ = llc <= 0 || array_bytes_ > llc;
+  // Streaming stores bypass the caches: right when the arrays this pipeline walks do not stay in
+  // cache (the output would be evicted before anything reads it, and a regular store first
+  // reads each line it writes), wrong when they do (the next kernel would find the output in
+  // cache). runtime/cache_fit.h decides, from the CPU's report and, where that cannot settle it,
+  // a measurement. Only outputs used where they lie can take streaming stores.
+  bool in_place_outputs = false;
+  for (size_t k = static_cast<size_t>(g_.num_inputs); k < g_.blocks.size(); ++k) {
+    in_place_outputs = in_place_outputs || state_[k].may_alias;
+  }
+  stream_outputs_ = in_place_outputs && !stays_in_cache(array_bytes_);
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
   const std::vector<int64_t> outer_step = ctx_.grid_step;
