@@ -16,7 +16,8 @@
 // an async copy's entry stands at "never ordered" until the wait that completes it, which gives
 // it the epoch after that wait. Accesses of the same bytes keep only the newest (any landing the
 // older one races with, the newer one races with too: epochs only grow), and consecutive
-// accesses of one statement at one epoch that continue one another merge. The history is
+// accesses of one statement at one epoch that continue or repeat one another merge (an element
+// loop keeps one entry per statement). The history is
 // bounded: it forgets its oldest half when full, which may miss a race but never invents one.
 // It is kept only where a copy can land from a message: on MPI ranks, with more than one core in
 // the launch's books.
@@ -39,29 +40,43 @@ constexpr uint32_t kNeverOrdered = std::numeric_limits<uint32_t>::max();
 constexpr size_t kHistoryCap = 4096;  // entries per core; beyond, the oldest half is forgotten
 constexpr size_t kLookBack = 8;       // entries searched for the same bytes
 
-bool same_bytes(const Runs& a, const Runs& b) {
-  if (a.lo != b.lo || a.hi != b.hi || a.v.size() != b.v.size()) return false;
-  for (size_t i = 0; i < a.v.size(); ++i) {
-    if (a.v[i].lo != b.v[i].lo || a.v[i].hi != b.v[i].hi) return false;
+using Access = CheckedCore::Access;
+
+bool same_bytes(const Access& a, const Runs& b) {
+  if (a.lo != b.lo || a.hi != b.hi) return false;
+  if (a.runs.empty()) return b.v.size() == 1;
+  if (a.runs.v.size() != b.v.size()) return false;
+  for (size_t i = 0; i < b.v.size(); ++i) {
+    if (a.runs.v[i].lo != b.v[i].lo || a.runs.v[i].hi != b.v[i].hi) return false;
   }
   return true;
 }
 
-bool same_statement(const SourceLocation& a, const SourceLocation& b) {
-  return a.address() == b.address() && a.line() == b.line() && a.column() == b.column() &&
-         std::strcmp(a.file_name(), b.file_name()) == 0;
+// The first byte of `runs` that access `a` touched, or 0.
+uintptr_t overlap(const Access& a, const Runs& runs) {
+  if (!a.runs.empty()) return overlap(a.runs, runs);
+  if (runs.hi <= a.lo || a.hi <= runs.lo) return 0;
+  for (const Run& r : runs.v) {
+    if (r.lo < a.hi && a.lo < r.hi) return std::max(r.lo, a.lo);
+  }
+  return 0;
 }
 
-// Whether `runs` (one run) continues the one run of `a`, an access of the same statement at the
-// same epoch: then `a` grows to cover it.
-bool extends(CheckedCore::Access& a, const Runs& runs, bool write, const char* op,
-             const SourceLocation& where, uint32_t epoch) {
-  if (a.dma != 0 || a.epoch != epoch || a.write != write || a.op != op || a.runs.v.size() != 1 ||
-      runs.v.size() != 1 || runs.lo != a.runs.hi || !same_statement(a.where, where)) {
+bool same_statement(const SourceLocation& a, const SourceLocation& b) {
+  return a.address() == b.address() && a.line() == b.line() && a.column() == b.column() &&
+         (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
+}
+
+// Whether access `a` (of one range) is one by the same statement at the same epoch that already
+// covers `runs` (one run), or that `runs` continues: then `a` grows to cover it.
+bool absorbs(Access& a, const Runs& runs, bool write, const char* op, const SourceLocation& where,
+             uint32_t epoch) {
+  if (a.dma != 0 || a.epoch != epoch || a.write != write || a.op != op || !a.runs.empty() ||
+      runs.v.size() != 1 || runs.lo > a.hi || runs.hi < a.lo || !same_statement(a.where, where)) {
     return false;
   }
-  a.runs.hi = runs.hi;
-  a.runs.v[0].hi = runs.hi;
+  a.lo = std::min(a.lo, runs.lo);
+  a.hi = std::max(a.hi, runs.hi);
   return true;
 }
 
@@ -96,33 +111,37 @@ void remember_access(CheckedCore& cc, const Runs& runs, bool write, const char* 
       dma != 0 ? kNeverOrdered : L.vc[static_cast<size_t>(cc.core)][static_cast<size_t>(cc.core)];
   where = statement_site(where);
   std::lock_guard<std::mutex> lock(cc.history_mu);
-  std::vector<CheckedCore::Access>& h = cc.history;
+  std::vector<Access>& h = cc.history;
   if (dma == 0) {
     const size_t stop = h.size() > kLookBack ? h.size() - kLookBack : 0;
     for (size_t i = h.size(); i > stop; --i) {
-      CheckedCore::Access& a = h[i - 1];
-      if (a.dma != 0 || !same_bytes(a.runs, runs)) continue;
+      if (absorbs(h[i - 1], runs, write, op, where, epoch)) return;
+    }
+    for (size_t i = h.size(); i > stop; --i) {
+      Access& a = h[i - 1];
+      if (a.dma != 0 || !same_bytes(a, runs)) continue;
       a.epoch = epoch;
       a.write = write;
       a.op = op;
       a.where = where;
       return;
     }
-    if (!h.empty() && extends(h.back(), runs, write, op, where, epoch)) return;
   }
   if (h.size() >= kHistoryCap) {
     h.erase(h.begin(), h.begin() + static_cast<long>(h.size() / 2));
     cc.history_pending = static_cast<size_t>(
-        std::count_if(h.begin(), h.end(), [](const CheckedCore::Access& a) { return a.dma != 0; }));
+        std::count_if(h.begin(), h.end(), [](const Access& a) { return a.dma != 0; }));
   }
-  h.push_back(CheckedCore::Access{runs, epoch, write, dma, op, where});
+  Access a{runs.lo, runs.hi, {}, epoch, write, dma, op, where};
+  if (runs.v.size() > 1) a.runs = runs;
+  h.push_back(std::move(a));
   if (dma != 0) ++cc.history_pending;
 }
 
 void remembered_copy_done(CheckedCore& cc, uint64_t dma, uint32_t epoch) {
   std::lock_guard<std::mutex> lock(cc.history_mu);
   for (size_t i = cc.history.size(); i > 0 && cc.history_pending > 0; --i) {
-    CheckedCore::Access& a = cc.history[i - 1];
+    Access& a = cc.history[i - 1];
     if (a.dma != dma) continue;
     a.dma = 0;
     a.epoch = epoch;
@@ -135,9 +154,9 @@ void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const C
   CheckedCore& cc = *L.cores[static_cast<size_t>(g)];
   const uint32_t known = note.clock[static_cast<size_t>(g)];
   std::lock_guard<std::mutex> lock(cc.history_mu);
-  for (const CheckedCore::Access& a : cc.history) {
+  for (const Access& a : cc.history) {
     if (a.epoch <= known) continue;  // ordered before the start()
-    const uintptr_t p = overlap(runs, a.runs);
+    const uintptr_t p = overlap(a, runs);
     if (p == 0) continue;
     const std::string target = core_name(L, g);
     raise(

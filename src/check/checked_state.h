@@ -275,6 +275,8 @@ struct CheckedCore {
   // copy landing from a message is checked against. Written by the core's thread, read by the
   // rank's engine thread, under history_mu (taken after the launch's mutex where both are).
   struct Access {
+    uintptr_t lo = 0;  // the bytes [lo, hi), or (`runs` not empty) those runs
+    uintptr_t hi = 0;
     Runs runs;
     uint32_t epoch = 0;  // the core's own clock entry at the access (max: an async copy in flight)
     bool write = false;
