@@ -15,12 +15,11 @@
 // copies, and of its async copies (local, or remote copies it sends, whose sources they read);
 // an async copy's entry stands at "never ordered" until the wait that completes it, which gives
 // it the epoch after that wait. Accesses of the same bytes keep only the newest (any landing the
-// older one races with, the newer one races with too: epochs only grow), and consecutive
-// accesses of one statement at one epoch that continue or repeat one another merge (an element
-// loop keeps one entry per statement). The history is
-// bounded: it forgets its oldest half when full, which may miss a race but never invents one.
-// It is kept only where a copy can land from a message: on MPI ranks, with more than one core in
-// the launch's books.
+// older one races with, the newer one races with too: epochs only grow), and accesses of one
+// statement at one epoch that repeat or continue a recent entry merge into it (an element loop
+// keeps one entry per statement). The history is bounded: it forgets its oldest half when full,
+// which may miss a race but never invents one. It is kept only where a copy can land from a
+// message: on MPI ranks, with more than one core in the launch's books.
 #include <fmt/format.h>
 
 #include <algorithm>
