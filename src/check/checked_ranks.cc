@@ -187,6 +187,11 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
     books.engine_core = L.cores[static_cast<size_t>(g)].get();
     const Runs runs = runs_of(note.dst);
     Region* r = runs.empty() || hbm_of(L, runs.lo) != nullptr ? nullptr : region_of(books, runs.lo);
+    // The core's accesses of the destination that nothing orders before the sender's start():
+    // the copy may have landed on them (checked_history.cc).
+    if (r != nullptr && keeps_history(*L.cores[static_cast<size_t>(g)])) {
+      check_landing_vs_history(L, g, runs, note, sender);
+    }
     if (r != nullptr && r->init != nullptr) {
       mark(*r, runs, kDefined);
       if (L.params.detect_races && L.arenas[static_cast<size_t>(g)] != nullptr) {
@@ -235,6 +240,9 @@ void fill_note(CheckedCore& cc, SourceLocation where, CheckNote& note) {
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
   ++mine[static_cast<size_t>(cc.core)];
   note.clock = mine;
+  // And once more: the core's accesses after this operation are at an epoch the note does not
+  // hold (checked_history.cc compares an access's epoch with a note's clock).
+  ++mine[static_cast<size_t>(cc.core)];
 }
 
 }  // namespace
@@ -292,6 +300,8 @@ void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
     d.id = L.next_dma++;
     d.vc_start = note.clock;
   }
+  // Its source is read until its wait_send (a copy landing here from another rank races with it).
+  if (keeps_history(cc)) remember_access(cc, d.src_runs, false, "remote copy", copy.where, d.id);
   note.copy = true;
   note.dst = copy.dst;
   note.bytes = copy.bytes;

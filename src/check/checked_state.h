@@ -271,6 +271,22 @@ struct CheckedCore {
     std::vector<WriteBack> write_backs;
   };
   std::vector<PipelineBooks> pipelines;
+  // MPI ranks (checked_history.cc): the core's recent accesses of its VMEM and SMEM, which a
+  // copy landing from a message is checked against. Written by the core's thread, read by the
+  // rank's engine thread, under history_mu (taken after the launch's mutex where both are).
+  struct Access {
+    uintptr_t lo = 0;  // the bytes [lo, hi), or (`runs` not empty) those runs
+    uintptr_t hi = 0;
+    Runs runs;
+    uint32_t epoch = 0;  // the core's own clock entry at the access (max: an async copy in flight)
+    bool write = false;
+    uint64_t dma = 0;  // an async copy's id until the wait that completes it
+    const char* op = "";
+    SourceLocation where;
+  };
+  std::mutex history_mu;
+  std::vector<Access> history;
+  size_t history_pending = 0;  // entries with a dma
 };
 
 struct DeviceContext;
@@ -381,6 +397,23 @@ struct CheckedLaunch {
   std::atomic<int> remote_live{0};  // remote.size(), read without the lock as a hint
   uint64_t next_remote = 1;
 };
+
+// Whether core `cc` keeps a history of its VMEM and SMEM accesses (checked_history.cc): on MPI
+// ranks, where a remote copy lands from a message, with more than one core in the books.
+inline bool keeps_history(const CheckedCore& cc) {
+  const CheckedLaunch& L = *cc.launch;
+  return L.ranks && L.num_cores > 1 && L.params.detect_races;
+}
+// Records an access of `runs` by core `cc` (its thread) when they lie in its VMEM or SMEM: at the
+// core's current epoch, or (`dma` != 0) as an async copy in flight until remembered_copy_done.
+void remember_access(CheckedCore& cc, const Runs& runs, bool write, const char* op,
+                     SourceLocation where, uint64_t dma = 0);
+// The wait that completes async copy `dma` leaves the core at `epoch` (under the launch mutex).
+void remembered_copy_done(CheckedCore& cc, uint64_t dma, uint32_t epoch);
+// A remote copy from `sender` lands on `runs` of core `g` (under the launch mutex): raises kRace
+// for an access of the core there that its clock `note.clock` does not hold.
+void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const CheckNote& note,
+                              const std::string& sender);
 
 inline void join(VC& into, const VC& from) {
   for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);

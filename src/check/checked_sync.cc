@@ -123,6 +123,7 @@ void check_compute_vs_dma(CoreContext& ctx, const Runs& runs, bool write, const 
                           SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   if (!cc.launch->params.detect_races) return;
+  if (keeps_history(cc)) remember_access(cc, runs, write, op, where);
   if (cc.launch->remote_live.load(std::memory_order_relaxed) != 0) {
     check_vs_remote(ctx, runs, write, op, where);
   }
@@ -283,6 +284,10 @@ void checked_sync_copy(CoreContext& ctx, const RawRef& src, const RawRef& dst, c
   const Runs sr = runs_of(src);
   const Runs dr = runs_of(dst);
   check_dma_vs_dma(ctx, sr, dr, op, where);
+  if (keeps_history(cc)) {
+    remember_access(cc, sr, false, op, where);
+    remember_access(cc, dr, true, op, where);
+  }
   if (!cc.pipelines.empty()) {
     if (std::strcmp(op, "emit_pipeline copy-in") == 0) {
       check_copy_in_vs_write_backs(ctx, sr, op, where);
@@ -323,6 +328,10 @@ void checked_dma_start(CoreContext& ctx, const RawRef& src, const RawRef& dst, S
     VC& mine = L.vc[static_cast<size_t>(cc.core)];
     ++mine[static_cast<size_t>(cc.core)];
     d.vc_start = mine;
+  }
+  if (keeps_history(cc)) {
+    remember_access(cc, d.src_runs, false, "async copy", where, d.id);
+    remember_access(cc, d.dst_runs, true, "async copy", where, d.id);
   }
   bool now = L.params.dma_execution_mode == pltpu::DmaExecutionMode::eager;
   if (L.params.dma_execution_mode == pltpu::DmaExecutionMode::random) now = (cc.rng() & 1) != 0;
@@ -453,6 +462,8 @@ void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, Remote
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
   const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
   for (const Dma& d : done) {
+    // The copy's accesses of VMEM and SMEM are ordered before what follows this wait.
+    if (cc.history_pending != 0) remembered_copy_done(cc, d.id, e);
     // A remote copy on MPI ranks read its source at start() (the transport moved the bytes
     // then): the read is recorded as of its start, as a device mesh's read half records it
     // (checked_devices.cc), so that a write ordered after the copy's landing on its target (and
