@@ -175,13 +175,14 @@ bool land_one(CoreContext& ctx, CheckedLaunch& L, int core, const SemaphoreCell*
 }  // namespace
 
 int64_t take_remote(CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t bytes,
-                    RemoteKinds kinds) {
+                    RemoteKinds kinds, std::vector<Runs>* received) {
   int64_t left = bytes;
   for (RemoteDma& r : L.remote) {
     if (left <= 0) break;
     if (kinds != RemoteKinds::kSend && r.recv_sem == cell && r.executed && !r.received) {
       r.received = true;
       left -= r.bytes;
+      if (received != nullptr) received->push_back(r.dst_runs);
     } else if (kinds != RemoteKinds::kRecv && r.from == core && r.send_sem == cell && r.read &&
                !r.sent) {
       r.sent = true;

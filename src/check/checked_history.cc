@@ -151,6 +151,20 @@ void remembered_copy_done(CheckedCore& cc, uint64_t dma, uint32_t epoch) {
 void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const CheckNote& note,
                               const std::string& sender) {
   CheckedCore& cc = *L.cores[static_cast<size_t>(g)];
+  // Another rank's copy that landed here and that no wait_recv has taken yet: the two may land
+  // in either order (nothing of the target orders them, as it has not waited for the first).
+  for (const RemoteDma& d : L.remote) {
+    if (d.to != g || d.received) continue;
+    const uintptr_t p = overlap(d.dst_runs, runs);
+    if (p == 0) continue;
+    raise(ErrorKind::kRace, "remote_copy.start", note.where,
+          fmt::format("{}'s remote copy writes {}'s {}, which the remote copy from {} started at "
+                      "{} also writes, and no wait_recv has taken that one yet: two copies in "
+                      "flight may land in either order. Wait (wait_recv on the target) for the "
+                      "first before the second is started, e.g. with a signal back to its sender",
+                      sender, core_name(L, g), memory_text(L, cc, p), core_name(L, d.from),
+                      format_location(d.started)));
+  }
   const uint32_t known = note.clock[static_cast<size_t>(g)];
   std::lock_guard<std::mutex> lock(cc.history_mu);
   for (const Access& a : cc.history) {

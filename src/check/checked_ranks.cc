@@ -322,11 +322,20 @@ void checked_rank_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, i
                            const WaitSite& site, bool recv) {
   if (recv) {
     block_until(ctx, *sem, slot, bytes, site);
-    // Copies into this core's VMEM or SMEM that the wait takes are no longer in flight.
-    CheckedLaunch& L = *core_of(ctx).launch;
+    // Copies into this core's VMEM or SMEM that the wait takes are no longer in flight. Their
+    // landings join the core's access history as writes at this wait: another rank's copy into
+    // the same bytes must be started after it (checked_history.cc).
+    CheckedCore& cc = core_of(ctx);
+    CheckedLaunch& L = *cc.launch;
     if (L.remote_live.load(std::memory_order_relaxed) != 0) {
+      std::vector<Runs> landed;
       std::lock_guard<std::mutex> lock(L.mu);
-      take_remote(L, core_of(ctx).core, sem, bytes, RemoteKinds::kRecv);
+      const bool keep = keeps_history(cc);
+      take_remote(L, cc.core, sem, bytes, RemoteKinds::kRecv, keep ? &landed : nullptr);
+      for (const Runs& runs : landed) {
+        remember_access(cc, runs, true, "landing of a remote copy taken by the wait_recv",
+                        site.where);
+      }
     }
     return;
   }

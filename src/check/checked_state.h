@@ -436,10 +436,11 @@ void copy_shadow(CoreContext& ctx, const RawRef& src, const RawRef& dst, const R
 void carry_remote_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out);
 // A wait took `bytes` from `cell` of core `core` (under the mutex): marks this launch's remote
 // copies it completes as taken, oldest first (`kinds`: send halves, receive halves, or both);
-// returns the bytes left over.
+// returns the bytes left over. The destinations of the receive halves it takes are appended to
+// `received` when given.
 enum class RemoteKinds { kSend, kRecv, kBoth };
 int64_t take_remote(CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t bytes,
-                    RemoteKinds kinds);
+                    RemoteKinds kinds, std::vector<Runs>* received = nullptr);
 // Runs copies in flight that would add to `sem` while it holds less than `bytes`, as late as
 // possible: this core's (local copies, remote halves carried in), then this launch's remote
 // copies (on a device mesh in process).

@@ -9,7 +9,10 @@
 //     local copy in flight across the signal writes it, on core 0 and on core 1 of a 2-core mesh:
 //     kRace on every rank, naming both devices, cores, lines and the element;
 //   - a ring of several steps with no capacity semaphore (a device's next copy may land while
-//     its right neighbour still reads the last one): kRace.
+//     its right neighbour still reads the last one): kRace;
+//   - two copies from two cores of device 0 into one buffer of device 1, both in flight, or the
+//     second started before device 1's wait_recv of the first: kRace (clean twins: disjoint
+//     halves; the second started after a signal that device 1 sends after that wait_recv).
 // Each clean twin touches the buffer before the signal (or, in the ring, waits for the
 // neighbour's capacity signal), with the same forced order, and checks what landed; they run
 // three times in every DMA execution mode.
@@ -206,6 +209,61 @@ auto ring_kernel(bool capacity, const Params& mode) {
                     mode, kParams, pl::name("ring"))(body);
 }
 
+// Two copies into `buf` of device 1 core 0, from cores 0 (A) and 1 (B) of device 0, on their own
+// receive semaphores. kInFlight: both start at once and device 1 waits for both after an
+// MPI_Barrier that follows both starts (the bug: either may land last). kAfterWait: device 1
+// takes A (wait_recv), then B starts, held back by an MPI_Barrier that orders nothing in
+// Tessera's terms (the bug: B may land before A on a TPU). kDisjoint: as kInFlight, into the two
+// halves of `buf` (clean). kOrdered: as kAfterWait, but device 1 signals core 1 of device 0
+// after its wait_recv of A, and B starts after that signal (clean).
+enum class TwoCopies { kInFlight, kAfterWait, kDisjoint, kOrdered };
+
+auto two_copies_kernel(TwoCopies how, const Params& mode) {
+  auto body = [=](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::VmemRef<float> buf,
+                  pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv_a,
+                  pltpu::DmaSemaphoreRef recv_b, pltpu::SemaphoreRef go) {
+    const int me = lax::axis_index("x");
+    const int core = lax::axis_index("core");
+    const bool halves = how == TwoCopies::kDisjoint;
+    const bool after = how == TwoCopies::kAfterWait || how == TwoCopies::kOrdered;
+    const pl::DeviceId target{{"x", 1}, {"core", 0}};
+    auto rows = [&](int c) { return halves ? pl::ds(4 * c, 4) : pl::ds(0, 8); };
+    auto a = pltpu::make_async_remote_copy(v.at(rows(0)), buf.at(rows(0)), send, recv_a, target);
+    auto b = pltpu::make_async_remote_copy(v.at(rows(1)), buf.at(rows(1)), send, recv_b, target);
+    const bool barrier_thread =
+        (me == 0 && core == 1) || (me == 1 && core == 0) || (me > 1 && core == 0);
+    if (me == 0) {
+      v = jnp::full_like(v, static_cast<float>(10 * (core + 1)));
+      if (core == 1 && after) {
+        if (how == TwoCopies::kOrdered) pl::semaphore_wait(go, 1);
+        MPI_Barrier(MPI_COMM_WORLD);
+      }
+      auto& mine = core == 0 ? a : b;
+      mine.start();
+      mine.wait_send();
+      if (core == 1 && !after) MPI_Barrier(MPI_COMM_WORLD);
+    } else if (me == 1 && core == 0) {
+      if (after) {
+        a.wait_recv();
+        if (how == TwoCopies::kOrdered) {
+          pl::semaphore_signal(go, 1, pl::device_id({0}), pl::core_index(1));
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (!after) a.wait_recv();
+      b.wait_recv();
+      pltpu::sync_copy(buf, o);
+    } else if (barrier_thread) {
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  };
+  return pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 2),
+                    pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::VMEM<float>({8, 128}),
+                                      pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::DMA,
+                                      pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::REGULAR),
+                    mode, kParams, pl::name("two_copies"))(body);
+}
+
 template <class T, class K>
 std::optional<Array<T>> run_kernel(const K& kernel) {
   std::optional<Array<T>> out;
@@ -305,6 +363,37 @@ void ring_cases() {
                ErrorKind::kRace, {"device ", "VMEM scratch #1", "mpi_landing_races.cc:"});
 }
 
+void two_copies_cases() {
+  for (const TwoCopies how : {TwoCopies::kDisjoint, TwoCopies::kOrdered}) {
+    const std::string name =
+        how == TwoCopies::kDisjoint ? "two copies into disjoint halves" : "two ordered copies";
+    for (const Params& mode : kModes) {
+      for (int i = 0; i < 3; ++i) {
+        expect_clean(name, [&] {
+          std::optional<Array<float>> out;
+          run_program([&] { out.emplace(two_copies_kernel(how, mode)()); });
+          if (jax::process_index() != 1) return;
+          // Halves: rows 0-3 from core 0 (10), rows 4-7 from core 1 (20); ordered: B's 20 last.
+          const float top = how == TwoCopies::kDisjoint ? 10.0f : 20.0f;
+          if (!out || (*out)(1, 7) != top || (*out)(6, 7) != 20.0f) {
+            wrong(name + ": unexpected rows");
+          }
+        });
+      }
+    }
+  }
+  expect_error("two copies in flight into one buffer",
+               [&] { run(two_copies_kernel(TwoCopies::kInFlight, kModes[0])); }, ErrorKind::kRace,
+               {"'s remote copy writes device 1 core 0's VMEM scratch #1 VMEM<float32>(8, 128)",
+                "remote_copy.start at mpi_landing_races.cc:"});
+  expect_error("a copy started before the wait_recv of another into the same buffer",
+               [&] { run(two_copies_kernel(TwoCopies::kAfterWait, kModes[0])); }, ErrorKind::kRace,
+               {"device 0 core 1's remote copy writes device 1 core 0's VMEM scratch #1 "
+                "VMEM<float32>(8, 128) element (0, 0), which device 1 core 0's landing of a "
+                "remote copy taken by the wait_recv at mpi_landing_races.cc:",
+                " writes with no happens-before order"});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,6 +403,7 @@ int main(int argc, char** argv) {
   vmem_cases(2, 1, 1);
   smem_cases();
   ring_cases();
+  two_copies_cases();
   if (g_wrong == 0) {
     std::cout << "rank " << jax::process_index() << ": mpi_landing_races: all passed\n";
   }
