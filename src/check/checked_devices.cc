@@ -407,6 +407,13 @@ void checked_remote_dma_start(CoreContext& ctx, const RemoteCopy& c) {
   ++mine[static_cast<size_t>(cc.core)];
   r.vc_start = mine;
   r.id = L.next_remote++;
+  // Into another core's VMEM or SMEM: the target's accesses there that nothing orders before
+  // this start(), and copies in flight into the same bytes, race with the landing
+  // (checked_history.cc); later accesses meet the copy in flight (check_vs_remote).
+  if (keeps_history(*L.cores[static_cast<size_t>(r.to)]) && !r.dst_runs.empty() &&
+      hbm_of(L, r.dst_runs.lo) == nullptr) {
+    check_landing_vs_history(L, r.to, r.dst_runs, r.vc_start, c.where, core_name(L, r.from));
+  }
   // eager: both halves now; random: the read half now or later, then the landing now or later.
   const pltpu::DmaExecutionMode mode = L.params.dma_execution_mode;
   const bool read = mode == pltpu::DmaExecutionMode::eager ||
@@ -428,7 +435,7 @@ void checked_remote_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot,
   // halves carried in from an earlier call).
   run_pending_copies(ctx, sem, bytes);
   block_until(ctx, *sem, slot, bytes, site);
-  complete_copies(ctx, sem, bytes, recv ? RemoteKinds::kRecv : RemoteKinds::kSend);
+  complete_copies(ctx, sem, bytes, recv ? RemoteKinds::kRecv : RemoteKinds::kSend, site.where);
 }
 
 bool run_pending_remote(CoreContext& ctx, SemaphoreCell& cell) {

@@ -79,23 +79,51 @@ bool absorbs(Access& a, const Runs& runs, bool write, const char* op, const Sour
   return true;
 }
 
-// Names the byte at `p` of core `cc`'s VMEM or SMEM from the kernel's scratch layout alone (the
-// core's own names of its fresh buffers are its thread's).
-std::string memory_text(const CheckedLaunch& L, const CheckedCore& cc, uintptr_t p) {
-  const bool vmem = cc.vmem.contains(p);
-  const MemorySpace space = vmem ? MemorySpace::VMEM : MemorySpace::SMEM;
-  const uintptr_t base = vmem ? cc.vmem.base : cc.smem.base;
+// Names the byte at `p` of a core's VMEM or SMEM (starting at `base`) from the kernel's scratch
+// layout alone (the core's own names of its fresh buffers are its thread's); empty when no
+// scratch buffer holds it.
+std::string scratch_text(const CheckedLaunch& L, MemorySpace space, uintptr_t base, uintptr_t p) {
   const auto off = static_cast<int64_t>(p - base);
   const LaunchSpec& spec = *L.spec;
   for (size_t i = 0; i < spec.scratch.size(); ++i) {
     const ScratchRequest& r = spec.scratch[i];
-    if (r.space != space || off < spec.offsets[i] || off >= spec.offsets[i] + r.bytes) continue;
+    if (r.space != space || p < base || off < spec.offsets[i] || off >= spec.offsets[i] + r.bytes) {
+      continue;
+    }
     return fmt::format(
         "{} scratch #{} {}<{}>{}{}", to_string(space), i, to_string(space), dtype_name(r.dtype),
         r.shape.to_string(),
         elem_at(p, base + static_cast<uintptr_t>(spec.offsets[i]), r.dtype, r.shape));
   }
-  return fmt::format("{} at byte offset {}", to_string(space), off);
+  return {};
+}
+
+// Names the byte at `p` of core `cc`'s VMEM or SMEM. Another core's regions are read under
+// regions_mu; a core that has not begun has none yet, and then its arena (`arena`, when given)
+// tells where its VMEM and SMEM lie.
+std::string memory_text(CheckedLaunch& L, const CheckedCore& cc, uintptr_t p,
+                        const CoreArena* arena = nullptr) {
+  bool vmem = false;
+  bool known = false;
+  uintptr_t base = 0;
+  {
+    std::lock_guard<std::mutex> lock(L.regions_mu);
+    vmem = cc.vmem.contains(p);
+    known = vmem || cc.smem.contains(p);
+    base = vmem ? cc.vmem.base : cc.smem.base;
+  }
+  if (!known && arena != nullptr) {
+    for (const MemorySpace space : {MemorySpace::VMEM, MemorySpace::SMEM}) {
+      const auto* b = space == MemorySpace::VMEM ? arena->vmem() : arena->smem();
+      std::string text = scratch_text(L, space, reinterpret_cast<uintptr_t>(b), p);
+      if (!text.empty()) return text;
+    }
+    return "VMEM";
+  }
+  const MemorySpace space = vmem ? MemorySpace::VMEM : MemorySpace::SMEM;
+  std::string text = scratch_text(L, space, base, p);
+  if (!text.empty()) return text;
+  return fmt::format("{} at byte offset {}", to_string(space), p - base);
 }
 
 }  // namespace
@@ -150,6 +178,11 @@ void remembered_copy_done(CheckedCore& cc, uint64_t dma, uint32_t epoch) {
 
 void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const CheckNote& note,
                               const std::string& sender) {
+  check_landing_vs_history(L, g, runs, note.clock, note.where, sender);
+}
+
+void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const VC& clock,
+                              SourceLocation where, const std::string& sender) {
   CheckedCore& cc = *L.cores[static_cast<size_t>(g)];
   // Another rank's copy that landed here and that no wait_recv has taken yet: the two may land
   // in either order (nothing of the target orders them, as it has not waited for the first).
@@ -157,15 +190,15 @@ void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const C
     if (d.to != g || d.received) continue;
     const uintptr_t p = overlap(d.dst_runs, runs);
     if (p == 0) continue;
-    raise(ErrorKind::kRace, "remote_copy.start", note.where,
+    raise(ErrorKind::kRace, "remote_copy.start", where,
           fmt::format("{}'s remote copy writes {}'s {}, which the remote copy from {} started at "
                       "{} also writes, and no wait_recv has taken that one yet: two copies in "
                       "flight may land in either order. Wait (wait_recv on the target) for the "
                       "first before the second is started, e.g. with a signal back to its sender",
-                      sender, core_name(L, g), memory_text(L, cc, p), core_name(L, d.from),
-                      format_location(d.started)));
+                      sender, core_name(L, g), memory_text(L, cc, p, d.target_arena),
+                      core_name(L, d.from), format_location(d.started)));
   }
-  const uint32_t known = note.clock[static_cast<size_t>(g)];
+  const uint32_t known = clock[static_cast<size_t>(g)];
   std::lock_guard<std::mutex> lock(cc.history_mu);
   for (const Access& a : cc.history) {
     if (a.epoch <= known) continue;  // ordered before the start()
@@ -173,7 +206,7 @@ void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const C
     if (p == 0) continue;
     const std::string target = core_name(L, g);
     raise(
-        ErrorKind::kRace, "remote_copy.start", note.where,
+        ErrorKind::kRace, "remote_copy.start", where,
         fmt::format("{}'s remote copy writes {}'s {}, which {}'s {} at {} {}{} with no "
                     "happens-before order between them: nothing orders that access before this "
                     "start(), and on a TPU the copy may land at any moment from its start() "

@@ -398,11 +398,12 @@ struct CheckedLaunch {
   uint64_t next_remote = 1;
 };
 
-// Whether core `cc` keeps a history of its VMEM and SMEM accesses (checked_history.cc): on MPI
-// ranks, where a remote copy lands from a message, with more than one core in the books.
+// Whether core `cc` keeps a history of its VMEM and SMEM accesses (checked_history.cc): where
+// another device's remote copy can land in them (MPI ranks with more than one core in the books,
+// device meshes of more than one device).
 inline bool keeps_history(const CheckedCore& cc) {
   const CheckedLaunch& L = *cc.launch;
-  return L.ranks && L.num_cores > 1 && L.params.detect_races;
+  return (L.ranks ? L.num_cores > 1 : L.devices > 1) && L.params.detect_races;
 }
 // Records an access of `runs` by core `cc` (its thread) when they lie in its VMEM or SMEM: at the
 // core's current epoch, or (`dma` != 0) as an async copy in flight until remembered_copy_done.
@@ -414,6 +415,10 @@ void remembered_copy_done(CheckedCore& cc, uint64_t dma, uint32_t epoch);
 // for an access of the core there that its clock `note.clock` does not hold.
 void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const CheckNote& note,
                               const std::string& sender);
+// The same for a copy of a device mesh started at `where` with the sender's clock `clock`: at its
+// start(), where it goes in flight.
+void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const VC& clock,
+                              SourceLocation where, const std::string& sender);
 
 inline void join(VC& into, const VC& from) {
   for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
@@ -448,7 +453,9 @@ void run_pending_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes);
 // After a wait took `bytes` from `sem`: the copies it completes leave the books, oldest first
 // (this core's whose half is in `kinds`, then this launch's remote copies), their accesses
 // recorded.
-void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, RemoteKinds kinds);
+// `where` is the wait's line (the landings it takes enter the core's access history there).
+void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, RemoteKinds kinds,
+                     SourceLocation where);
 // Whether a blocked wait on `cell` by core `core` may still be satisfied by a remote copy that
 // has not landed, or (a barrier semaphore) by a device in a later launch (under the mutex).
 bool remote_may_satisfy(const CheckedLaunch& L, int core, const SemaphoreCell* cell, int64_t slot);

@@ -429,7 +429,8 @@ void run_pending_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes) {
   }
 }
 
-void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, RemoteKinds kinds) {
+void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, RemoteKinds kinds,
+                     SourceLocation where) {
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   using Half = CarriedCopy::Half;
@@ -453,14 +454,19 @@ void complete_copies(CoreContext& ctx, SemaphoreCell* sem, int64_t bytes, Remote
       ++i;
     }
   }
+  std::vector<Runs> landed;  // remote copies into this core's memory that this wait takes
   if (left > 0 && L.program && !L.ranks) {
     std::lock_guard<std::mutex> lock(L.mu);
-    take_remote(L, cc.core, sem, left, kinds);
+    take_remote(L, cc.core, sem, left, kinds, keeps_history(cc) ? &landed : nullptr);
   }
   if (!L.params.detect_races) return;
   std::lock_guard<std::mutex> lock(L.mu);
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
   const uint32_t e = ++mine[static_cast<size_t>(cc.core)];
+  // Their landings are writes at this wait: another copy into those bytes must start after it.
+  for (const Runs& runs : landed) {
+    remember_access(cc, runs, true, "landing of a remote copy taken by the wait_recv", where);
+  }
   for (const Dma& d : done) {
     // The copy's accesses of VMEM and SMEM are ordered before what follows this wait.
     if (cc.history_pending != 0) remembered_copy_done(cc, d.id, e);
@@ -481,7 +487,7 @@ void checked_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, int64_
   // Run pending copies on this semaphore, as late as possible: only while the count is short.
   run_pending_copies(ctx, sem, bytes);
   block_until(ctx, *sem, slot, bytes, site);
-  complete_copies(ctx, sem, bytes, RemoteKinds::kBoth);
+  complete_copies(ctx, sem, bytes, RemoteKinds::kBoth, site.where);
 }
 
 void checked_signal(CoreContext& ctx, int target, int64_t slot, int64_t inc) {
