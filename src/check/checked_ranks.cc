@@ -281,7 +281,31 @@ std::unique_ptr<Engine> make_checked_rank_engine(const LaunchSpec& spec,
   return make_engine_for(L, dev.device * spec.num_cores, dev.device);
 }
 
+namespace {
+
+// Natively a remote copy or signal on a semaphore operand of the pallas_call (which outlives the
+// kernel) may stay in flight into a later call across MPI ranks (MpiTransport::bodies_done);
+// these books do not carry one into the next launch across ranks (on a device mesh they do:
+// carry_remote_out), so it is refused rather than checked in part.
+void refuse_outliving(const CoreContext& ctx, int64_t slot, const char* which, const char* op,
+                      std::source_location where) {
+  if (!semaphore_outlives_launch(*ctx.launch->spec, slot)) return;
+  raise(ErrorKind::kUnsupported, op, where,
+        fmt::format("{} is a semaphore operand of the pallas_call (a SemaphoreArray, which "
+                    "outlives the kernel): a remote operation on it may stay in flight into a "
+                    "later call, which runs natively across MPI ranks but is not checked across "
+                    "them. Check the program on an in-process mesh (mesh.in_process(), or "
+                    "TESSERA_TRANSPORT=inprocess), where checked mode follows such copies, or use "
+                    "scratch semaphores and wait_send / wait_recv in this kernel",
+                    which));
+}
+
+}  // namespace
+
 void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
+  refuse_outliving(ctx, own_slot(ctx, copy.send_sem, kStart, copy.where), "send_sem", kStart,
+                   copy.where);
+  refuse_outliving(ctx, copy.recv_slot, "recv_sem", kStart, copy.where);
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   Dma d;
@@ -345,6 +369,7 @@ void checked_rank_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, i
 
 void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot, int64_t inc,
                          std::source_location where) {
+  refuse_outliving(ctx, slot, "the semaphore", "pl::semaphore_signal", where);
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   CheckNote note;

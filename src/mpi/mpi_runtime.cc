@@ -403,6 +403,8 @@ void MpiRuntime::handle_message(int source, const std::vector<char>& bytes, int 
     if (s.program == program_) transport_->deliver(s, source, read_note(bytes, segment(rank_)));
   } else if (tag == kTagEnter) {
     transport_->entered_message(source, bytes);
+  } else if (tag == kTagBodies) {
+    transport_->bodies_message(source, bytes);
   } else if (tag == kTagData) {
     handle_data(source, bytes);
   } else if (tag >= kTagWaits && tag <= kTagWaitsAck) {

@@ -119,6 +119,9 @@ inline constexpr int kTagWaitsConfirm = 104;
 inline constexpr int kTagWaitsAck = 105;
 // A rank has entered a launch with an implicit start barrier (program, launch).
 inline constexpr int kTagEnter = 106;
+// Every core of a rank has run its body in a launch whose semaphores outlive it (program, launch,
+// and how many messages the rank has sent to the receiver so far, this one included).
+inline constexpr int kTagBodies = 107;
 
 // Message bytes: an int64 appended, and read at `at` (0 past the end), advancing it.
 inline void put_i64(std::vector<char>& out, int64_t v) {

@@ -192,6 +192,79 @@ void MpiTransport::entered_message(int rank, const std::vector<char>& bytes) {
   }
 }
 
+void MpiTransport::bodies_done(CoreContext& ctx) {
+  const DeviceLaunch& mine = *ctx.device->launch;
+  const uint64_t seq = mine.seq;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (local_seq_ != seq) local_bodies_ = local_passed_ = 0;  // (a cancelled launch's are stale)
+    local_seq_ = seq;
+    last = ++local_bodies_ == mine.spec->num_cores;
+  }
+  if (last) {
+    // Every message this rank sent in the launch is counted before this one, so a receiver that
+    // has applied as many from this rank has applied all of them.
+    for (int r = 0; r < mesh_.size; ++r) {
+      if (r == rank_) continue;
+      std::vector<char> msg;
+      put_i64(msg, rt_.program());
+      put_i64(msg, static_cast<int64_t>(seq));
+      put_i64(msg, sent_[static_cast<size_t>(r)].fetch_add(1) + 1);
+      rt_.send_bytes(r, kTagBodies, std::move(msg));
+    }
+  }
+  const MpiRuntime::Prompt prompt(rt_);
+  wait_for(
+      ctx,
+      [&] {
+        std::lock_guard<std::mutex> lock(mu_);
+        const auto it = bodies_.find(seq);
+        if (it == bodies_.end() || it->second.ranks < mesh_.size - 1) return false;
+        for (int r = 0; r < mesh_.size; ++r) {
+          if (r != rank_ &&
+              received_[static_cast<size_t>(r)] < it->second.expect[static_cast<size_t>(r)])
+            return false;
+        }
+        return !landings_waiting_.load();  // copies into a core's memory are stored too
+      },
+      mine.spec->entry, ctx.kernel_where,
+      [&] {
+        return fmt::format(
+            "device {} waited at the end of kernel '{}' (launch #{}) for every "
+            "device to finish its body (the kernel has semaphore operands)",
+            mesh_.name(rank_), mine.spec->name, seq);
+      },
+      [&] {
+        return fmt::format(
+            "device {} core {} waits at the end of kernel '{}' (launch #{}) for "
+            "every device to finish its body",
+            mesh_.name(rank_), ctx.core, mine.spec->name, seq);
+      });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (++local_passed_ == mine.spec->num_cores) {
+    bodies_.erase(bodies_.begin(), bodies_.upper_bound(seq));  // no core of this rank looks again
+  }
+}
+
+void MpiTransport::bodies_message(int rank, const std::vector<char>& bytes) {
+  size_t at = 0;
+  const int64_t program = get_i64(bytes, at);
+  const auto seq = static_cast<uint64_t>(get_i64(bytes, at));
+  const int64_t count = get_i64(bytes, at);
+  if (program != rt_.program()) return;  // an earlier program's
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++received_[static_cast<size_t>(rank)];
+    Bodies& b = bodies_[seq];
+    if (b.expect.empty()) b.expect.assign(static_cast<size_t>(mesh_.size), 0);
+    b.expect[static_cast<size_t>(rank)] = count;
+    ++b.ranks;
+    version_.fetch_add(1);
+    if (published_stuck_.load()) wake_launch();
+  }
+}
+
 void MpiTransport::leave(int /*device*/, DeviceLaunch& launch) noexcept {
   Directory& dir = *rt_.directory(rank_);
   {

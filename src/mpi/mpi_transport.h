@@ -33,6 +33,11 @@ class MpiTransport final : public Transport {
   bool done(int device) const override;
   uint64_t wait_version() const noexcept override { return version_.load(); }
   void stuck(uint64_t version, std::string waits) noexcept override;
+  /// Semaphores that outlive a launch (a pallas_call's SemaphoreArray operands) take remote
+  /// copies and signals natively: bodies_done() ends such a launch on every rank together, once
+  /// everything sent in it has been applied. (The checked engine refuses them across ranks.)
+  bool semaphores_outlive_launches() const noexcept override { return true; }
+  void bodies_done(CoreContext& ctx) override;
 
   /// A signal from rank `from` (the engine thread's, or this rank's own) for this rank's cores,
   /// with the sender's checked-mode note if it has one: applied now, or kept until this rank
@@ -49,6 +54,8 @@ class MpiTransport final : public Transport {
   /// From the engine thread: rank `rank` has entered a launch with a start barrier (the message
   /// names the program and the launch).
   void entered_message(int rank, const std::vector<char>& bytes);
+  /// From the engine thread: rank `rank` has run every body of a launch (kTagBodies).
+  void bodies_message(int rank, const std::vector<char>& bytes);
   /// From the engine thread: rank `rank` failed with `message`.
   void cancelled_by(int rank, int kind, const std::string& message);
   /// True once this rank or another has failed.
@@ -109,6 +116,16 @@ class MpiTransport final : public Transport {
   bool done_ = false;
   std::vector<Pending> early_;  // signals of launches not yet entered (or of cores not yet made)
   std::map<uint64_t, int> arrived_at_barrier_;  // launch -> the other ranks that have entered it
+  // bodies_done(): per launch, the other ranks that have run every body, and how many messages
+  // each had sent to this rank by then; this rank's cores past their bodies in the running launch.
+  struct Bodies {
+    int ranks = 0;
+    std::vector<int64_t> expect;
+  };
+  std::map<uint64_t, Bodies> bodies_;
+  uint64_t local_seq_ = 0;
+  int local_bodies_ = 0;
+  int local_passed_ = 0;
   std::atomic<bool> landings_waiting_{false};  // early_ holds copies for cores not yet begun
   std::exception_ptr failure_;
   std::atomic<bool> failed_{false};

@@ -117,16 +117,17 @@ void check_amount(int64_t v, const char* op, std::source_location where) {
                     std::numeric_limits<int32_t>::max()));
 }
 
-// Over a transport whose launches end independently (MPI ranks), nothing sent may arrive after
-// its target has saved a semaphore that outlives the launch: such semaphores are refused there.
+// Over a transport whose launches end independently (Transport::semaphores_outlive_launches
+// false), nothing sent may arrive after its target has saved a semaphore that outlives the
+// launch: such semaphores are refused there. Both transports here end such launches together.
 void check_outliving(const CoreContext& ctx, int64_t slot, const char* which, const char* op,
                      std::source_location where) {
   if (ctx.device->transport->semaphores_outlive_launches()) return;
   if (!semaphore_outlives_launch(*ctx.launch->spec, slot)) return;
   raise(ErrorKind::kUnsupported, op, where,
         fmt::format("{} is a semaphore operand of the pallas_call (a SemaphoreArray, which "
-                    "outlives the kernel), but across MPI ranks a remote operation cannot stay in "
-                    "flight past its kernel: a rank cannot tell when another has left it. Use "
+                    "outlives the kernel), but this mesh's transport cannot keep a remote operation "
+                    "in flight past its kernel: a device cannot tell when another has left it. Use "
                     "scratch semaphores (pl::scratch_shapes(pltpu::SemaphoreType::DMA)) and "
                     "wait_send / wait_recv in this kernel, or run the mesh in process "
                     "(mesh.in_process(), or TESSERA_TRANSPORT=inprocess)",
