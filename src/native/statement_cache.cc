@@ -96,11 +96,11 @@ struct SignatureReader {
   // Inlined into visit_signature: a statement is matched at every grid step.
   [[gnu::always_inline]] bool list(const int64_t* v, int n) {
     if (end - at <= n || at[0] != n) return false;
-    // One branch per list, not per value: the values almost always match.
-    int64_t differ = 0;
-    for (int i = 0; i < n; ++i) differ |= at[1 + i] ^ v[i];
+    for (int i = 0; i < n; ++i) {
+      if (at[1 + i] != v[i]) return false;
+    }
     at += n + 1;
-    return differ == 0;
+    return true;
   }
   [[gnu::always_inline]] bool word(int64_t w) {
     if (at == end || *at != w) return false;

@@ -38,6 +38,9 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
   }
   // The error context stays the same while the cursor walks (one core's pipeline run).
   error_context_ = current_error_context();
+  for (size_t k = 0; k < specs_.size(); ++k) {
+    if (at_[k] == k) slots_.push_back(k);
+  }
   cur_.resize(specs_.size());
   next_.resize(specs_.size());
   moved_.assign(specs_.size(), 1);  // step 0 copies every input in
@@ -56,9 +59,7 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
 }
 
 void PipelineCursor::compare_next() {
-  for (size_t k = 0; k < specs_.size(); ++k) {
-    if (at_[k] == k) moves_[k] = same_indices(next_[k].v, cur_[k].v) ? 0 : 1;
-  }
+  for (const size_t k : slots_) moves_[k] = same_indices(next_[k].v, cur_[k].v) ? 0 : 1;
 }
 
 void PipelineCursor::to_global(const SmallVec& local, SmallVec& global) const {

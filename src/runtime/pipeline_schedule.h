@@ -81,6 +81,7 @@ class PipelineCursor {
   // Per operand, the first operand whose spec has the same stateless index map (its own index
   // when none before it has): the map runs once per step for all of them.
   std::vector<size_t> at_;
+  std::vector<size_t> slots_;  // the operands k with at_[k] == k
   int num_inputs_;
   std::vector<RawRef> prefetch_;  // passed to every index map after the grid indices
   // Per grid axis, empty or a permutation of its points (the checked engine's randomised
