@@ -96,17 +96,18 @@ HWY_INLINE void fused_row(DF df, const float* a, const float* b, float* d, int64
       hn::Stream(v3, df, d + j + 3 * N);
     }
     for (; j + N <= len; j += N) hn::Stream(value(j), df, d + j);
+  } else {
+    // Four vectors an iteration here too: a (8, 128) float32 block's rows are 16 AVX2 vectors,
+    // and a loop of one vector spends as many instructions on the loop as on the sum.
+    for (; j + 4 * N <= len; j += 4 * N) {
+      const auto v0 = value(j), v1 = value(j + N), v2 = value(j + 2 * N), v3 = value(j + 3 * N);
+      hn::StoreU(v0, df, d + j);
+      hn::StoreU(v1, df, d + j + N);
+      hn::StoreU(v2, df, d + j + 2 * N);
+      hn::StoreU(v3, df, d + j + 3 * N);
+    }
+    for (; j + N <= len; j += N) hn::StoreU(value(j), df, d + j);
   }
-  // Four vectors an iteration here too: a (8, 128) float32 block's rows are 16 AVX2 vectors, and
-  // a loop of one vector spends as many instructions on the loop as on the sum.
-  for (; j + 4 * N <= len; j += 4 * N) {
-    const auto v0 = value(j), v1 = value(j + N), v2 = value(j + 2 * N), v3 = value(j + 3 * N);
-    hn::StoreU(v0, df, d + j);
-    hn::StoreU(v1, df, d + j + N);
-    hn::StoreU(v2, df, d + j + 2 * N);
-    hn::StoreU(v3, df, d + j + 3 * N);
-  }
-  for (; j + N <= len; j += N) hn::StoreU(value(j), df, d + j);
   if (j < len) {  // the tail, through a vector of lanes so that it rounds exactly as the body
     HWY_ALIGN float ta[hn::MaxLanes(df)] = {};
     HWY_ALIGN float tb[hn::MaxLanes(df)] = {};
