@@ -85,6 +85,10 @@ struct OperandState {
   bool fast = false;
   SmallVec block_step;
   SmallVec full_blocks;
+  // The bytes an in-place window covers, as offsets from its first element (the same for every
+  // block: its strides are the array's), for the streaming-store hints; span_hi < 0: none.
+  int64_t span_lo = 0;
+  int64_t span_hi = -1;
   // A full block's rows for the prefetch queue (its base set per block), and their lines; 0 when
   // the queue cannot describe them.
   PrefetchQueue::Block prefetch_rows;
@@ -273,6 +277,11 @@ void PipelineRun::allocate_windows() {
         st.hbm_strides.push_back(m.hbm.strides[d]);
       }
     }
+    if (const auto sp = span_of(m.hbm.data, m.hbm.dtype, m.window, st.hbm_strides);
+        sp.first != nullptr) {
+      st.span_lo = sp.first - static_cast<const std::byte*>(m.hbm.data);
+      st.span_hi = sp.second - static_cast<const std::byte*>(m.hbm.data);
+    }
     st.may_alias = (m.is_output || m.read_only) && !in_smem && !m.input_output &&
                    engine_.may_use_blocks_in_place();
     // The windows the caller filled (pl::Buffered(prefetched_count=)) keep their contents.
@@ -418,10 +427,10 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
     if (!stream_outputs_ || !st.in_place || !st.single_visit ||
         hints_.num_stream == StepHints::kMaxSpans)
       continue;
-    const BlockMapping& m = g_.blocks[k];
-    const auto span = span_of(windows_[k].data, m.hbm.dtype, m.window, st.hbm_strides);
-    hints_.stream_lo[hints_.num_stream] = span.first;
-    hints_.stream_hi[hints_.num_stream] = span.second;
+    const auto* data = static_cast<const std::byte*>(windows_[k].data);
+    const bool empty = st.span_hi < 0;
+    hints_.stream_lo[hints_.num_stream] = empty ? nullptr : data + st.span_lo;
+    hints_.stream_hi[hints_.num_stream] = empty ? nullptr : data + st.span_hi;
     ++hints_.num_stream;
   }
   if (cursor.has_next() && prefetch_next_blocks()) {
