@@ -235,6 +235,9 @@ int emit_as(const E& e, ExprProgram& p) {
 /// Throws kInvalidArgument for jnp::arange with step 0.
 [[noreturn]] void raise_zero_step(std::source_location where);
 
+/// Tag of BinaryExpr's constructor from functions that make its operands.
+struct MakeOperands {};
+
 /// A two-operand elementwise node: operands are converted to the compute dtype C, the
 /// result has dtype T (T == C except for comparisons, which give bool).
 template <OpCode Op, class T, class L, class R, class C = T>
@@ -246,6 +249,11 @@ struct BinaryExpr : ExprOps<BinaryExpr<Op, T, L, R, C>, T> {
   Shape shape_;
   BinaryExpr(L l_, R r_)
       : l(std::move(l_)), r(std::move(r_)), shape_(broadcast_pair(l.shape(), r.shape(), Op)) {}
+  /// The operands made where they are kept (make_binary): a ref's leaf is built in place, with
+  /// no temporary leaf to move from (a statement builds its expression at every grid step).
+  template <class MakeL, class MakeR>
+  BinaryExpr(MakeOperands, const MakeL& make_l, const MakeR& make_r)
+      : l(make_l()), r(make_r()), shape_(broadcast_pair(l.shape(), r.shape(), Op)) {}
   const Shape& shape() const { return shape_; }
   int emit(ExprProgram& p) const {
     const int a = emit_as<C>(l, p);  // operands first: a program lists nodes in evaluation order
@@ -361,19 +369,30 @@ auto make_binary(const A& a, const B& b) {
     using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
     using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
     using E = BinaryExpr<Op, T, ExprOf<A>, ExprOf<B>, C>;
-    return E(AsExpr<std::remove_cvref_t<A>>::make(a), AsExpr<std::remove_cvref_t<B>>::make(b));
+    return E(
+        MakeOperands{}, [&]() -> ExprOf<A> { return AsExpr<std::remove_cvref_t<A>>::make(a); },
+        [&]() -> ExprOf<B> { return AsExpr<std::remove_cvref_t<B>>::make(b); });
   } else if constexpr (Operand<A>) {
     using C0 = PromoteWeak<ValueOf<A>, ScalarType<B>>;
     using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
     using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
     using E = BinaryExpr<Op, T, ExprOf<A>, ScalarExpr<C>, C>;
-    return E(AsExpr<std::remove_cvref_t<A>>::make(a), ScalarExpr<C>{{}, weak_cast<C>(b)});
+    return E(
+        MakeOperands{}, [&]() -> ExprOf<A> { return AsExpr<std::remove_cvref_t<A>>::make(a); },
+        [&] {
+          return ScalarExpr<C>{{}, weak_cast<C>(b)};
+        });
   } else {
     using C0 = PromoteWeak<ValueOf<B>, ScalarType<A>>;
     using C = std::conditional_t<K == ResultKind::kFloat, FloatOf<C0>, C0>;
     using T = std::conditional_t<K == ResultKind::kBool, bool, C>;
     using E = BinaryExpr<Op, T, ScalarExpr<C>, ExprOf<B>, C>;
-    return E(ScalarExpr<C>{{}, weak_cast<C>(a)}, AsExpr<std::remove_cvref_t<B>>::make(b));
+    return E(
+        MakeOperands{},
+        [&] {
+          return ScalarExpr<C>{{}, weak_cast<C>(a)};
+        },
+        [&]() -> ExprOf<B> { return AsExpr<std::remove_cvref_t<B>>::make(b); });
   }
 }
 

@@ -148,6 +148,7 @@ class CheckedEngine final : public Engine {
   }
   void pipeline_begins(CoreContext& ctx) override { checked_pipeline_begins(ctx); }
   void pipeline_step_begins(CoreContext& ctx) override { checked_pipeline_step_begins(ctx); }
+  bool observes_pipeline_steps() const noexcept override { return true; }
   void pipeline_ends(CoreContext& ctx) noexcept override { checked_pipeline_ends(ctx); }
   std::vector<std::vector<int64_t>> parallel_order(
       CoreContext& /*ctx*/, const Shape& grid,

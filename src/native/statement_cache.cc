@@ -93,7 +93,8 @@ struct SignatureWriter {
 struct SignatureReader {
   const int64_t* at;
   const int64_t* end;
-  bool list(const int64_t* v, int n) {
+  // Inlined into visit_signature: a statement is matched at every grid step.
+  [[gnu::always_inline]] bool list(const int64_t* v, int n) {
     if (end - at <= n || at[0] != n) return false;
     for (int i = 0; i < n; ++i) {
       if (at[1 + i] != v[i]) return false;
@@ -101,7 +102,7 @@ struct SignatureReader {
     at += n + 1;
     return true;
   }
-  bool word(int64_t w) {
+  [[gnu::always_inline]] bool word(int64_t w) {
     if (at == end || *at != w) return false;
     ++at;
     return true;
@@ -136,7 +137,7 @@ bool run_kept(CapturedPlan& c, const StatementView& s, void* dst) {
   }
   p.dst = d;
   apply_step_hints({dlo, c.dst.len}, p);
-  run_plan(p, lane_buffers(p.nodes.size()));
+  run_plan(p);
   return true;
 }
 

@@ -645,7 +645,7 @@ void evaluate_flat(const std::vector<ExprNode>& nodes, std::source_location wher
     capture->dst = {dspan.first - p.dst, dspan.second, true};
     capture->ok = true;
   }
-  run_plan(p, lane_buffers(p.nodes.size()));
+  run_plan(p);
 }
 
 void evaluate(const ExprProgram& prog, const RawRef& dst) {

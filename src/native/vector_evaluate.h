@@ -67,8 +67,4 @@ inline void apply_step_hints(const Span& dspan, plan::Plan& p) {
   }
 }
 
-/// The calling thread's lane buffers for a plan of `nodes` nodes: one kTile buffer per node,
-/// 64-byte aligned, reused across calls.
-float* lane_buffers(size_t nodes);
-
 }  // namespace tessera::detail

@@ -41,9 +41,14 @@ struct Plan {
 
 }  // namespace plan
 
+/// The calling thread's lane buffers for a plan of `nodes` nodes: one kTile buffer per node,
+/// 64-byte aligned, reused across calls (vector_evaluate.cc).
+float* lane_buffers(size_t nodes);
+
 /// Runs a plan with the best SIMD target of this CPU (vector_kernels.cc). `lanes` holds one
-/// kTile buffer per node, 64-byte aligned.
-void run_plan(const plan::Plan& p, float* lanes);
+/// kTile buffer per node, 64-byte aligned; null: the calling thread's lane_buffers, taken only
+/// when the plan is evaluated tile by tile (the fused path needs none).
+void run_plan(const plan::Plan& p, float* lanes = nullptr);
 
 /// Reduces a contiguous row-major array of 32-bit lanes of dtype `lane` (float32, int32 or
 /// uint32) of shape `extent` over the axes whose `reduced` flag is set, into a contiguous result

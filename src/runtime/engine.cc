@@ -63,6 +63,7 @@ void Engine::check_block_shape(CoreContext& /*ctx*/, const Shape& /*array*/,
                                std::source_location /*where*/) const {}
 void Engine::pipeline_begins(CoreContext& /*ctx*/) {}
 void Engine::pipeline_step_begins(CoreContext& /*ctx*/) {}
+bool Engine::observes_pipeline_steps() const noexcept { return false; }
 void Engine::pipeline_ends(CoreContext& /*ctx*/) noexcept {}
 std::vector<std::vector<int64_t>> Engine::parallel_order(
     CoreContext& /*ctx*/, const Shape& /*grid*/,

@@ -210,6 +210,9 @@ class Engine {
   /// fails); pipelines nest.
   virtual void pipeline_begins(CoreContext& ctx);
   virtual void pipeline_step_begins(CoreContext& ctx);
+  /// True for an engine that overrides fresh or pipeline_step_begins (the checked engine): a
+  /// pipeline calls them for every grid step and every new output visit only then.
+  virtual bool observes_pipeline_steps() const noexcept;
   virtual void pipeline_ends(CoreContext& ctx) noexcept;
   /// The order in which a pipeline visits the points of its PARALLEL axes: per grid axis, empty
   /// (in order) or a permutation.

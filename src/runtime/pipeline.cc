@@ -82,12 +82,15 @@ struct OperandState {
   bool in_place = false;    // the current block is used where it lies
   bool single_visit = false;
   int fetches = 0;  // blocks an input has fetched in this run (the first few may be prefetched)
-  WindowRef win;
   // Full blocks found without a BlockWindow (every axis blocked or squeezed): per array axis,
   // the bytes from one block index to the next and how many blocks along it are full.
   bool fast = false;
   SmallVec block_step;
   SmallVec full_blocks;
+  // The bytes an in-place window covers, as offsets from its first element (the same for every
+  // block: its strides are the array's), for the streaming-store hints; span_hi < 0: none.
+  int64_t span_lo = 0;
+  int64_t span_hi = -1;
   // A full block's rows for the prefetch queue (its base set per block), and their lines; 0 when
   // the queue cannot describe them.
   PrefetchQueue::Block prefetch_rows;
@@ -121,15 +124,16 @@ void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
 // Where block `b` lies when it is a full block of a fast mapping (prepare_fast_blocks), else null
 // (then block_window decides, and raises for a block out of bounds).
 std::byte* full_block_address(const BlockMapping& m, const OperandState& st, const pl::Indices& b) {
-  const int rank = st.full_blocks.size();
   // pl::ds entries (BoundedSlice axes, or a mismatch block_window reports) take the slow path.
-  if (!st.fast || b.v.size() != rank || b.slices != 0) return nullptr;
+  if (!st.fast || b.v.size() != st.full_blocks.size() || b.slices != 0) return nullptr;
+  const int rank = st.full_blocks.size();
   auto* p = static_cast<std::byte*>(m.hbm.data);
   const int64_t* idx = b.v.data();
   const int64_t* full = st.full_blocks.data();
   const int64_t* step = st.block_step.data();
   for (int a = 0; a < rank; ++a) {
-    if (idx[a] < 0 || idx[a] >= full[a]) return nullptr;
+    // 0 <= idx < full in one comparison (full >= 0).
+    if (static_cast<uint64_t>(idx[a]) >= static_cast<uint64_t>(full[a])) return nullptr;
     p += idx[a] * step[a];
   }
   return p;
@@ -179,6 +183,7 @@ class PipelineRun {
   int64_t output_bytes_ = 0;
   int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
   bool stream_outputs_ = false;
+  bool observes_steps_ = true;  // the engine's fresh and pipeline_step_begins do something
 };
 
 void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q) noexcept {
@@ -237,7 +242,7 @@ void PipelineRun::allocate_windows() {
           st.hbm_strides.push_back(m.hbm.strides[d]);
         }
       }
-      st.win = WindowRef{m.hbm.data, &st.hbm_strides};
+      windows_[k] = WindowRef{m.hbm.data, &st.hbm_strides};
       continue;
     }
     const bool in_smem = m.space == MemorySpace::SMEM;
@@ -260,6 +265,11 @@ void PipelineRun::allocate_windows() {
         st.hbm_strides.push_back(m.hbm.strides[d]);
       }
     }
+    if (const auto sp = span_of(m.hbm.data, m.hbm.dtype, m.window, st.hbm_strides);
+        sp.first != nullptr) {
+      st.span_lo = sp.first - static_cast<const std::byte*>(m.hbm.data);
+      st.span_hi = sp.second - static_cast<const std::byte*>(m.hbm.data);
+    }
     st.may_alias = (m.is_output || m.read_only) && !in_smem && !m.input_output &&
                    engine_.may_use_blocks_in_place();
     // The windows the caller filled (pl::Buffered(prefetched_count=)) keep their contents.
@@ -276,7 +286,7 @@ void PipelineRun::allocate_windows() {
         st.may_alias = false;
       }
     }
-    st.win = WindowRef{st.buffer, &st.buffer_strides};
+    windows_[k] = WindowRef{st.buffer, &st.buffer_strides};
     prepare_fast_blocks(m, st);
     window_bytes_ += m.window_bytes;
     if (m.is_output) output_bytes_ += m.window_bytes;
@@ -311,21 +321,21 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
     if (st.resident) {
       const bool changed = m.is_output ? starting_[k - static_cast<size_t>(g_.num_inputs)]
                                        : cursor.copy_in(static_cast<int>(k));
-      if (changed) st.win.data = resident_block(m, cursor.block(static_cast<int>(k)));
+      if (changed) windows_[k].data = resident_block(m, cursor.block(static_cast<int>(k)));
       continue;
     }
     if (!m.is_output) {
       if (!cursor.copy_in(static_cast<int>(k))) continue;  // same block: the copy is elided
       if (st.fetches < m.prefetched) {  // the caller copied this block into window `fetches`
         st.in_place = false;
-        st.win = WindowRef{static_cast<std::byte*>(st.buffer) + st.fetches++ * m.window_bytes,
-                           &st.buffer_strides};
+        windows_[k] = WindowRef{static_cast<std::byte*>(st.buffer) + st.fetches++ * m.window_bytes,
+                                &st.buffer_strides};
         continue;
       }
       if (st.may_alias) {
         if (std::byte* p = full_block_address(m, st, cursor.block(static_cast<int>(k)))) {
           st.in_place = true;
-          st.win = WindowRef{p, &st.hbm_strides};
+          windows_[k] = WindowRef{p, &st.hbm_strides};
           block_in_place_event(p, m.window_bytes, true, &hints_.prefetch);
           continue;
         }
@@ -333,14 +343,14 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
       const BlockWindow w = block_window(m, cursor.block(static_cast<int>(k)));
       st.in_place = st.may_alias && is_full(w);
       if (st.in_place) {
-        st.win = WindowRef{block_data(m, w), &st.hbm_strides};
-        block_in_place_event(st.win.data, m.window_bytes, true, &hints_.prefetch);
+        windows_[k] = WindowRef{block_data(m, w), &st.hbm_strides};
+        block_in_place_event(windows_[k].data, m.window_bytes, true, &hints_.prefetch);
       } else {
         const BlockViews v = block_views(m, w, st.buffer);
         // A partial edge block's padding is garbage on a TPU (the checked engine poisons it).
         if (!is_full(w)) engine_.pad(ctx_, st.buffer, m.window_bytes, m.hbm.dtype);
         dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config_.where);
-        st.win = WindowRef{st.buffer, &st.buffer_strides};
+        windows_[k] = WindowRef{st.buffer, &st.buffer_strides};
       }
       continue;
     }
@@ -360,7 +370,7 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
       dma_copy(v.hbm, v.vmem, "emit_pipeline copy-in", config_.where);
       st.single_visit = cursor.write_back(static_cast<int>(o));
       st.in_place = false;
-      st.win = WindowRef{st.buffer, &st.buffer_strides};
+      windows_[k] = WindowRef{st.buffer, &st.buffer_strides};
       continue;
     }
     if (const auto earlier = revisits_[o].earlier_visit(b)) {
@@ -384,8 +394,9 @@ void PipelineRun::begin_step(const PipelineCursor& cursor) {
       if (is_full(w)) data = block_data(m, w);
     }
     st.in_place = st.may_alias && st.single_visit && data != nullptr;
-    st.win =
+    windows_[k] =
         st.in_place ? WindowRef{data, &st.hbm_strides} : WindowRef{st.buffer, &st.buffer_strides};
+    if (!observes_steps_) continue;
     engine_.fresh(ctx_, st.buffer, m.window_bytes, m.hbm.dtype, [&] {
       return fmt::format("the VMEM window of output {} ({}<{}>{}, block {})", o, config_.op,
                          dtype_name(m.hbm.dtype), m.window.to_string(), indices_str(b.v));
@@ -404,10 +415,10 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
     if (!stream_outputs_ || !st.in_place || !st.single_visit ||
         hints_.num_stream == StepHints::kMaxSpans)
       continue;
-    const BlockMapping& m = g_.blocks[k];
-    const auto span = span_of(st.win.data, m.hbm.dtype, m.window, st.hbm_strides);
-    hints_.stream_lo[hints_.num_stream] = span.first;
-    hints_.stream_hi[hints_.num_stream] = span.second;
+    const auto* data = static_cast<const std::byte*>(windows_[k].data);
+    const bool empty = st.span_hi < 0;
+    hints_.stream_lo[hints_.num_stream] = empty ? nullptr : data + st.span_lo;
+    hints_.stream_hi[hints_.num_stream] = empty ? nullptr : data + st.span_hi;
     ++hints_.num_stream;
   }
   if (cursor.has_next() && prefetch_next_blocks()) {
@@ -429,7 +440,7 @@ void PipelineRun::end_step(const PipelineCursor& cursor) {
       const BlockViews v = block_views(m, block_window(m, b), state_[k].buffer);
       dma_copy(v.vmem, v.hbm, "emit_pipeline write-back", config_.where);
     } else {
-      block_in_place_event(state_[k].win.data, m.window_bytes, false, nullptr);
+      block_in_place_event(windows_[k].data, m.window_bytes, false, nullptr);
     }
     revisits_[o].written_back(b, visit_start_[o], cursor.step());
   }
@@ -444,6 +455,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     const int core = axis_index(config_.core_axis, config_.where);
     part = partition_grid(grid, g_.semantics, ctx_.num_cores, core, config_.where);
   }
+  observes_steps_ = engine_.observes_pipeline_steps();
   allocate_windows();
   // Streaming stores bypass the caches: right when the arrays this pipeline walks do not stay in
   // cache (the output would be evicted before anything reads it, and a regular store first
@@ -499,10 +511,9 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
       ctx_.grid_step.resize(static_cast<size_t>(point.size()));
     }
     std::copy(point.begin(), point.end(), ctx_.grid_step.begin());
-    engine_.pipeline_step_begins(ctx_);
+    if (observes_steps_) engine_.pipeline_step_begins(ctx_);
     begin_step(cursor);
     set_hints(cursor);
-    for (size_t k = 0; k < g_.blocks.size(); ++k) windows_[k] = state_[k].win;
     body(windows_.data());
     end_step(cursor);
   }

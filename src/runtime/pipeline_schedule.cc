@@ -36,15 +36,30 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
       }
     }
   }
+  // The error context stays the same while the cursor walks (one core's pipeline run).
+  error_context_ = current_error_context();
+  for (size_t k = 0; k < specs_.size(); ++k) {
+    if (at_[k] == k) slots_.push_back(k);
+  }
+  cur_.resize(specs_.size());
+  next_.resize(specs_.size());
+  moved_.assign(specs_.size(), 1);  // step 0 copies every input in
+  moves_.assign(specs_.size(), 1);
   if (done_) return;
   local_ = detail::grid_point(grid_, begin);
   global_ = local_;
   if (!identity_) to_global(local_, global_);
   eval(local_, cur_);
-  prev_ = cur_;
   next_local_ = local_;
   has_next_ = num_steps_ > 1 && next_grid_point(grid_, next_local_);
-  if (has_next_) eval(next_local_, next_);
+  if (has_next_) {
+    eval(next_local_, next_);
+    compare_next();
+  }
+}
+
+void PipelineCursor::compare_next() {
+  for (const size_t k : slots_) moves_[k] = same_indices(next_[k].v, cur_[k].v) ? 0 : 1;
 }
 
 void PipelineCursor::to_global(const SmallVec& local, SmallVec& global) const {
@@ -63,7 +78,7 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   const SmallVec& global = identity_ ? local : eval_global_;
   // The index maps run for the step at `local`, which is ahead of the running one when they
   // are evaluated for prefetching: errors raised in them name that step (the one that asked).
-  ErrorContext* ctx = current_error_context();
+  ErrorContext* ctx = error_context_;
   struct Restore {
     ErrorContext* ctx;
     std::vector<int64_t>& saved;
@@ -76,7 +91,6 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
     ctx->grid_step.resize(static_cast<size_t>(global.size()));
     std::copy(global.begin(), global.end(), ctx->grid_step.begin());
   }
-  out.resize(specs_.size());
   for (size_t k = 0; k < specs_.size(); ++k) {
     // An operand with an earlier one's map reads that one's indices (at()): not evaluated.
     if (at_[k] != k) continue;
@@ -97,12 +111,15 @@ void PipelineCursor::advance() {
   } else {
     to_global(local_, global_);
   }
-  // Rotate the three index vectors (eval overwrites next_'s elements in place): no allocation
-  // per step.
-  std::swap(prev_, cur_);
+  // Rotate the index vectors (eval overwrites next_'s elements in place): no allocation per
+  // step. What moved from the last step to this one is what was to move.
   std::swap(cur_, next_);
+  std::swap(moved_, moves_);
   has_next_ = step_ + 1 < num_steps_ && next_grid_point(grid_, next_local_);
-  if (has_next_) eval(next_local_, next_);
+  if (has_next_) {
+    eval(next_local_, next_);
+    compare_next();
+  }
 }
 
 size_t RevisitTracker::Hash::operator()(const SmallVec& v) const noexcept {
@@ -140,22 +157,31 @@ bool RevisitTracker::contains(const Entry& e, const SmallVec& b) noexcept {
 }
 
 void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64_t step) {
-  if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_) && first == expect_first_ &&
-      step - first == expect_span_) {
-    // The block the last run predicts, at the step it predicts: the run grows by one.
+  if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_) &&
+      step - first == expect_span_ &&
+      (expect_first_ >= 0 ? first == expect_first_ : first > log_.back().visit.first)) {
+    // The block the last run predicts, at the step it predicts (any later step for the second
+    // block of a run): the run grows by one.
     Entry& back = log_.back();
+    if (back.axis < 0) {
+      back.axis = expect_axis_;
+      back.step_stride = first - back.visit.first;
+    }
     ++back.length;
     expect_block_[back.axis] += 1;
-    expect_first_ += back.step_stride;
+    expect_first_ = first + back.step_stride;
     return;
   }
   written_back_slow(block, first, step);
   expect_valid_ = false;
-  if (sorted_ && !log_.empty() && log_.back().axis >= 0) {
+  if (sorted_ && !log_.empty()) {
     const Entry& back = log_.back();
+    // A run of one block may grow along any axis; the last one is predicted (a row of blocks).
+    expect_axis_ = back.axis >= 0 ? back.axis : back.block.size() - 1;
+    if (expect_axis_ < 0) return;
     expect_block_ = back.block;
-    expect_block_[back.axis] += back.length;
-    expect_first_ = back.visit.first + back.length * back.step_stride;
+    expect_block_[expect_axis_] += back.length;
+    expect_first_ = back.axis >= 0 ? back.visit.first + back.length * back.step_stride : -1;
     expect_span_ = back.visit.last - back.visit.first;
     expect_valid_ = true;
   }
@@ -216,6 +242,9 @@ std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Ind
   // The block the last run predicts comes after every logged block: never a revisit.
   if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_)) return std::nullopt;
   if (sorted_) {
+    // After the last run (the next row of blocks, the second block of a run): never a revisit,
+    // found without searching the log.
+    if (log_.empty() || compare(log_.back(), block.v) > 0) return std::nullopt;
     // The last run that does not start after `block`.
     const auto it =
         std::upper_bound(log_.begin(), log_.end(), block.v,

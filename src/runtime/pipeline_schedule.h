@@ -23,6 +23,8 @@
 
 namespace tessera::detail {
 
+struct ErrorContext;
+
 /// a == b for the short index vectors of one operand (inline: no library call per step).
 inline bool same_indices(const SmallVec& a, const SmallVec& b) noexcept {
   const int n = a.size();
@@ -55,12 +57,9 @@ class PipelineCursor {
   /// The block indices of operand `k` (inputs first) at this step.
   const pl::Indices& block(int k) const { return cur_[at(k)]; }
   /// Whether input `i` needs its block copied in before this step's body.
-  bool copy_in(int i) const { return step_ == 0 || !same_indices(cur_[at(i)].v, prev_[at(i)].v); }
+  bool copy_in(int i) const { return moved_[at(i)] != 0; }
   /// Whether output `o` (0-based among outputs) is written back after this step's body.
-  bool write_back(int o) const {
-    const size_t k = at(num_inputs_ + o);
-    return !has_next_ || !same_indices(next_[k].v, cur_[k].v);
-  }
+  bool write_back(int o) const { return !has_next_ || moves_[at(num_inputs_ + o)] != 0; }
   /// Whether there is a next step, and the block operand `k` maps to there (for prefetching).
   bool has_next() const noexcept { return has_next_; }
   const pl::Indices& next_block(int k) const { return next_[at(k)]; }
@@ -69,6 +68,8 @@ class PipelineCursor {
 
  private:
   void eval(const SmallVec& local, std::vector<pl::Indices>& out);
+  // moves_ from cur_ and next_.
+  void compare_next();
   // Where operand k's indices are kept: its own slot, or an earlier operand's with the same map.
   size_t at(int k) const { return at_[static_cast<size_t>(k)]; }
   // The global grid point of a local one (offsets, then permutations), into `global`.
@@ -80,6 +81,7 @@ class PipelineCursor {
   // Per operand, the first operand whose spec has the same stateless index map (its own index
   // when none before it has): the map runs once per step for all of them.
   std::vector<size_t> at_;
+  std::vector<size_t> slots_;  // the operands k with at_[k] == k
   int num_inputs_;
   std::vector<RawRef> prefetch_;  // passed to every index map after the grid indices
   // Per grid axis, empty or a permutation of its points (the checked engine's randomised
@@ -94,10 +96,15 @@ class PipelineCursor {
   SmallVec next_local_;
   SmallVec global_;
   SmallVec eval_global_;  // eval's global point (when not identity_)
-  std::vector<pl::Indices> prev_;
   std::vector<pl::Indices> cur_;
   std::vector<pl::Indices> next_;
-  std::vector<int64_t> saved_step_;  // the error context's grid step while eval runs
+  // Per operand slot (at()): whether this step's block differs from the previous step's (true at
+  // step 0), and whether the next step's differs from this one's (when has_next_). Compared once
+  // per slot and step, however many operands and questions read them.
+  std::vector<uint8_t> moved_;
+  std::vector<uint8_t> moves_;
+  std::vector<int64_t> saved_step_;        // the error context's grid step while eval runs
+  ErrorContext* error_context_ = nullptr;  // the calling thread's (core/error_context.h)
 };
 
 /// Remembers which blocks of one output were written back, to detect non-consecutive revisits.
@@ -142,10 +149,12 @@ class RevisitTracker {
   void written_back_slow(const pl::Indices& block, int64_t first, int64_t step);
   bool sorted_ = true;
   std::vector<Entry> log_;  // while sorted_
-  // While sorted_ and the last run has an axis: the block that would extend it, the step its
-  // visit would start at and its length (last - first); a block written back as predicted
-  // extends the run without a search.
+  // While sorted_: the block that would extend the last run (along its axis, or along the last
+  // axis for a run of one block), the step its visit would start at (-1: any step after the
+  // run's, for a run of one block) and its length (last - first); a block written back as
+  // predicted extends the run without a search.
   bool expect_valid_ = false;
+  int expect_axis_ = -1;
   SmallVec expect_block_;
   int64_t expect_first_ = 0;
   int64_t expect_span_ = 0;

@@ -226,6 +226,15 @@ TEST(PipelineSchedule, RevisitTrackerAgreesWithAMapOnRunsAndBreaks) {
        {{3, 2}, 6, 6}},
       // a run along the first axis at two-step visits, evenly spaced, then unevenly
       {{{0, 5}, 0, 1}, {{1, 5}, 2, 3}, {{2, 5}, 4, 5}, {{3, 5}, 7, 8}},
+      // the second block of a run along the last axis (the predicted one) at a gap of three
+      // steps, the third at that spacing, the fourth closer
+      {{{1, 0}, 0, 0}, {{1, 1}, 3, 3}, {{1, 2}, 6, 6}, {{1, 3}, 7, 7}, {{1, 4}, 8, 8}},
+      // the predicted second block, visited longer than the first: a new run
+      {{{0, 2}, 0, 0}, {{0, 3}, 1, 2}, {{0, 4}, 3, 4}, {{1, 0}, 5, 5}},
+      // a second block along the first axis (not the predicted one), then along the last
+      {{{0, 3}, 0, 0}, {{1, 3}, 1, 1}, {{1, 4}, 2, 2}, {{1, 5}, 3, 3}},
+      // one block written back twice (a revisit), then the predicted next block
+      {{{2, 2}, 0, 0}, {{2, 2}, 1, 1}, {{2, 3}, 2, 2}},
   };
   for (size_t s = 0; s < sequences.size(); ++s) {
     detail::RevisitTracker t;

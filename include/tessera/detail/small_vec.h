@@ -26,12 +26,12 @@ class SmallVec {
     std::copy(first, last, data());
   }
   // Copies and moves of inline vectors copy the inline array as one fixed-size block, without
-  // first zeroing it (the default member initializer is skipped).
+  // first zeroing it (the default member initializer is skipped). A heap copy is out of line,
+  // so that the inline copy is a few moves wherever it is inlined (refs and block indices are
+  // copied at every grid step).
   SmallVec(const SmallVec& o) : size_(o.size_), inline_(o.inline_) {
-    if (o.heap_) {
-      size_ = 0;
-      assign(o.heap_.get(), o.size_);
-    }
+    if (o.heap_) [[unlikely]]
+      copy_heap(o);
   }
   SmallVec(SmallVec&& o) noexcept
       : size_(o.size_), cap_(o.cap_), inline_(o.inline_), heap_(std::move(o.heap_)) {
@@ -115,6 +115,10 @@ class SmallVec {
   void copy_inline(const SmallVec& o) noexcept {
     inline_ = o.inline_;
     size_ = o.size_;
+  }
+  [[gnu::noinline]] void copy_heap(const SmallVec& o) {
+    size_ = 0;
+    assign(o.heap_.get(), o.size_);
   }
   void assign(const int64_t* src, int n) {
     size_ = 0;
