@@ -150,6 +150,55 @@ void RankBooks::arrived_at_barrier(int from_device, uint64_t seq, const CheckNot
   if (detect_races_) b.early.push_back({seq, from_device, note.from_core, note.where});
 }
 
+namespace {
+
+// Calls f(address) for each element of `r`, in row-major order of its shape.
+template <class F>
+void for_each_element(const RawRef& r, F f) {
+  const int rank = r.shape.rank();
+  const int64_t item = itemsize(r.dtype);
+  const auto base = reinterpret_cast<uintptr_t>(r.data);
+  if (rank == 0) return f(base);
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  for (int64_t n = r.shape.size(); n > 0; --n) {
+    int64_t off = 0;
+    for (int a = 0; a < rank; ++a) off += idx[static_cast<size_t>(a)] * r.strides[a] * item;
+    f(base + static_cast<uintptr_t>(off));
+    for (int a = rank - 1; a >= 0; --a) {
+      if (++idx[static_cast<size_t>(a)] < r.shape[a]) break;
+      idx[static_cast<size_t>(a)] = 0;
+    }
+  }
+}
+
+// The landing of a copy from `sender` in `reg` (under the launch's mutex): its elements take the
+// states the sender's source had (note.states; all defined when it sent none), so that garbage
+// sent from another rank is found where it matters here, as a device mesh's copies carry it.
+void land_states(CheckedLaunch& L, Region& reg, const Runs& runs, const CheckNote& note,
+                 const std::string& sender) {
+  if (note.states.empty() ||
+      note.states.size() != static_cast<size_t>(std::max<int64_t>(note.dst.shape.size(), 1))) {
+    mark(reg, runs, kDefined);
+    return;
+  }
+  std::vector<uint8_t> local;  // the sender's origins as this launch's
+  for (const CheckNote::Origin& o : note.origins) {
+    local.push_back(add_origin_locked(L, Origin{o.where, o.core, {}, sender + "'s " + o.source}));
+  }
+  const int64_t item = itemsize(note.dst.dtype);
+  size_t k = 0;
+  for_each_element(note.dst, [&](uintptr_t p) {
+    uint8_t state = note.states[k++];
+    if (state >= kFirstOrigin) {
+      const size_t o = state - kFirstOrigin;
+      state = o < local.size() ? local[o] : kDefined;
+    }
+    mark_range(reg, p, p + static_cast<uintptr_t>(item), state);
+  });
+}
+
+}  // namespace
+
 void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const CheckNote& note,
                                   int core, int64_t slot) {
   std::lock_guard<std::mutex> lock(L.mu);
@@ -180,9 +229,17 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
                "remote copy", note.where);
   }
   if (note.copy && note.dst.data != nullptr) {
+    // A copy into this device's HBM: its elements take the definedness of the sender's.
+    const Runs runs = runs_of(note.dst);
+    HbmBuffer* hbm = runs.empty() ? nullptr : hbm_of(L, runs.lo);
+    if (hbm != nullptr && hbm->region.init != nullptr)
+      land_states(L, hbm->region, runs, note, sender);
+  }
+  if (note.copy && note.dst.data != nullptr) {
     // A copy into this core's VMEM or SMEM (its bytes came in the message, and the core has
-    // begun: src/mpi/mpi_core_memory.cc): they are written. The target core reads them after the
-    // wait that takes this landing, which is ordered after this (the semaphore's count).
+    // begun: src/mpi/mpi_core_memory.cc): they are written, with the sender's definedness. The
+    // target core reads them after the wait that takes this landing, which is ordered after
+    // this (the semaphore's count).
     CoreContext books;
     books.engine_core = L.cores[static_cast<size_t>(g)].get();
     const Runs runs = runs_of(note.dst);
@@ -193,7 +250,7 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
       check_landing_vs_history(L, g, runs, note, sender);
     }
     if (r != nullptr && r->init != nullptr) {
-      mark(*r, runs, kDefined);
+      land_states(L, *r, runs, note, sender);
       if (L.params.detect_races && L.arenas[static_cast<size_t>(g)] != nullptr) {
         // Until a wait_recv of the core takes it, the landing is in flight, as a device mesh's
         // landed copy is: the core's reads and writes of the destination race with it
@@ -268,20 +325,41 @@ std::unique_ptr<Engine> make_checked_rank_engine(const LaunchSpec& spec,
   for (int c = 0; c < L->num_cores; ++c) {
     if (c / spec.num_cores != dev.device) L->finished[static_cast<size_t>(c)] = 1;
   }
-  // Other ranks write this rank's arrays without moving their shadow: every byte of them counts
-  // as written (no false report of an unwritten read).
-  for (auto& b : L->hbm) {
-    const uintptr_t base = b->region.base;
-    const int64_t bytes = b->region.bytes;
-    b->region.reset();
-    b->region.base = base;
-    b->region.bytes = bytes;
-  }
+  // Other ranks' copies into this rank's arrays bring their definedness with the landing
+  // (land_states), so the arrays keep their shadows as in process.
   rank->running(L);
   return make_engine_for(L, dev.device * spec.num_cores, dev.device);
 }
 
 namespace {
+
+// The definedness of a remote copy's source, for the note (empty when every element is
+// defined). Under the launch's mutex: HBM shadows and the origins are shared.
+void note_states(CoreContext& ctx, const RawRef& src, CheckNote& note) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  const auto lo = reinterpret_cast<uintptr_t>(src.data);
+  std::lock_guard<std::mutex> lock(L.mu);
+  const Region* reg = region_of(ctx, lo);
+  if (reg == nullptr || reg->init == nullptr || first_unwritten(*reg, runs_of(src)) == 0) return;
+  const int item = static_cast<int>(itemsize(src.dtype));
+  std::vector<uint8_t> origin_index(256, 0);  // a state of this launch -> 1 + its note origin
+  for_each_element(src, [&](uintptr_t p) {
+    uint8_t state = shadow_state(*reg, p, item);
+    if (state >= kFirstOrigin) {
+      uint8_t& mapped = origin_index[state];
+      if (mapped == 0) {
+        const Origin* o = origin_of(L, state);
+        note.origins.push_back(CheckNote::Origin{o != nullptr ? o->where : SourceLocation{},
+                                                 o != nullptr ? o->core : 0,
+                                                 o != nullptr ? o->source : std::string()});
+        mapped = static_cast<uint8_t>(note.origins.size());
+      }
+      state = static_cast<uint8_t>(kFirstOrigin + mapped - 1);
+    }
+    note.states.push_back(state);
+  });
+}
 
 // Natively a remote copy or signal on a semaphore operand of the pallas_call (which outlives the
 // kernel) may stay in flight into a later call across MPI ranks (MpiTransport::bodies_done);
@@ -329,6 +407,7 @@ void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
   note.copy = true;
   note.dst = copy.dst;
   note.bytes = copy.bytes;
+  note_states(ctx, copy.src, note);
   const int core = copy.target.core >= 0 ? copy.target.core : ctx.core;
   d.remote =
       fmt::format("the remote copy of {} {} from {} to device {} core {} started at {}",

@@ -265,6 +265,8 @@ std::vector<char> signal_bytes(const Signal& s, const CheckNote* note, int64_t o
                      static_cast<int32_t>(file.size()),
                      static_cast<int32_t>(d.dtype),
                      note->copy ? d.shape.rank() : 0,
+                     static_cast<int32_t>(note->states.size()),
+                     static_cast<int32_t>(note->origins.size()),
                      static_cast<int64_t>(note->barrier_seq),
                      offset,
                      note->bytes};
@@ -279,6 +281,15 @@ std::vector<char> signal_bytes(const Signal& s, const CheckNote* note, int64_t o
     }
     append(buf, note->clock.data(), note->clock.size());
     append(buf, file.data(), file.size());
+    append(buf, note->states.data(), note->states.size());
+    for (const CheckNote::Origin& o : note->origins) {
+      const std::string f = o.where.file_name() == nullptr ? "" : o.where.file_name();
+      const OriginWire ow{static_cast<int32_t>(o.where.line()), o.core,
+                          static_cast<int32_t>(f.size()), static_cast<int32_t>(o.source.size())};
+      append(buf, &ow, 1);
+      append(buf, f.data(), f.size());
+      append(buf, o.source.data(), o.source.size());
+    }
   }
   return buf;
 }
@@ -329,8 +340,11 @@ std::shared_ptr<CheckNote> read_note(const std::vector<char>& bytes, std::byte* 
   at += sizeof(NoteWire);
   const size_t need = at + 2 * sizeof(int64_t) * static_cast<size_t>(w.rank) +
                       sizeof(uint32_t) * static_cast<size_t>(w.clock_len) +
-                      static_cast<size_t>(w.file_len);
-  if (w.rank < 0 || w.clock_len < 0 || w.file_len < 0 || bytes.size() != need) return nullptr;
+                      static_cast<size_t>(w.file_len) + static_cast<size_t>(w.states_len);
+  if (w.rank < 0 || w.clock_len < 0 || w.file_len < 0 || w.states_len < 0 || w.origins < 0 ||
+      bytes.size() < need) {
+    return nullptr;
+  }
   auto note = std::make_shared<CheckNote>();
   note->from_core = w.from_core;
   note->cores_per_device = w.cores_per_device;
@@ -349,6 +363,27 @@ std::shared_ptr<CheckNote> read_note(const std::vector<char>& bytes, std::byte* 
   note->where =
       SourceLocation(intern(std::string(bytes.data() + at, static_cast<size_t>(w.file_len))),
                      static_cast<uint_least32_t>(w.line), "");
+  at += static_cast<size_t>(w.file_len);
+  note->states.assign(bytes.begin() + static_cast<long>(at),
+                      bytes.begin() + static_cast<long>(at + static_cast<size_t>(w.states_len)));
+  at += static_cast<size_t>(w.states_len);
+  for (int i = 0; i < w.origins; ++i) {
+    OriginWire ow;
+    if (at + sizeof(ow) > bytes.size()) return nullptr;
+    std::memcpy(&ow, bytes.data() + at, sizeof(ow));
+    at += sizeof(ow);
+    const auto f = static_cast<size_t>(ow.file_len);
+    const auto s = static_cast<size_t>(ow.source_len);
+    if (ow.file_len < 0 || ow.source_len < 0 || at + f + s > bytes.size()) return nullptr;
+    CheckNote::Origin o;
+    o.where = SourceLocation(intern(std::string(bytes.data() + at, f)),
+                             static_cast<uint_least32_t>(ow.line), "");
+    o.core = ow.core;
+    o.source.assign(bytes.data() + at + f, s);
+    at += f + s;
+    note->origins.push_back(std::move(o));
+  }
+  if (at != bytes.size()) return nullptr;
   if (note->copy && w.offset >= 0) {
     note->dst.data = segment + w.offset;
     note->dst.dtype = static_cast<DType>(w.dtype);

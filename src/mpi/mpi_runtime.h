@@ -107,9 +107,18 @@ struct NoteWire {
   int32_t file_len;
   int32_t dtype;
   int32_t rank;
+  int32_t states_len;  // CheckNote::states, after the file name; then each origin
+  int32_t origins;     // as an OriginWire and its file name and source
   int64_t barrier_seq;
   int64_t offset;  // a copy's destination: its byte offset in the target's window
   int64_t bytes;
+};
+
+struct OriginWire {
+  int32_t line;
+  int32_t core;
+  int32_t file_len;
+  int32_t source_len;
 };
 
 // Message tags of the wait snapshots (mpi_transport.h): a rank's snapshot to rank 0, rank 0's

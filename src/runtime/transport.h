@@ -64,6 +64,16 @@ struct CheckNote {
   bool copy = false;  // a remote copy's landing (else a signal)
   RawRef dst;         // a copy's destination: the sender's view; at the target, the target's
   int64_t bytes = 0;
+  // A copy's definedness: the checked engine's state of each source element, in row-major order
+  // of the view (empty: every element is defined), and where its undefined elements were
+  // computed from never-written data (a state of 2 + i names origins[i]).
+  struct Origin {
+    SourceLocation where;
+    int core = 0;
+    std::string source;  // the never-written memory that statement read, as the sender names it
+  };
+  std::vector<uint8_t> states;
+  std::vector<Origin> origins;
 };
 
 /// A device's books for remote operations reaching it (the checked engine's, under MPI).

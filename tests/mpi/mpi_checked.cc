@@ -6,6 +6,8 @@
 //   - a destination read before wait_recv, a source overwritten before wait_send, a remote write
 //     before the target entered a kernel with a collective_id: kRace, carried by vector clocks
 //     on the transport's messages;
+//   - a block computed from never-written VMEM and sent to another rank's output: kUninitialized
+//     there, naming the sender's statement and buffer (the definedness travels on the message);
 //   - a failure on one rank: every rank stops and reports it.
 // Prints "WRONG" for each unmet expectation, "mpi_checked: all passed" otherwise.
 #include <tessera/tessera.h>
@@ -93,6 +95,29 @@ auto early_read_kernel(bool bug, const Params& mode) {
         copy.wait_send();
         copy.wait_recv();
         if (!bug) pltpu::sync_copy(o, w);
+      });
+}
+
+// Each device sends its right neighbour's output a block computed from a VMEM scratch it never
+// wrote (the bug: the garbage reaches the neighbour's output), or wrote first.
+constexpr int kGarbageLine = __LINE__ + 1;
+void scaled(pltpu::VmemRef<float> v, pltpu::VmemRef<float> w) { v = w * 2.0f; }
+auto garbage_kernel(bool bug, Params mode) {
+  mode.allow_uninitialized_reads = false;  // definedness is tracked
+  return pl::kernel(pl::out_type<float>({8, 128}), pltpu::TensorCoreMesh("core", 1),
+                    pl::scratch_types(pltpu::VMEM<float>({8, 128}), pltpu::VMEM<float>({8, 128}),
+                                      pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::DMA),
+                    mode, kParams, pl::name("garbage"))(
+      [bug](pltpu::HbmRef<float> o, pltpu::VmemRef<float> v, pltpu::VmemRef<float> w,
+            pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv) {
+        const int n = lax::axis_size("x");
+        const int me = lax::axis_index("x");
+        if (!bug) w = jnp::full_like(w, static_cast<float>(me));
+        scaled(v, w);
+        auto copy = pltpu::make_async_remote_copy(v, o, send, recv, {(me + 1) % n});
+        copy.start();
+        copy.wait_send();
+        copy.wait_recv();
       });
 }
 
@@ -241,6 +266,12 @@ int main(int argc, char** argv) {
         ErrorKind::kRace,
         {"writes a remote copy into the memory of device", "with nothing ordering it after device",
          "entered kernel 'early'", "pltpu::get_barrier_semaphore()"});
+    expect_error("garbage sent to another rank", [&] { run(garbage_kernel(true, mode)); },
+                 ErrorKind::kUninitialized,
+                 {"computes from device ",
+                  " core 0's VMEM scratch #1 VMEM<float32>(8, 128) "
+                  "element (0, 0), which nothing had written",
+                  "and the result reached output 0 float32(8, 128)"});
     expect_error(
         "nobody sends", [&] { run(lonely_kernel(false, mode)); }, ErrorKind::kDeadlock,
         {"deadlock over the MPI ranks", every_wait[0], "device 1 has finished its program"});
@@ -252,6 +283,7 @@ int main(int argc, char** argv) {
       expect_clean("overwrite after wait_send", [&] { run(early_overwrite_kernel(false, mode)); });
       expect_clean("barrier first", [&] { run(entered_kernel(true, mode)); });
       expect_clean("device 1 sends", [&] { run(lonely_kernel(true, mode)); });
+      expect_clean("defined data sent", [&] { run(garbage_kernel(false, mode)); });
       expect_clean("double barrier", [&] {
         const auto kernel = double_barrier_kernel(mode);
         run_program([&] {
