@@ -124,14 +124,15 @@ void check_outliving(const CoreContext& ctx, int64_t slot, const char* which, co
                      std::source_location where) {
   if (ctx.device->transport->semaphores_outlive_launches()) return;
   if (!semaphore_outlives_launch(*ctx.launch->spec, slot)) return;
-  raise(ErrorKind::kUnsupported, op, where,
-        fmt::format("{} is a semaphore operand of the pallas_call (a SemaphoreArray, which "
-                    "outlives the kernel), but this mesh's transport cannot keep a remote operation "
-                    "in flight past its kernel: a device cannot tell when another has left it. Use "
-                    "scratch semaphores (pl::scratch_shapes(pltpu::SemaphoreType::DMA)) and "
-                    "wait_send / wait_recv in this kernel, or run the mesh in process "
-                    "(mesh.in_process(), or TESSERA_TRANSPORT=inprocess)",
-                    which));
+  raise(
+      ErrorKind::kUnsupported, op, where,
+      fmt::format("{} is a semaphore operand of the pallas_call (a SemaphoreArray, which "
+                  "outlives the kernel), but this mesh's transport cannot keep a remote operation "
+                  "in flight past its kernel: a device cannot tell when another has left it. Use "
+                  "scratch semaphores (pl::scratch_shapes(pltpu::SemaphoreType::DMA)) and "
+                  "wait_send / wait_recv in this kernel, or run the mesh in process "
+                  "(mesh.in_process(), or TESSERA_TRANSPORT=inprocess)",
+                  which));
 }
 
 void validate_remote(const RawRef& src, const RawRef& dst, const char* op,
