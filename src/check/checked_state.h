@@ -105,7 +105,9 @@ struct Region {
   uint8_t* init = nullptr;
   int shift = 0;
   bool owned = false;
-  size_t dirty = 0;  // shadow cells below this may be non-zero
+  // Shadow cells below this may be non-zero. Atomic: on a device mesh another device's copy
+  // marks a core's VMEM shadow (under the launch's mutex) while the core marks other bytes of it.
+  std::atomic<size_t> dirty{0};
   bool contains(uintptr_t p) const noexcept {
     return p >= base && p < base + static_cast<uintptr_t>(bytes);
   }
@@ -118,10 +120,10 @@ struct Region {
   }
   void reset() noexcept {
     if (owned) {
-      std::memset(init, 0, std::min(dirty, cells()));
+      std::memset(init, 0, std::min(dirty.load(std::memory_order_relaxed), cells()));
       ShadowCache::instance().give(init, cells());
     }
-    dirty = 0;
+    dirty.store(0, std::memory_order_relaxed);
     init = nullptr;
     owned = false;
     base = 0;
@@ -131,10 +133,13 @@ struct Region {
   void allocate() {
     init = ShadowCache::instance().take(cells());
     owned = true;
-    dirty = 0;
+    dirty.store(0, std::memory_order_relaxed);
   }
   void touched(const uint8_t* last) noexcept {
-    dirty = std::max(dirty, static_cast<size_t>(last - init) + 1);
+    const size_t end = static_cast<size_t>(last - init) + 1;
+    size_t seen = dirty.load(std::memory_order_relaxed);
+    while (seen < end && !dirty.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
+    }
   }
 };
 
