@@ -97,6 +97,25 @@ std::string remote_text(const CheckedLaunch& L, const RemoteDma& r) {
                      core_name(L, r.to), format_location(r.started));
 }
 
+// A copy into another core's VMEM or SMEM waits until that core has begun: its beginning poisons
+// them and makes their shadows, which either half of the copy writes. The target has entered
+// the launch (Transport::access), so its cores begin without waiting for anything.
+void wait_for_memories(const CoreContext& ctx, CheckedLaunch& L, const RemoteDma& r) {
+  {
+    std::lock_guard<std::mutex> lock(L.mu);
+    if (r.dst_runs.empty() || hbm_of(L, r.dst_runs.lo) != nullptr) return;
+  }
+  const CheckedCore& target = *L.cores[static_cast<size_t>(r.to)];
+  while (!target.memories_made.load(std::memory_order_acquire)) {
+    if (ctx.launch->cancelled.load()) {
+      raise(ErrorKind::kCancelled, kStart, r.started,
+            "cancelled: a device of the mesh failed, and its error is the one the program "
+            "reports");
+    }
+    std::this_thread::yield();
+  }
+}
+
 // The first half of remote copy `r` (under the mutex): its bytes leave the source (a read of
 // HBM recorded with the sender's clock at its start), into the copy's staging buffer, their
 // shadow goes to the destination's, and send_sem gains them.
@@ -401,6 +420,7 @@ void checked_remote_dma_start(CoreContext& ctx, const RemoteCopy& c) {
   r.bytes = c.bytes;
   r.made = c.made;
   r.started = c.where;
+  wait_for_memories(ctx, L, r);
   std::lock_guard<std::mutex> lock(L.mu);
   check_entered(ctx, L, r.from, r.to, "writes a remote copy into the memory", kStart, c.where);
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
