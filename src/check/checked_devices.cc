@@ -99,11 +99,12 @@ std::string remote_text(const CheckedLaunch& L, const RemoteDma& r) {
 
 // A copy into another core's VMEM or SMEM waits until that core has begun: its beginning poisons
 // them and makes their shadows, which either half of the copy writes. The target has entered
-// the launch (Transport::access), so its cores begin without waiting for anything.
-void wait_for_memories(const CoreContext& ctx, CheckedLaunch& L, const RemoteDma& r) {
+// the launch (Transport::access), so its cores begin without waiting for anything. Returns
+// whether the destination is such memory.
+bool wait_for_memories(const CoreContext& ctx, CheckedLaunch& L, const RemoteDma& r) {
   {
     std::lock_guard<std::mutex> lock(L.mu);
-    if (r.dst_runs.empty() || hbm_of(L, r.dst_runs.lo) != nullptr) return;
+    if (r.dst_runs.empty() || hbm_of(L, r.dst_runs.lo) != nullptr) return false;
   }
   const CheckedCore& target = *L.cores[static_cast<size_t>(r.to)];
   while (!target.memories_made.load(std::memory_order_acquire)) {
@@ -114,6 +115,7 @@ void wait_for_memories(const CoreContext& ctx, CheckedLaunch& L, const RemoteDma
     }
     std::this_thread::yield();
   }
+  return true;
 }
 
 // The first half of remote copy `r` (under the mutex): its bytes leave the source (a read of
@@ -420,7 +422,7 @@ void checked_remote_dma_start(CoreContext& ctx, const RemoteCopy& c) {
   r.bytes = c.bytes;
   r.made = c.made;
   r.started = c.where;
-  wait_for_memories(ctx, L, r);
+  const bool core_memory = wait_for_memories(ctx, L, r);
   std::lock_guard<std::mutex> lock(L.mu);
   check_entered(ctx, L, r.from, r.to, "writes a remote copy into the memory", kStart, c.where);
   VC& mine = L.vc[static_cast<size_t>(cc.core)];
@@ -430,8 +432,7 @@ void checked_remote_dma_start(CoreContext& ctx, const RemoteCopy& c) {
   // Into another core's VMEM or SMEM: the target's accesses there that nothing orders before
   // this start(), and copies in flight into the same bytes, race with the landing
   // (checked_history.cc); later accesses meet the copy in flight (check_vs_remote).
-  if (keeps_history(*L.cores[static_cast<size_t>(r.to)]) && !r.dst_runs.empty() &&
-      hbm_of(L, r.dst_runs.lo) == nullptr) {
+  if (core_memory && keeps_history(*L.cores[static_cast<size_t>(r.to)])) {
     check_landing_vs_history(L, r.to, r.dst_runs, r.vc_start, c.where, core_name(L, r.from));
   }
   // eager: both halves now; random: the read half now or later, then the landing now or later.

@@ -154,21 +154,11 @@ namespace {
 
 // Calls f(address) for each element of `r`, in row-major order of its shape.
 template <class F>
-void for_each_element(const RawRef& r, F f) {
-  const int rank = r.shape.rank();
+void for_each_address(const RawRef& r, F f) {
   const int64_t item = itemsize(r.dtype);
   const auto base = reinterpret_cast<uintptr_t>(r.data);
-  if (rank == 0) return f(base);
-  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-  for (int64_t n = r.shape.size(); n > 0; --n) {
-    int64_t off = 0;
-    for (int a = 0; a < rank; ++a) off += idx[static_cast<size_t>(a)] * r.strides[a] * item;
-    f(base + static_cast<uintptr_t>(off));
-    for (int a = rank - 1; a >= 0; --a) {
-      if (++idx[static_cast<size_t>(a)] < r.shape[a]) break;
-      idx[static_cast<size_t>(a)] = 0;
-    }
-  }
+  for_each_element(r.shape, r.strides,
+                   [&](int64_t off, int64_t) { f(base + static_cast<uintptr_t>(off * item)); });
 }
 
 // The landing of a copy from `sender` in `reg` (under the launch's mutex): its elements take the
@@ -187,7 +177,7 @@ void land_states(CheckedLaunch& L, Region& reg, const Runs& runs, const CheckNot
   }
   const int64_t item = itemsize(note.dst.dtype);
   size_t k = 0;
-  for_each_element(note.dst, [&](uintptr_t p) {
+  for_each_address(note.dst, [&](uintptr_t p) {
     uint8_t state = note.states[k++];
     if (state >= kFirstOrigin) {
       const size_t o = state - kFirstOrigin;
@@ -195,6 +185,44 @@ void land_states(CheckedLaunch& L, Region& reg, const Runs& runs, const CheckNot
     }
     mark_range(reg, p, p + static_cast<uintptr_t>(item), state);
   });
+}
+
+}  // namespace
+
+namespace {
+
+// A copy into core `g`'s VMEM or SMEM (`r`; under the launch's mutex): its bytes came in the
+// message, and the core has begun (src/mpi/mpi_core_memory.cc). They are written, with the
+// sender's definedness; the target core reads them after the wait that takes this landing,
+// which is ordered after this (the semaphore's count).
+void land_in_core_memory(CheckedLaunch& L, Region& r, int g, int from, const CheckNote& note,
+                         const Runs& runs, int64_t slot, const std::string& sender) {
+  // The core's accesses of the destination that nothing orders before the sender's start():
+  // the copy may have landed on them (checked_history.cc).
+  if (keeps_history(*L.cores[static_cast<size_t>(g)])) {
+    check_landing_vs_history(L, g, runs, note, sender);
+  }
+  if (r.init == nullptr) return;
+  land_states(L, r, runs, note, sender);
+  if (!L.params.detect_races || L.arenas[static_cast<size_t>(g)] == nullptr) return;
+  // Until a wait_recv of the core takes it, the landing is in flight, as a device mesh's landed
+  // copy is: the core's reads and writes of the destination race with it (check_vs_remote). Its
+  // source is the sender's, in no book here.
+  RemoteDma d;
+  d.from = from;
+  d.to = g;
+  d.src = note.dst;
+  d.dst = note.dst;
+  d.dst_runs = runs;
+  d.target_arena = L.arenas[static_cast<size_t>(g)];
+  d.recv_sem = &d.target_arena->semaphores()[slot];
+  d.recv_slot = slot;
+  d.bytes = note.bytes;
+  d.vc_start = note.clock;
+  d.started = note.where;
+  d.read = d.executed = d.sent = true;
+  L.remote.push_back(std::move(d));
+  L.remote_live.store(static_cast<int>(L.remote.size()), std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -220,57 +248,19 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
                       note.copy ? "writes a remote copy into the memory" : "signals a semaphore",
                       core_name(L, g), L.mesh->name(rank_), L.spec->name, L.seq));
   }
-  if (note.copy && note.dst.data != nullptr && L.params.detect_races) {
-    // The landing: a write of this device's HBM with the sender's clock at its start.
+  if (note.copy && note.dst.data != nullptr) {
     CoreContext books;
     books.engine_core = L.cores[static_cast<size_t>(g)].get();
-    const Runs runs = runs_of(note.dst);
-    record_hbm(books, from, note.dst, runs, true, note.clock, note.clock[static_cast<size_t>(from)],
-               "remote copy", note.where);
-  }
-  if (note.copy && note.dst.data != nullptr) {
-    // A copy into this device's HBM: its elements take the definedness of the sender's.
     const Runs runs = runs_of(note.dst);
     HbmBuffer* hbm = runs.empty() ? nullptr : hbm_of(L, runs.lo);
-    if (hbm != nullptr && hbm->region.init != nullptr)
-      land_states(L, hbm->region, runs, note, sender);
-  }
-  if (note.copy && note.dst.data != nullptr) {
-    // A copy into this core's VMEM or SMEM (its bytes came in the message, and the core has
-    // begun: src/mpi/mpi_core_memory.cc): they are written, with the sender's definedness. The
-    // target core reads them after the wait that takes this landing, which is ordered after
-    // this (the semaphore's count).
-    CoreContext books;
-    books.engine_core = L.cores[static_cast<size_t>(g)].get();
-    const Runs runs = runs_of(note.dst);
-    Region* r = runs.empty() || hbm_of(L, runs.lo) != nullptr ? nullptr : region_of(books, runs.lo);
-    // The core's accesses of the destination that nothing orders before the sender's start():
-    // the copy may have landed on them (checked_history.cc).
-    if (r != nullptr && keeps_history(*L.cores[static_cast<size_t>(g)])) {
-      check_landing_vs_history(L, g, runs, note, sender);
-    }
-    if (r != nullptr && r->init != nullptr) {
-      land_states(L, *r, runs, note, sender);
-      if (L.params.detect_races && L.arenas[static_cast<size_t>(g)] != nullptr) {
-        // Until a wait_recv of the core takes it, the landing is in flight, as a device mesh's
-        // landed copy is: the core's reads and writes of the destination race with it
-        // (check_vs_remote). Its source is the sender's, in no book here.
-        RemoteDma d;
-        d.from = from;
-        d.to = g;
-        d.src = note.dst;
-        d.dst = note.dst;
-        d.dst_runs = runs;
-        d.target_arena = L.arenas[static_cast<size_t>(g)];
-        d.recv_sem = &d.target_arena->semaphores()[slot];
-        d.recv_slot = slot;
-        d.bytes = note.bytes;
-        d.vc_start = note.clock;
-        d.started = note.where;
-        d.read = d.executed = d.sent = true;
-        L.remote.push_back(std::move(d));
-        L.remote_live.store(static_cast<int>(L.remote.size()), std::memory_order_relaxed);
-      }
+    if (hbm != nullptr) {
+      // The landing: a write of this device's HBM with the sender's clock at its start, its
+      // elements taking the definedness of the sender's.
+      record_hbm(books, from, note.dst, runs, true, note.clock,
+                 note.clock[static_cast<size_t>(from)], "remote copy", note.where);
+      if (hbm->region.init != nullptr) land_states(L, hbm->region, runs, note, sender);
+    } else if (Region* r = runs.empty() ? nullptr : region_of(books, runs.lo)) {
+      land_in_core_memory(L, *r, g, from, note, runs, slot, sender);
     }
   }
   VC& s = L.sem_vc[{g, slot}];
@@ -344,7 +334,7 @@ void note_states(CoreContext& ctx, const RawRef& src, CheckNote& note) {
   if (reg == nullptr || reg->init == nullptr || first_unwritten(*reg, runs_of(src)) == 0) return;
   const int item = static_cast<int>(itemsize(src.dtype));
   std::vector<uint8_t> origin_index(256, 0);  // a state of this launch -> 1 + its note origin
-  for_each_element(src, [&](uintptr_t p) {
+  for_each_address(src, [&](uintptr_t p) {
     uint8_t state = shadow_state(*reg, p, item);
     if (state >= kFirstOrigin) {
       uint8_t& mapped = origin_index[state];

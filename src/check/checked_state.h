@@ -425,6 +425,28 @@ void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const C
 void check_landing_vs_history(CheckedLaunch& L, int g, const Runs& runs, const VC& clock,
                               SourceLocation where, const std::string& sender);
 
+// Calls f(element offset, flat index) for every element of a strided view, in row-major order.
+template <class F>
+void for_each_element(const Shape& shape, const SmallVec& strides, F&& f) {
+  const int r = shape.rank();
+  if (shape.size() == 0) return;
+  SmallVec idx(r, 0);
+  int64_t off = 0;
+  for (int64_t flat = 0;; ++flat) {
+    f(off, flat);
+    int a = r - 1;
+    for (; a >= 0; --a) {
+      if (++idx[a] < shape[a]) {
+        off += strides[a];
+        break;
+      }
+      off -= (shape[a] - 1) * strides[a];
+      idx[a] = 0;
+    }
+    if (a < 0) return;
+  }
+}
+
 inline void join(VC& into, const VC& from) {
   for (size_t i = 0; i < into.size() && i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
 }

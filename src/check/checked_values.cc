@@ -27,28 +27,6 @@ namespace tessera::detail {
 
 namespace {
 
-// Calls f(element offset, flat index) for every element of a strided view, in row-major order.
-template <class F>
-void for_each_element(const Shape& shape, const SmallVec& strides, F&& f) {
-  const int r = shape.rank();
-  if (shape.size() == 0) return;
-  SmallVec idx(r, 0);
-  int64_t off = 0;
-  for (int64_t flat = 0;; ++flat) {
-    f(off, flat);
-    int a = r - 1;
-    for (; a >= 0; --a) {
-      if (++idx[a] < shape[a]) {
-        off += strides[a];
-        break;
-      }
-      off -= (shape[a] - 1) * strides[a];
-      idx[a] = 0;
-    }
-    if (a < 0) return;
-  }
-}
-
 bool is_unary(OpCode op) { return op >= OpCode::kConvert && op <= OpCode::kIntegerPow; }
 bool is_reduction(OpCode op) { return op >= OpCode::kReduceSum && op <= OpCode::kCumSum; }
 

@@ -136,14 +136,7 @@ void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
   // others with a message naming the launch, sent after it published it: an MPI_Ibarrier would
   // be left pending by a rank cancelled while it waits here and then match another rank's
   // next barrier.
-  for (int r = 0; r < mesh_.size; ++r) {
-    if (r == rank_) continue;
-    std::vector<char> msg;
-    put_i64(msg, rt_.program());
-    put_i64(msg, static_cast<int64_t>(launch.seq));
-    sent_[static_cast<size_t>(r)].fetch_add(1);  // a message in flight for the snapshots
-    rt_.send_bytes(r, kTagEnter, std::move(msg));
-  }
+  tell_others(kTagEnter, launch.seq, false);
   const MpiRuntime::Prompt prompt(rt_);
   CoreContext probe;
   probe.launch = launch.state;
@@ -176,6 +169,19 @@ void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
                             arrived_at_barrier_.upper_bound(launch.seq));
 }
 
+void MpiTransport::tell_others(int tag, uint64_t seq, bool with_count) {
+  for (int r = 0; r < mesh_.size; ++r) {
+    if (r == rank_) continue;
+    std::vector<char> msg;
+    put_i64(msg, rt_.program());
+    put_i64(msg, static_cast<int64_t>(seq));
+    // Counted with the signal messages (a message in flight for the snapshots).
+    const int64_t count = sent_[static_cast<size_t>(r)].fetch_add(1) + 1;
+    if (with_count) put_i64(msg, count);
+    rt_.send_bytes(r, tag, std::move(msg));
+  }
+}
+
 void MpiTransport::entered_message(int rank, const std::vector<char>& bytes) {
   size_t at = 0;
   const int64_t program = get_i64(bytes, at);
@@ -202,18 +208,9 @@ void MpiTransport::bodies_done(CoreContext& ctx) {
     local_seq_ = seq;
     last = ++local_bodies_ == mine.spec->num_cores;
   }
-  if (last) {
-    // Every message this rank sent in the launch is counted before this one, so a receiver that
-    // has applied as many from this rank has applied all of them.
-    for (int r = 0; r < mesh_.size; ++r) {
-      if (r == rank_) continue;
-      std::vector<char> msg;
-      put_i64(msg, rt_.program());
-      put_i64(msg, static_cast<int64_t>(seq));
-      put_i64(msg, sent_[static_cast<size_t>(r)].fetch_add(1) + 1);
-      rt_.send_bytes(r, kTagBodies, std::move(msg));
-    }
-  }
+  // Every message this rank sent in the launch is counted before this one, so a receiver that
+  // has applied as many from this rank has applied all of them.
+  if (last) tell_others(kTagBodies, seq, true);
   const MpiRuntime::Prompt prompt(rt_);
   wait_for(
       ctx,

@@ -34,9 +34,8 @@ class MpiTransport final : public Transport {
   uint64_t wait_version() const noexcept override { return version_.load(); }
   void stuck(uint64_t version, std::string waits) noexcept override;
   /// Semaphores that outlive a launch (a pallas_call's SemaphoreArray operands) take remote
-  /// copies and signals natively: bodies_done() ends such a launch on every rank together, once
+  /// copies and signals natively: a launch with them ends on every rank together, once
   /// everything sent in it has been applied. (The checked engine refuses them across ranks.)
-  bool semaphores_outlive_launches() const noexcept override { return true; }
   void bodies_done(CoreContext& ctx) override;
 
   /// A signal from rank `from` (the engine thread's, or this rank's own) for this rank's cores,
@@ -78,6 +77,9 @@ class MpiTransport final : public Transport {
   bool apply(const Pending& p, std::exception_ptr& error, bool entering = false);
   void deliver_locked(const Pending& p, std::exception_ptr& race);
   void wake_launch() noexcept;  // under mu_: every core of the running launch looks again
+  // Sends every other rank a message `tag` naming this program and launch `seq`; `with_count`:
+  // and how many messages this rank has sent to that rank, this one included.
+  void tell_others(int tag, uint64_t seq, bool with_count);
   // Deadlock over every rank (checked mode), from wait snapshots: every rank that finds all its
   // cores blocked (in semaphore waits, or for another rank to enter a launch: kind 1), or that
   // waits at a start barrier (kind 3), sends rank 0 what they wait for, with the signal messages

@@ -92,7 +92,7 @@ bool stays_in_cache(int64_t bytes) {
     }
     // Twice the core's L2 is surely within any last-level cache the CPU has; a CPU that reports
     // no L2 has its report trusted up to a quarter of the last-level cache.
-    const int64_t trusted = l2 > 0 ? std::min(2 * l2, llc) : llc / 4;
+    const int64_t trusted = std::max<int64_t>(l2 > 0 ? std::min(2 * l2, llc) : llc / 4, 1);
     return CacheFit(llc, trusted, &measure_read_bandwidth);
   }();
   return fit.stays(bytes);

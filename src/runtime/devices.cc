@@ -500,7 +500,6 @@ void DeviceLaunchScope::leave() noexcept {
 void mesh_bodies_done(CoreContext& ctx) {
   if (ctx.device == nullptr || ctx.device->mesh->size == 1) return;
   Transport& t = *ctx.device->transport;
-  if (!t.semaphores_outlive_launches()) return;
   ctx.engine->body_done(ctx);
   t.bodies_done(ctx);
 }

@@ -23,7 +23,6 @@
 #include <hwy/cache_control.h>
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "runtime/block_mapping.h"
@@ -35,7 +34,6 @@
 #include "runtime/pipeline_schedule.h"
 #include "runtime/step_hints.h"
 #include "tessera/dma.h"
-#include "tessera/tpu_info.h"
 
 namespace tessera {
 namespace detail {

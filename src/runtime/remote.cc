@@ -117,24 +117,6 @@ void check_amount(int64_t v, const char* op, std::source_location where) {
                     std::numeric_limits<int32_t>::max()));
 }
 
-// Over a transport whose launches end independently (Transport::semaphores_outlive_launches
-// false), nothing sent may arrive after its target has saved a semaphore that outlives the
-// launch: such semaphores are refused there. Both transports here end such launches together.
-void check_outliving(const CoreContext& ctx, int64_t slot, const char* which, const char* op,
-                     std::source_location where) {
-  if (ctx.device->transport->semaphores_outlive_launches()) return;
-  if (!semaphore_outlives_launch(*ctx.launch->spec, slot)) return;
-  raise(
-      ErrorKind::kUnsupported, op, where,
-      fmt::format("{} is a semaphore operand of the pallas_call (a SemaphoreArray, which "
-                  "outlives the kernel), but this mesh's transport cannot keep a remote operation "
-                  "in flight past its kernel: a device cannot tell when another has left it. Use "
-                  "scratch semaphores (pl::scratch_shapes(pltpu::SemaphoreType::DMA)) and "
-                  "wait_send / wait_recv in this kernel, or run the mesh in process "
-                  "(mesh.in_process(), or TESSERA_TRANSPORT=inprocess)",
-                  which));
-}
-
 void validate_remote(const RawRef& src, const RawRef& dst, const char* op,
                      std::source_location where) {
   if (src.shape != dst.shape) {
@@ -190,11 +172,9 @@ void remote_copy_start(const RawRef& src, const RawRef& dst, SemaphoreCell* send
   constexpr const char* op = "remote_copy.start";
   CoreContext& ctx = context_for(op, where);
   device_of(ctx, op, where);
-  const int64_t send_slot = own_slot(ctx, send_sem, op, where);
+  (void)own_slot(ctx, send_sem, op, where);  // this core's semaphore, or an error
   const int64_t recv_slot = own_slot(ctx, recv_sem, op, where);
   validate_remote(src, dst, op, where);
-  check_outliving(ctx, send_slot, "send_sem", op, where);
-  check_outliving(ctx, recv_slot, "recv_sem", op, where);
   if (target.core >= ctx.num_cores) {
     raise(ErrorKind::kOutOfBounds, op, where,
           fmt::format("core {} is outside the TensorCoreMesh of {} core{}", target.core,
@@ -250,7 +230,6 @@ void remote_semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreK
                      t.core >= 0 ? std::optional<int>(t.core) : std::nullopt, where);
     return;
   }
-  check_outliving(ctx, slot, "the semaphore", op, where);
   if (t.core >= ctx.num_cores) {
     raise(ErrorKind::kOutOfBounds, op, where,
           fmt::format("core_index={} is outside 0..{}: the mesh axis \"{}\" has {} core{}", t.core,

@@ -154,14 +154,12 @@ class Transport {
 
   // ---- semaphores that outlive a launch (a pallas_call's SemaphoreArray operands) ----
 
-  /// Whether a remote copy or signal may use a semaphore that outlives its launch, so that a copy
-  /// stays in flight into a later call (in process: yes; MPI ranks: no).
-  virtual bool semaphores_outlive_launches() const noexcept { return false; }
-  /// Core `ctx` has run its body in a launch with such semaphores: returns once every core of
-  /// every device has run its body in the same launch, so that everything any device sends in
-  /// it has arrived before a device saves the semaphores' counts. Throws kCancelled when a device
-  /// failed, kTimeout / kInvalidArgument when a device never gets there.
-  virtual void bodies_done(CoreContext& ctx);
+  /// A remote copy or signal may use such a semaphore, so that a copy stays in flight into a
+  /// later call. Core `ctx` has run its body in a launch with such semaphores: returns once every
+  /// core of every device has run its body in the same launch, so that everything any device
+  /// sends in it has arrived before a device saves the semaphores' counts. Throws kCancelled
+  /// when a device failed, kTimeout / kInvalidArgument when a device never gets there.
+  virtual void bodies_done(CoreContext& ctx) = 0;
   /// A half of a remote copy that the checked engine carries into a later call on such a
   /// semaphore (`what`: the copy and the wait it needs; `started`: its start): returns its id,
   /// reported by never_waited() unless waited(id) comes first.

@@ -406,7 +406,6 @@ DeviceLaunch& Transport::access(CoreContext& /*ctx*/, int /*target*/, const char
   raise(ErrorKind::kInternal, op, where, "this transport has no load/store access to devices");
 }
 void Transport::release(int /*target*/) noexcept {}
-void Transport::bodies_done(CoreContext& /*ctx*/) {}
 
 uint64_t Transport::carried(SourceLocation started, std::string what) {
   std::lock_guard<std::mutex> lock(books_mu_);

@@ -41,8 +41,7 @@ class InProcessTransport final : public Transport {
   uint64_t entered(int device) const override;
   bool done(int device) const override;
 
-  /// Semaphores that outlive a launch: the launch ends on every device together (bodies_done).
-  bool semaphores_outlive_launches() const noexcept override { return true; }
+  /// Semaphores that outlive a launch: the launch ends on every device together.
   void bodies_done(CoreContext& ctx) override;
 
   bool direct() const noexcept override { return true; }
