@@ -6,6 +6,9 @@ if(NOT DEFINED CMAKE_CXX_COMPILER_LAUNCHER AND NOT DEFINED ENV{CMAKE_CXX_COMPILE
   find_program(TESSERA_CCACHE_PROGRAM ccache DOC "ccache, used as the compiler launcher when found")
   mark_as_advanced(TESSERA_CCACHE_PROGRAM)
   if(TESSERA_CCACHE_PROGRAM)
-    set(CMAKE_CXX_COMPILER_LAUNCHER "${TESSERA_CCACHE_PROGRAM}")
+    # The test binaries use a precompiled header (tests/CMakeLists.txt): ccache caches such
+    # compilations only with this sloppiness (it hashes the .gch itself, so a changed header
+    # still misses).
+    set(CMAKE_CXX_COMPILER_LAUNCHER "${CMAKE_COMMAND};-E;env;CCACHE_SLOPPINESS=pch_defines,time_macros;${TESSERA_CCACHE_PROGRAM}")
   endif()
 endif()
