@@ -296,8 +296,8 @@ void add_common_options(CLI::App* bench, BenchArgs& a) {
   bench->add_flag("--quick", a.quick, "suite: tiny sizes (seconds, for tests)");
   bench
       ->add_option("--trace", a.trace_path,
-                   "Trace the timed runs of the Tessera kernel (Chrome JSON to FILE, summary to "
-                   "stderr); the timings then include tracing's cost")
+                   "add, matmul: trace the timed runs of the Tessera kernel (Chrome JSON to FILE, "
+                   "summary to stderr); the timings then include tracing's cost")
       ->type_name("FILE");
   bench->add_option("--mib", a.allreduce.mib, "allreduce: float32 MiB per device (default 64)")
       ->check(CLI::Range(0.001, 65536.0));
@@ -414,6 +414,12 @@ int run_launch_command(const BenchArgs& a, int cores) {
 
 int run_bench_kernel(BenchArgs& a) {
   const int c = a.cores > 0 ? a.cores : pltpu::get_tpu_info().num_cores;
+  // Only these two trace their kernel; elsewhere --trace would be silently ignored.
+  if (!a.trace_path.empty() && a.kernel != "add" && a.kernel != "matmul") {
+    std::cerr << "tessera bench " << a.kernel << ": --trace traces `bench add` and `bench matmul` "
+              << "only; run without it, or trace an example with `tessera run NAME --trace FILE`\n";
+    return 2;
+  }
   if (a.kernel == "matmul") {
     if (a.mm.dtype == "int8") {
       std::cerr << "tessera bench matmul: --dtype int8 is for `bench dot`; the matmul runs f32 or "
