@@ -6,12 +6,18 @@
 // all-gather's copies to a receive slot there, since a copy onto itself moves nothing), in the
 // same run.
 //
-// MPI_Allreduce needs N ranks: started outside mpirun, the command runs itself again under
-// `mpirun -np N` (when Tessera was built with MPI and mpirun is on the PATH). In that job rank 0
-// times the kernel on N in-process devices and the floor while the other ranks sleep; then every
-// rank times MPI_Allreduce; and the kernel over the ranks themselves (one device per rank: the
-// MPI transport). Without --mpi the figures of record are the in-process kernel's; with --mpi
-// the MPI transport's. Every timing is a median of --repeats, each the slowest device's.
+// MPI_Allreduce needs N ranks: started outside mpirun, the command first times the kernel on N
+// in-process devices and its floor, then runs itself again under `mpirun -np N` (when Tessera
+// was built with MPI and mpirun is on the PATH), handing those times on in
+// TESSERA_BENCH_IN_PROCESS. In the MPI job every rank times MPI_Allreduce, and with --mpi the
+// kernel over the ranks themselves (one device per rank: the MPI transport). The in-process kernel
+// is timed outside the job because inside it every array of a rank lies in the MPI window's heap
+// (src/mpi/mpi_runtime.cc), shared memory that this machine backs with 4 KiB pages, while an
+// in-process program's arrays get huge pages (src/core/array.cc): 1.6x slower there. Started
+// under mpirun directly, rank 0 times the in-process kernel inside the job, and the JSON says so
+// ("in_process" / "memory"). Without --mpi the figures of record are the in-process kernel's;
+// with --mpi the MPI transport's. Every timing is a median of --repeats, each the slowest
+// device's.
 #include "bench_allreduce.h"
 
 #include <unistd.h>
@@ -19,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -153,8 +160,14 @@ double time_mpi_allreduce(const Array<float>& x, Array<float>& y) {
 }
 
 // Runs this command again under `mpirun -np n` and returns its exit status, or -1 when it cannot.
+// Whether rerun_under_mpirun can start the job.
+bool can_rerun_under_mpirun() {
+  return std::getenv("TESSERA_BENCH_NO_MPIRUN") == nullptr &&
+         std::system("command -v mpirun > /dev/null 2>&1") == 0;
+}
+
 int rerun_under_mpirun(int n) {
-  if (std::getenv("TESSERA_BENCH_NO_MPIRUN") != nullptr) return -1;
+  if (!can_rerun_under_mpirun()) return -1;
   // This program's own path (a /proc/self/exe handed to mpirun would name mpirun's daemon).
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -177,7 +190,6 @@ int rerun_under_mpirun(int n) {
   }
   std::string cmd;
   for (const std::string& a : args) cmd += "'" + a + "' ";
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) return -1;
   setenv("TESSERA_BENCH_NO_MPIRUN", "1", 1);
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
@@ -187,7 +199,44 @@ int rerun_under_mpirun(int n) {
 // Every timing of the run: the ring and its floor in process, over MPI ranks, MPI_Allreduce.
 struct Series {
   std::vector<double> in, floor, mpi_ring, mpi_floor, ref;
+  bool in_window = false;  // the in-process kernel was timed on the MPI window's memory
 };
+
+// The in-process kernel's times, as the command hands them to its rerun under mpirun:
+// "error;ring,floor;ring,floor;..." with every number in full precision.
+constexpr const char* kInProcessEnv = "TESSERA_BENCH_IN_PROCESS";
+
+std::string encode_in_process(const std::vector<double>& ring, const std::vector<double>& floor,
+                              double error) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", error);
+  std::string out = buf;
+  for (size_t r = 0; r < ring.size(); ++r) {
+    std::snprintf(buf, sizeof buf, ";%.17g,%.17g", ring[r], floor[r]);
+    out += buf;
+  }
+  return out;
+}
+
+// Reads encode_in_process's text; false (nothing changed) unless it holds `repeats` pairs.
+bool decode_in_process(const char* text, int repeats, std::vector<double>& ring,
+                       std::vector<double>& floor, double& error) {
+  if (text == nullptr) return false;
+  std::vector<double> r, f;
+  char* at = nullptr;
+  const double e = std::strtod(text, &at);
+  while (at != nullptr && *at == ';') {
+    char* next = nullptr;
+    r.push_back(std::strtod(at + 1, &next));
+    if (next == nullptr || *next != ',') return false;
+    f.push_back(std::strtod(next + 1, &at));
+  }
+  if (at == nullptr || *at != '\0' || static_cast<int>(r.size()) != repeats) return false;
+  ring = std::move(r);
+  floor = std::move(f);
+  error = std::max(error, e);
+  return true;
+}
 
 // Prints the result (JSON, or a line).
 void report(const AllreduceBenchOptions& o, int64_t rows, double error, const Series& t) {
@@ -196,7 +245,7 @@ void report(const AllreduceBenchOptions& o, int64_t rows, double error, const Se
   // What each device moves: 7 (n - 1) / n of its array (per step, a copy reads and writes a
   // chunk, an add reads two and writes one).
   const double traffic = 7.0 * (n - 1) / n * bytes;
-  const auto& [t_in, t_floor, t_mpi_ring, t_mpi_floor, t_ref] = t;
+  const auto& [t_in, t_floor, t_mpi_ring, t_mpi_floor, t_ref, in_window] = t;
   const bool mpi = o.mpi && !t_mpi_ring.empty();
   const std::vector<double>& ours = mpi ? t_mpi_ring : t_in;
   const std::vector<double>& floor = mpi ? t_mpi_floor : t_floor;
@@ -219,7 +268,9 @@ void report(const AllreduceBenchOptions& o, int64_t rows, double error, const Se
   j["ratio_to_floor"] = s.median / stats_of(floor).median;
   j["in_process"] = {{"seconds", stats_json(t_in)},
                      {"floor_seconds", stats_json(t_floor)},
-                     {"ratio_to_floor", stats_of(t_in).median / stats_of(t_floor).median}};
+                     {"ratio_to_floor", stats_of(t_in).median / stats_of(t_floor).median},
+                     {"memory", in_window ? "the MPI window (the command ran under mpirun)"
+                                          : "the process heap, as an in-process program's"}};
   if (!t_ref.empty()) {
     j["reference"] = {{"name", "MPI_Allreduce"}, {"seconds", stats_json(t_ref)}};
     j["ratio_to_mpi_allreduce"] = stats_of(t_ref).median / s.median;
@@ -266,9 +317,24 @@ int run_allreduce_bench(const AllreduceBenchOptions& o) {
     return 2;
   }
   const int ranks = jax::process_count();
+  double error = 0;
+  std::vector<double> t_in, t_floor, t_mpi_ring, t_mpi_floor, t_ref;
+  // The in-process kernel's times, when they were taken before this MPI job started.
+  bool have_in = false;
 #if TESSERA_HAVE_MPI
-  if (ranks == 1 && n > 1) {
+  if (ranks == 1 && n > 1 && can_rerun_under_mpirun()) {
+    for (int r = 0; r < o.repeats; ++r) {
+      const Times t =
+          time_program(jax::make_mesh({n}, {"x"}).in_process(), rows, o.cores, 1, error);
+      t_in.push_back(t.ring[0]);
+      t_floor.push_back(t.floor[0]);
+    }
+    setenv(kInProcessEnv, encode_in_process(t_in, t_floor, error).c_str(), 1);
     if (const int rc = rerun_under_mpirun(n); rc >= 0) return rc;
+    have_in = true;  // mpirun went away meanwhile: report what was timed here
+  }
+  if (ranks > 1) {
+    have_in = decode_in_process(std::getenv(kInProcessEnv), o.repeats, t_in, t_floor, error);
   }
 #endif
   if (ranks > 1 && ranks != n) {
@@ -277,10 +343,9 @@ int run_allreduce_bench(const AllreduceBenchOptions& o) {
     return 2;
   }
   const int rank = jax::process_index();
-  double error = 0;
   // Every repeat measures everything once, in turn, so that each ratio compares runs made under
-  // the same conditions (this machine's memory bandwidth drifts with other work).
-  std::vector<double> t_in, t_floor, t_mpi_ring, t_mpi_floor, t_ref;
+  // the same conditions (this machine's memory bandwidth drifts with other work); the in-process
+  // kernel, when timed before the job, ran just before it.
 #if TESSERA_HAVE_MPI
   std::optional<Array<float>> ref_x, ref_y;
   if (ranks > 1) {
@@ -290,7 +355,7 @@ int run_allreduce_bench(const AllreduceBenchOptions& o) {
   }
 #endif
   for (int r = 0; r < o.repeats; ++r) {
-    if (rank == 0) {
+    if (rank == 0 && !have_in) {
       const Times t =
           time_program(jax::make_mesh({n}, {"x"}).in_process(), rows, o.cores, 1, error);
       t_in.push_back(t.ring[0]);
@@ -317,7 +382,8 @@ int run_allreduce_bench(const AllreduceBenchOptions& o) {
   }
 #endif
   if (rank != 0) return error == 0 ? 0 : 1;
-  report(o, rows, error, Series{t_in, t_floor, t_mpi_ring, t_mpi_floor, t_ref});
+  report(o, rows, error,
+         Series{t_in, t_floor, t_mpi_ring, t_mpi_floor, t_ref, ranks > 1 && !have_in});
   return error == 0 ? 0 : 1;
 }
 
