@@ -187,10 +187,6 @@ void land_states(CheckedLaunch& L, Region& reg, const Runs& runs, const CheckNot
   });
 }
 
-}  // namespace
-
-namespace {
-
 // A copy into core `g`'s VMEM or SMEM (`r`; under the launch's mutex): its bytes came in the
 // message, and the core has begun (src/mpi/mpi_core_memory.cc). They are written, with the
 // sender's definedness; the target core reads them after the wait that takes this landing,

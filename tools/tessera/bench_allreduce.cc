@@ -117,6 +117,14 @@ Times time_program(const Mesh& mesh, int64_t rows, int cores, int launches, doub
   return slowest;
 }
 
+// One repeat of the ring and its floor on `n` in-process devices, appended to `ring` / `floor`.
+void time_in_process(int n, int64_t rows, int cores, std::vector<double>& ring,
+                     std::vector<double>& floor, double& error) {
+  const Times t = time_program(jax::make_mesh({n}, {"x"}).in_process(), rows, cores, 1, error);
+  ring.push_back(t.ring[0]);
+  floor.push_back(t.floor[0]);
+}
+
 nlohmann::json stats_json(const std::vector<double>& v) {
   const Stats s = stats_of(v);
   return {{"min", s.min}, {"median", s.median}, {"max", s.max}};
@@ -159,15 +167,15 @@ double time_mpi_allreduce(const Array<float>& x, Array<float>& y) {
   return s;
 }
 
-// Runs this command again under `mpirun -np n` and returns its exit status, or -1 when it cannot.
 // Whether rerun_under_mpirun can start the job.
 bool can_rerun_under_mpirun() {
   return std::getenv("TESSERA_BENCH_NO_MPIRUN") == nullptr &&
          std::system("command -v mpirun > /dev/null 2>&1") == 0;
 }
 
+// Runs this command again under `mpirun -np n` (can_rerun_under_mpirun() having said it can) and
+// returns its exit status, or -1 when it cannot find its own path.
 int rerun_under_mpirun(int n) {
-  if (!can_rerun_under_mpirun()) return -1;
   // This program's own path (a /proc/self/exe handed to mpirun would name mpirun's daemon).
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -194,13 +202,6 @@ int rerun_under_mpirun(int n) {
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
 }
-#endif
-
-// Every timing of the run: the ring and its floor in process, over MPI ranks, MPI_Allreduce.
-struct Series {
-  std::vector<double> in, floor, mpi_ring, mpi_floor, ref;
-  bool in_window = false;  // the in-process kernel was timed on the MPI window's memory
-};
 
 // The in-process kernel's times, as the command hands them to its rerun under mpirun:
 // "error;ring,floor;ring,floor;..." with every number in full precision.
@@ -237,6 +238,13 @@ bool decode_in_process(const char* text, int repeats, std::vector<double>& ring,
   error = std::max(error, e);
   return true;
 }
+#endif
+
+// Every timing of the run: the ring and its floor in process, over MPI ranks, MPI_Allreduce.
+struct Series {
+  std::vector<double> in, floor, mpi_ring, mpi_floor, ref;
+  bool in_window = false;  // the in-process kernel was timed on the MPI window's memory
+};
 
 // Prints the result (JSON, or a line).
 void report(const AllreduceBenchOptions& o, int64_t rows, double error, const Series& t) {
@@ -323,15 +331,10 @@ int run_allreduce_bench(const AllreduceBenchOptions& o) {
   bool have_in = false;
 #if TESSERA_HAVE_MPI
   if (ranks == 1 && n > 1 && can_rerun_under_mpirun()) {
-    for (int r = 0; r < o.repeats; ++r) {
-      const Times t =
-          time_program(jax::make_mesh({n}, {"x"}).in_process(), rows, o.cores, 1, error);
-      t_in.push_back(t.ring[0]);
-      t_floor.push_back(t.floor[0]);
-    }
+    for (int r = 0; r < o.repeats; ++r) time_in_process(n, rows, o.cores, t_in, t_floor, error);
     setenv(kInProcessEnv, encode_in_process(t_in, t_floor, error).c_str(), 1);
     if (const int rc = rerun_under_mpirun(n); rc >= 0) return rc;
-    have_in = true;  // mpirun went away meanwhile: report what was timed here
+    have_in = true;  // the job could not start: report what was timed here
   }
   if (ranks > 1) {
     have_in = decode_in_process(std::getenv(kInProcessEnv), o.repeats, t_in, t_floor, error);
@@ -355,12 +358,7 @@ int run_allreduce_bench(const AllreduceBenchOptions& o) {
   }
 #endif
   for (int r = 0; r < o.repeats; ++r) {
-    if (rank == 0 && !have_in) {
-      const Times t =
-          time_program(jax::make_mesh({n}, {"x"}).in_process(), rows, o.cores, 1, error);
-      t_in.push_back(t.ring[0]);
-      t_floor.push_back(t.floor[0]);
-    }
+    if (rank == 0 && !have_in) time_in_process(n, rows, o.cores, t_in, t_floor, error);
 #if TESSERA_HAVE_MPI
     if (ranks > 1) {
       t_ref.push_back(time_mpi_allreduce(*ref_x, *ref_y));
