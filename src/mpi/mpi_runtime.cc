@@ -51,22 +51,45 @@ struct Registration {
 // ---- the window's heap
 // ---------------------------------------------------------------------------
 
-WindowHeap::WindowHeap(std::byte* base, int64_t bytes) : base_(base), bytes_(bytes) {
-  free_[0] = bytes;
+namespace {
+// `p` rounded up to a multiple of `align` (a power of two).
+std::byte* align_up(std::byte* p, int64_t align) {
+  const auto a = static_cast<uintptr_t>(align);
+  return p + ((a - reinterpret_cast<uintptr_t>(p) % a) % a);
+}
+}  // namespace
+
+// The window's base need not be aligned beyond 16 bytes (Open MPI's is not, for a single rank):
+// the heap starts at the first page boundary inside it, so that its offsets are aligned exactly
+// as its addresses are.
+WindowHeap::WindowHeap(std::byte* base, int64_t bytes)
+    : base_(align_up(base, kPageBytes)),
+      bytes_(std::max<int64_t>(bytes - (base_ - base), 0) / 64 * 64) {
+  if (bytes_ > 0) free_[0] = bytes_;
   hint_ = fmt::format(
       "this MPI rank's window ({} MiB, TESSERA_SYMMETRIC_HEAP): raise it, or "
       "free arrays no longer needed",
-      bytes >> 20);
+      bytes_ >> 20);
 }
 
+// Every block is 64-byte aligned (hbm_allocate's promise: vector loads never split a cache
+// line, and streaming stores, which the native evaluator issues only to aligned rows, apply);
+// blocks of kLargeBytes or more start on a page, as the process heap's mappings do, so that an
+// array's layout in memory does not depend on the transport. First fit; the padding in front
+// of an aligned block stays free.
 void* WindowHeap::allocate(size_t n) noexcept {
+  if (n > static_cast<size_t>(bytes_)) return nullptr;
   const int64_t want = std::max<int64_t>(64, (static_cast<int64_t>(n) + 63) / 64 * 64);
+  const int64_t align = want >= kLargeBytes ? kPageBytes : 64;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < want) continue;
-    const int64_t off = it->first;
-    const int64_t left = it->second - want;
+    const int64_t start = it->first, size = it->second;
+    const int64_t pad = (align - start % align) % align;
+    if (size < pad + want) continue;
+    const int64_t off = start + pad;
+    const int64_t left = size - pad - want;
     free_.erase(it);
+    if (pad > 0) free_[start] = pad;
     if (left > 0) free_[off + want] = left;
     used_[off] = want;
     return base_ + off;

@@ -49,8 +49,9 @@
 
 namespace tessera::detail::mpi {
 
-/// The first page of a rank's window: what its running launch publishes.
-struct alignas(64) Directory {
+/// The first page of a rank's window: what its running launch publishes. It lies at the
+/// window's base, which MPI need not align beyond 16 bytes (so no stricter alignment here).
+struct Directory {
   static constexpr int kMaxArrays = 120;
   std::atomic<uint64_t> entered{0};  // the last launch entered (its number)
   std::atomic<uint64_t> left{0};     // the last launch left
@@ -67,6 +68,8 @@ static_assert(sizeof(Directory) <= kDirectoryBytes);
 /// A first-fit heap over the window, for HBM arrays (core/hbm_heap.h).
 class WindowHeap final : public HbmHeap {
  public:
+  static constexpr int64_t kPageBytes = 4096;
+  static constexpr int64_t kLargeBytes = int64_t{4} << 20;
   WindowHeap(std::byte* base, int64_t bytes);
   void* allocate(size_t bytes) noexcept override;
   bool owns(const void* p) const noexcept override;
