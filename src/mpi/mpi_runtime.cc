@@ -195,7 +195,8 @@ void MpiRuntime::init() {
   }
   MPI_Comm_free(&node);
   MPI_Win_lock_all(MPI_MODE_NOCHECK, win_);
-  new (base) Directory();
+  auto* dir = new (base) Directory();
+  if (shm_) bell_ = &dir->bell;
   MPI_Win_sync(win_);
   MPI_Barrier(comm_);  // every directory exists before anyone reads one
   heap_ = std::make_unique<WindowHeap>(static_cast<std::byte*>(base) + kDirectoryBytes,
@@ -208,8 +209,7 @@ void MpiRuntime::init() {
 void MpiRuntime::finalize() noexcept {
   if (!engine_.joinable()) return;
   stop_.store(true);
-  kick_.fetch_add(1);
-  futex_wake(kick_, true);
+  ring(rank_);
   engine_.join();
   MPI_Win_unlock_all(win_);
   heap_->close();
@@ -234,8 +234,19 @@ void MpiRuntime::post(std::function<void()> job) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(std::move(job));
   }
-  kick_.fetch_add(1);
-  futex_wake(kick_, true);
+  ring(rank_);
+}
+
+void MpiRuntime::ring(int rank) noexcept {
+  if (!shm_) {
+    if (rank != rank_) return;  // another host's engine polls
+    kick_.fetch_add(1);
+    futex_wake(kick_, true);
+    return;
+  }
+  std::atomic<uint32_t>& bell = directory(rank)->bell;
+  bell.fetch_add(1);
+  futex_wake_shared(bell);
 }
 
 void MpiRuntime::call(const std::function<void()>& job) {
@@ -345,12 +356,16 @@ void MpiRuntime::send_data(int rank, const Signal& s, const DataCopy& data, cons
 
 void MpiRuntime::send_bytes(int rank, int tag, std::vector<char> bytes) {
   post([this, rank, tag, bytes = std::move(bytes)]() mutable {
-    auto buf = std::make_unique<std::vector<char>>(std::move(bytes));
-    MPI_Request req;
-    MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, rank, tag, comm_, &req);
-    sends_.push_back(req);
-    send_buffers_.push_back(std::move(buf));
+    isend(rank, tag, std::make_unique<std::vector<char>>(std::move(bytes)));
   });
+}
+
+void MpiRuntime::isend(int rank, int tag, std::unique_ptr<std::vector<char>> bytes) {
+  Send s{MPI_REQUEST_NULL, rank, std::move(bytes)};
+  MPI_Isend(s.bytes->data(), static_cast<int>(s.bytes->size()), MPI_BYTE, rank, tag, comm_,
+            &s.request);
+  ring(rank);
+  sends_.push_back(std::move(s));
 }
 
 namespace {
@@ -433,10 +448,7 @@ void MpiRuntime::send_cancel(int kind, const std::string& message) {
       buf->resize(at + sizeof(int) + message.size());
       std::memcpy(buf->data() + at, &kind, sizeof(int));
       std::memcpy(buf->data() + at + sizeof(int), message.data(), message.size());
-      MPI_Request req;
-      MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, r, kTagCancel, comm_, &req);
-      sends_.push_back(req);
-      send_buffers_.push_back(std::move(buf));
+      isend(r, kTagCancel, std::move(buf));
     }
   });
 }
@@ -517,7 +529,10 @@ bool MpiRuntime::poll_messages() {
   for (;; any = true) {
     int flag = 0;
     MPI_Status status;
+    // Twice when the first finds nothing: Open MPI's MPI_Iprobe looks for a match, then runs the
+    // progress engine, which may bring the message in, and answers from the first look.
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &status);
+    if (flag == 0) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &status);
     if (flag == 0) return any;
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
@@ -528,14 +543,21 @@ bool MpiRuntime::poll_messages() {
   }
 }
 
+bool MpiRuntime::engine_busy() const {
+  return !sends_.empty() || !barriers_.empty() ||
+         (transport_ != nullptr && transport_->landings_waiting());
+}
+
 void MpiRuntime::engine_main() {
-  // Idle, the engine sleeps 20 µs, then longer each time up to 200 µs: a signal for a waiting
-  // core is seen within that, and an idle rank costs a wake-up every 200 µs.
+  // How long the engine sleeps (mpi_runtime.h): kShortest while something it must poll MPI for
+  // is pending; on one host until its bell rings (kQuiet at most); across hosts, while a program
+  // runs, kShortest and then longer each time up to kLongest, and kQuiet between programs.
   constexpr auto kShortest = std::chrono::microseconds(20);
   constexpr auto kLongest = std::chrono::microseconds(200);
+  constexpr auto kQuiet = std::chrono::microseconds(5000);
   auto idle = kShortest;
   while (!stop_.load()) {
-    const uint32_t seen = kick_.load();
+    const uint32_t seen = bell_->load();
     std::deque<std::function<void()>> jobs;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -544,16 +566,13 @@ void MpiRuntime::engine_main() {
     for (auto& job : jobs) job();
     const bool received = poll_messages();
     if (transport_ != nullptr) transport_->retry_landings();
-    for (size_t i = 0; i < sends_.size();) {
+    std::erase_if(sends_, [&](Send& send) {
       int done = 0;
-      MPI_Test(&sends_[i], &done, MPI_STATUS_IGNORE);
-      if (done != 0) {
-        sends_.erase(sends_.begin() + static_cast<long>(i));
-        send_buffers_.erase(send_buffers_.begin() + static_cast<long>(i));
-      } else {
-        ++i;
-      }
-    }
+      MPI_Test(&send.request, &done, MPI_STATUS_IGNORE);
+      // Rung again: a message whose envelope was not visible when the bell first rang is now.
+      if (done != 0) ring(send.target);
+      return done != 0;
+    });
     for (size_t i = 0; i < barriers_.size();) {
       int done = 0;
       MPI_Test(&barriers_[i].first, &done, MPI_STATUS_IGNORE);
@@ -568,11 +587,20 @@ void MpiRuntime::engine_main() {
       idle = kShortest;
       continue;
     }
-    // A barrier in progress is tested often, and messages polled often while a launch waits
-    // for them.
-    if (!barriers_.empty() || prompt_.load() != 0) idle = kShortest;
-    futex_wait_for(kick_, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(idle).count());
-    idle = std::min(idle * 2, kLongest);
+    std::chrono::microseconds sleep = kQuiet;
+    if (engine_busy()) {
+      sleep = kShortest;
+    } else if (!shm_ && transport_ != nullptr) {
+      if (prompt_.load() != 0) idle = kShortest;  // a launch waits for messages
+      sleep = idle;
+      idle = std::min(idle * 2, kLongest);
+    }
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(sleep).count();
+    if (shm_) {
+      futex_wait_shared_for(*bell_, seen, ns);
+    } else {
+      futex_wait_for(*bell_, seen, ns);
+    }
   }
 }
 

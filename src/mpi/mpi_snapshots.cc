@@ -62,7 +62,9 @@ void MpiTransport::waits_message(int rank, int tag, const std::vector<char>& byt
       std::lock_guard<std::mutex> lock(waits_mu_);
       for (const std::function<bool()>* ready : waiting_) still = still && !(*ready)();
     }
-    still = still && version == version_.load();
+    // A copy waiting to land in a core that has begun since is about to be stored (the engine
+    // retries it): not stuck.
+    still = still && version == version_.load() && !landings_waiting_.load();
     std::vector<char> ack;
     put_i64(ack, rt_.program());
     put_i64(ack, round);

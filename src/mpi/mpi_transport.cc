@@ -350,6 +350,7 @@ void MpiTransport::deliver_locked(const Pending& p, std::exception_ptr& race) {
   if (p.data != nullptr && launch_ != nullptr && launch_->seq == static_cast<uint64_t>(s.seq)) {
     early_.push_back(p);  // its core has not begun yet: retry_landings() applies it
     landings_waiting_.store(true);
+    rt_.wake_engine();  // which polls while landings wait
     return;
   }
   if (is_barrier_slot(s.slot) || static_cast<uint64_t>(s.seq) > entered_ ||

@@ -48,6 +48,9 @@ class MpiTransport final : public Transport {
   /// From the engine thread: applies the copies into VMEM or SMEM of the running launch that
   /// arrived before their core had begun (checked mode makes a core's memories as it begins).
   void retry_landings();
+  /// Whether copies into cores' memory wait for their cores to begin (retry_landings applies
+  /// them; the engine polls while they wait).
+  bool landings_waiting() const noexcept { return landings_waiting_.load(); }
   /// From the engine thread: a wait-snapshot message (kTagWaits..kTagWaitsAck) from `rank`.
   void waits_message(int rank, int tag, const std::vector<char>& bytes);
   /// From the engine thread: rank `rank` has entered a launch with a start barrier (the message
