@@ -30,6 +30,12 @@ class NativeEngine final : public Engine {
 /// memmove does run by run). The one copy both engines move bytes with.
 void strided_copy(const RawRef& src, const RawRef& dst);
 
+/// Copies `n` bytes from `src` to `dst` (not overlapping), storing the whole 64-byte lines of
+/// `dst` with streaming (non-temporal) stores on x86 and the ends with memcpy; memcpy elsewhere.
+/// The caller fences (_mm_sfence) before it publishes the bytes. strided_copy uses it for
+/// copies that do not stay in the caches.
+void streaming_copy(void* dst, const void* src, size_t n);
+
 /// Evaluates an expression's nodes (in ExprProgram order) into `dst` with the native evaluator,
 /// without the engine's hooks. `stack_temporaries`: inside a kernel, the temporaries of
 /// non-elementwise nodes come from the core's stack and count against its VMEM budget (a
