@@ -57,7 +57,7 @@
 namespace tessera::detail::mpi {
 
 /// The first page of a rank's window: what its running launch publishes. It lies at the
-/// window's base, which MPI need not align beyond 16 bytes (so no stricter alignment here).
+/// window's base, which MPI need not align beyond 8 bytes (so no stricter alignment here).
 struct Directory {
   static constexpr int kMaxArrays = 120;
   std::atomic<uint64_t> entered{0};  // the last launch entered (its number)
@@ -223,7 +223,7 @@ class MpiRuntime final : public DistributedRuntime {
   std::shared_ptr<std::atomic<bool>> barrier();
   MpiTransport* transport() const noexcept { return transport_; }
   /// While one lives, the engine thread polls for messages at its shortest interval (a launch
-  /// waits for them).
+  /// waits for them; across hosts only: on one host every message rings the engine's bell).
   class Prompt {
    public:
     explicit Prompt(MpiRuntime& rt) : rt_(rt) { rt_.prompt_.fetch_add(1); }
