@@ -44,6 +44,7 @@ constexpr int64_t kStreamMinBytes = int64_t{1} << 20;
 }  // namespace
 
 void streaming_copy(void* dst, const void* src, size_t n) {
+  if (n == 0) return;  // (the pointers may then be null, which memcpy must not be given)
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
 #if defined(__x86_64__)

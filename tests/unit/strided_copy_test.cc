@@ -25,7 +25,7 @@ TEST(StreamingCopy, EqualsMemcpyAtEveryAlignmentAndLeavesTheRestAlone) {
                          size_t{127}, size_t{4099}, (size_t{1} << 20) + 13}) {
     for (const size_t dst_off : {size_t{0}, size_t{1}, size_t{16}, size_t{63}}) {
       for (const size_t src_off : {size_t{0}, size_t{5}}) {
-        const std::vector<unsigned char> src = pattern(n + src_off, 1);
+        const std::vector<unsigned char> src = pattern(n + src_off + 1, 1);  // never empty
         std::vector<unsigned char> dst = pattern(n + dst_off + kGuard, 2);
         std::vector<unsigned char> want = dst;
         std::memcpy(want.data() + dst_off, src.data() + src_off, n);
@@ -35,6 +35,10 @@ TEST(StreamingCopy, EqualsMemcpyAtEveryAlignmentAndLeavesTheRestAlone) {
       }
     }
   }
+}
+
+TEST(StreamingCopy, NothingToCopyTouchesNothing) {
+  streaming_copy(nullptr, nullptr, 0);  // (UBSan: memcpy must not be given null pointers)
 }
 
 RawRef ref_of(float* data, Shape shape, SmallVec strides) {
