@@ -39,7 +39,7 @@ namespace tessera::detail {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kMmapThreshold = size_t{4} << 20;  // 4 MiB
+constexpr size_t kMmapThreshold = kLargeHbmBytes;  // mapped, hence on a page
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
 

@@ -7,6 +7,11 @@
 
 namespace tessera::detail {
 
+/// HBM arrays of this many bytes or more start on a page wherever they come from (the process
+/// heap maps them, an MPI window's heap aligns them), so that an array's layout in memory does
+/// not depend on where it lives.
+inline constexpr size_t kLargeHbmBytes = size_t{4} << 20;
+
 class HbmHeap {
  public:
   virtual ~HbmHeap() = default;

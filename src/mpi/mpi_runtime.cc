@@ -74,8 +74,7 @@ WindowHeap::WindowHeap(std::byte* base, int64_t bytes)
 
 // Every block is 64-byte aligned (hbm_allocate's promise: vector loads never split a cache
 // line, and streaming stores, which the native evaluator issues only to aligned rows, apply);
-// blocks of kLargeBytes or more start on a page, as the process heap's mappings do, so that an
-// array's layout in memory does not depend on the transport. First fit; the padding in front
+// blocks of kLargeBytes or more start on a page (core/hbm_heap.h). First fit; the padding in front
 // of an aligned block stays free.
 void* WindowHeap::allocate(size_t n) noexcept {
   if (n > static_cast<size_t>(bytes_)) return nullptr;
@@ -365,7 +364,11 @@ void MpiRuntime::isend(int rank, int tag, std::unique_ptr<std::vector<char>> byt
   MPI_Isend(s.bytes->data(), static_cast<int>(s.bytes->size()), MPI_BYTE, rank, tag, comm_,
             &s.request);
   ring(rank);
-  sends_.push_back(std::move(s));
+  // A small message on one host is complete at once (copied into the target's queue, which its
+  // engine reads when the bell wakes it); only one that is not is kept, to be tested until it is.
+  int done = 0;
+  MPI_Test(&s.request, &done, MPI_STATUS_IGNORE);
+  if (done == 0) sends_.push_back(std::move(s));
 }
 
 namespace {
@@ -569,7 +572,7 @@ void MpiRuntime::engine_main() {
     std::erase_if(sends_, [&](Send& send) {
       int done = 0;
       MPI_Test(&send.request, &done, MPI_STATUS_IGNORE);
-      // Rung again: a message whose envelope was not visible when the bell first rang is now.
+      // Rung again: a message that was not complete when the bell first rang is now.
       if (done != 0) ring(send.target);
       return done != 0;
     });

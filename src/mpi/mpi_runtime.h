@@ -79,7 +79,7 @@ static_assert(sizeof(Directory) <= kDirectoryBytes);
 class WindowHeap final : public HbmHeap {
  public:
   static constexpr int64_t kPageBytes = 4096;
-  static constexpr int64_t kLargeBytes = int64_t{4} << 20;
+  static constexpr auto kLargeBytes = static_cast<int64_t>(kLargeHbmBytes);
   WindowHeap(std::byte* base, int64_t bytes);
   void* allocate(size_t bytes) noexcept override;
   bool owns(const void* p) const noexcept override;
