@@ -72,6 +72,21 @@ double error_of(const Array<float>& y, int n) {
   return e;
 }
 
+// A kernel that does nothing but start: a kernel of a device mesh begins with a barrier over
+// all its devices, so every device returns from it within a message's latency of the others.
+// Each timed launch follows one, so that no launch's time includes waiting for a device still
+// busy with what came before (checking the last result takes milliseconds, and not the same
+// number on every device): without it, one device's time included up to 6 ms of such a wait in
+// some runs (docs/devices.md). MPI_Allreduce is timed after MPI_Barrier for the same reason.
+void device_barrier() {
+  pl::kernel(pl::out_type<float>({8}), pltpu::TensorCoreMesh("core", 1),
+             pl::scratch_types(pltpu::VMEM<float>({8})),
+             pl::name("device_barrier"))([](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> v) {
+    v = jnp::zeros_like(v);
+    pltpu::sync_copy(v, o_ref);
+  })();
+}
+
 // The kernel's times in one program on `mesh`: per device a warm-up, then the ring kernel and
 // its floor (the same copies and adds, each copy to the device itself, no barrier) alternately
 // `launches` times; per launch the slowest device of this process. `error` gets the largest
@@ -90,8 +105,9 @@ Times time_program(const Mesh& mesh, int64_t rows, int cores, int launches, doub
     (void)examples::ring_all_reduce(x, cores, /*alone=*/true);
     Times mine;
     auto timed = [&](bool alone) {
-      // The ring starts with the kernel's barrier over the devices, so the devices start each
-      // launch together; the floor runs on its own.
+      // Every device starts the launch within a message's latency of the others (the floor too,
+      // so that the devices' memory traffic overlaps as in the ring).
+      device_barrier();
       const auto t0 = std::chrono::steady_clock::now();
       const Array<float> y = examples::ring_all_reduce(x, cores, alone);
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
