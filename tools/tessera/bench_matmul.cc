@@ -80,6 +80,7 @@ struct MatmulResults {
   std::vector<Timed> refs;
   double max_error = 0;
   std::vector<double> checked_t;  // checked-mode repeats (--check)
+  int calls = 1;                   // calls per timed batch (ours and the references alike)
 };
 
 // --trace: the timed runs of ours are traced (after the warm-up); resetting `session` writes the
@@ -117,12 +118,14 @@ void bench_f32(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
       res.refs[1].max_diff = std::max<double>(res.refs[1].max_diff, std::fabs(z[e] - c_blas[e]));
     }
   }
+  res.calls = calls_per_batch(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
   start_trace(o, session);
   Progress progress("tessera bench matmul", o.repeats);
   for (int r = 0; r < o.repeats; ++r) {
-    res.ours.t.push_back(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
-    res.refs[0].t.push_back(seconds(dnnl_run));
-    res.refs[1].t.push_back(seconds(blas_run));
+    res.ours.t.push_back(
+        seconds_per_call([&] { (void)examples::matmul(x, y, b, o.cores); }, res.calls));
+    res.refs[0].t.push_back(seconds_per_call(dnnl_run, res.calls));
+    res.refs[1].t.push_back(seconds_per_call(blas_run, res.calls));
     progress.done(r + 1);
   }
   if (o.check) {
@@ -202,12 +205,15 @@ void bench_bf16(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
           std::fabs(static_cast<float>(z[e]) - static_cast<float>(c_dnnl[static_cast<size_t>(e)])));
     }
   }
+  res.calls = calls_per_batch(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
   start_trace(o, session);
   Progress progress("tessera bench matmul", o.repeats);
   for (int r = 0; r < o.repeats; ++r) {
-    res.ours.t.push_back(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
-    res.refs[0].t.push_back(seconds(dnnl_run));
-    res.ours_f32.t.push_back(seconds([&] { (void)examples::matmul(xf, yf, b, o.cores); }));
+    res.ours.t.push_back(
+        seconds_per_call([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }, res.calls));
+    res.refs[0].t.push_back(seconds_per_call(dnnl_run, res.calls));
+    res.ours_f32.t.push_back(
+        seconds_per_call([&] { (void)examples::matmul(xf, yf, b, o.cores); }, res.calls));
     progress.done(r + 1);
   }
   if (o.check) {
@@ -258,6 +264,7 @@ nlohmann::json results_json(const MatmulBenchOptions& o, const examples::MatmulB
   j["block"] = {b.bm, b.bn, b.bk};
   j["cores"] = o.cores;
   j["repeats"] = o.repeats;
+  j["calls_per_repeat"] = res.calls;
   j["traced"] = !o.trace_path.empty();
   j["seconds"] = stats_json(so);
   j["gflops"] = flops / so.median / 1e9;
@@ -289,7 +296,8 @@ void print_results(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
   const BestReference best = best_reference(res.refs);
   std::cout << "matmul " << o.dtype << " (" << o.m << ", " << o.k << ") x (" << o.k << ", " << o.n
             << "), blocks (" << b.bm << ", " << b.bn << ", " << b.bk << "), " << o.cores
-            << " cores, medians of " << o.repeats << ": ours " << so.median * 1e3 << " ms ("
+            << " cores, medians of " << o.repeats << " repeats of " << res.calls
+            << (res.calls == 1 ? " call" : " calls") << ": ours " << so.median * 1e3 << " ms ("
             << flops / so.median / 1e9 << " GFLOP/s)";
   for (const Timed& t : res.refs) {
     const Stats s = stats_of(t.t);

@@ -34,6 +34,26 @@ double seconds(F&& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// Seconds per call of `f` over `calls` back-to-back calls, after the same pause as seconds().
+/// A kernel of a millisecond or two timed one call at a time after a pause measures mostly how
+/// fast the runtimes' threads wake (every runtime's, ours and the references'), and single calls
+/// varied by 2x between repeats (docs/performance.md); a batch of calls measures the kernel.
+template <class F>
+double seconds_per_call(F&& f, int calls) {
+  return seconds([&] {
+           for (int c = 0; c < calls; ++c) f();
+         }) /
+         calls;
+}
+
+/// How many calls make a batch of at least `batch_seconds`, given one call's `one_call` seconds
+/// (at least 1, at most 1000).
+inline int calls_per_batch(double one_call, double batch_seconds = 0.05) {
+  if (!(one_call > 0)) return 1;
+  const double c = batch_seconds / one_call;
+  return c >= 1000 ? 1000 : (c <= 1 ? 1 : static_cast<int>(c + 0.999));
+}
+
 /// "repeat r/R" on stderr for a long benchmark: shown when stderr is a terminal, or once the
 /// run has taken more than a second (a log then shows that it is alive); never on stdout, so
 /// `--json` output stays one object.
