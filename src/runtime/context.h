@@ -62,7 +62,17 @@ struct CoreContext : ErrorContext {
   Engine* engine = nullptr;                        // how this launch runs
   void* engine_core = nullptr;                     // the engine's books for this core
   DeviceContext* device = nullptr;  // the device of a device mesh this core is part of, or null
+  // Streaming (non-temporal) stores of this core that no store fence has ordered yet: a pipeline
+  // step that streams its output sets it, and settle_streams() fences before anything that lets
+  // another thread read this core's memory (signals, DMA starts, the core's end).
+  bool streams_pending = false;
 };
+
+/// Orders this core's pending streaming stores before its next store (a semaphore's count, a
+/// queued message), so that a thread that synchronises with it sees them. Streaming stores are
+/// weakly ordered on x86; a fence per pipeline step cost (8, 128) blocks 1.3x their time
+/// (docs/performance.md), so the pipeline leaves it to the points that publish.
+void settle_streams(CoreContext& ctx) noexcept;
 
 /// The running step's index on the innermost grid's axis named `name` (pl::grid({{"i", 4}}),
 /// pipeline.cc), or -1 when the innermost grid has no such name (lax::axis_index then tries the

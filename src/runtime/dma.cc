@@ -85,6 +85,7 @@ void AsyncCopyDescriptor::start(std::source_location where) {
   }
   detail::validate_copy(src_, dst_, op, where);
   for (const auto& [s, d] : more_) detail::validate_copy(s, d, op, where);
+  settle_streams(ctx);
   ctx.engine->dma_start(ctx, src_, dst_, sem_, made_, where);
   for (const auto& [s, d] : more_) ctx.engine->dma_start(ctx, s, d, sem_, made_, where);
   in_flight_ = true;

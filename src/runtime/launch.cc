@@ -3,6 +3,7 @@
 // is chosen (runtime/engine.h): the checked engine for a kernel in interpret mode, the native
 // one otherwise; and where a trace session asked for by TESSERA_TRACE starts.
 #include <fmt/format.h>
+#include <hwy/cache_control.h>
 
 #include <algorithm>
 #include <atomic>
@@ -90,6 +91,11 @@ std::string describe_scratch(const ScratchRequest& r, size_t index) {
 }
 
 CoreContext* current_context() noexcept { return t_context; }
+void settle_streams(CoreContext& ctx) noexcept {
+  if (!ctx.streams_pending) return;
+  ctx.streams_pending = false;
+  hwy::FlushStream();
+}
 CoreArena& core_arena(int core) { return CorePool::current().arena(core); }
 void set_current_context(CoreContext* ctx) noexcept {
   t_context = ctx;
@@ -314,6 +320,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
       engine.core_begin(ctx, ptrs);
       ctx.body_frame = __builtin_frame_address(0);
       body(core, ptrs);
+      settle_streams(ctx);
       check_values_released(ctx);
       engine.core_end(ctx);
     } catch (...) {
@@ -326,6 +333,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
       wake_semaphore_waiters(spec.num_cores);
       device.core_failed(std::current_exception());  // and those of the other devices
     }
+    settle_streams(ctx);  // (a body that threw)
     engine.core_finished(ctx);
     // A value that outlived the body (reported above) refers to nothing from now on.
     arena.values().reset(0);

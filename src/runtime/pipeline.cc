@@ -20,7 +20,6 @@
 #include "tessera/pipeline.h"
 
 #include <fmt/format.h>
-#include <hwy/cache_control.h>
 
 #include <algorithm>
 #include <vector>
@@ -427,7 +426,8 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
 }
 
 void PipelineRun::end_step(const PipelineCursor& cursor) {
-  if (hints_.streamed) hwy::FlushStream();  // streaming stores reach memory before any signal
+  // Streaming stores reach memory before anything that publishes them (settle_streams).
+  if (hints_.streamed) ctx_.streams_pending = true;
   for (size_t o = 0; o < num_outputs(); ++o) {
     const size_t k = static_cast<size_t>(g_.num_inputs) + o;
     const BlockMapping& m = g_.blocks[k];
@@ -515,6 +515,8 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     body(windows_.data());
     end_step(cursor);
   }
+  // Once per pipeline rather than per step: the code after it starts with nothing pending.
+  settle_streams(ctx_);
 }
 
 }  // namespace

@@ -189,6 +189,7 @@ void remote_copy_start(const RawRef& src, const RawRef& dst, SemaphoreCell* send
   copy.bytes = src.shape.size() * itemsize(src.dtype);
   copy.made = made;
   copy.where = where;
+  settle_streams(ctx);
   ctx.engine->remote_dma_start(ctx, copy);
 }
 
@@ -236,6 +237,7 @@ void remote_semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreK
                       ctx.num_cores - 1, ctx.axis_name != nullptr ? *ctx.axis_name : "",
                       ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
   }
+  settle_streams(ctx);
   ctx.engine->remote_signal(ctx, t, slot, inc, where);
 }
 

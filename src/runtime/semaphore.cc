@@ -268,6 +268,7 @@ void semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kin
                       target, ctx.num_cores - 1, ctx.axis_name != nullptr ? *ctx.axis_name : "",
                       ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
   }
+  settle_streams(ctx);
   ctx.engine->signal(ctx, target, slot, inc);
   (target == ctx.core ? *ctx.arena : core_arena(target)).wait_queue().wake();
 }
@@ -311,6 +312,7 @@ void core_barrier(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
   const int64_t slot = own_slot(ctx, cell, op, where);
   const int n = ctx.num_cores;
   if (n == 1) return;
+  settle_streams(ctx);
   for (int k = 0; k < n; ++k) {
     if (k == ctx.core) continue;
     ctx.engine->signal(ctx, k, slot, 1);
