@@ -28,12 +28,14 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <optional>
 
 #include "core/simd_target.h"
 #include "native/gemm_amx.h"
 #include "native/gemm_scratch.h"
 #include "native/gemm_skinny.h"
 #include "native/gemm_transpose.h"
+#include "tessera/tpu_info.h"
 
 namespace tessera::detail {
 
@@ -70,6 +72,7 @@ bool amx_allowed() noexcept {
 
 thread_local GemmScratch tl_pack_a;
 thread_local GemmScratch tl_pack_b;
+thread_local GemmScratch tl_panel;
 
 // The stride of an axis of extent 1 never matters; give it the value a contiguous layout would
 // have so that the layout tests below see through it.
@@ -172,6 +175,42 @@ bool xsmm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<f
 }
 
 void portable_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                  float* c, int64_t c_rs, bool accumulate);
+
+// Columns of B per panel: four AVX-512 vectors of float32.
+constexpr int64_t kPanel = 64;
+
+// C (+)= A·B one column panel of B at a time, each panel (k x 64) packed contiguously first.
+// libxsmm's kernel walks all of B for every few rows of A; once B outgrows half the L2 (the
+// rest holds A's rows and C's) it comes from memory each time. One call per packed panel keeps
+// the panel in cache while every row of A passes it. Measured (docs/performance.md, "B in
+// column panels"): one core, a (1024, 1024, 512) tile 84 -> 150 GFLOP/s with AVX-512 and
+// 39 -> 99 with AVX2; the 2048³ tutorial matmul with (1024, 1024, 512) blocks on 2 cores
+// 150-154 -> 285-302. With a B of half the L2 or less (the default blocks, (1024, 1024, 256)
+// here) the direct call measured as fast on AVX-512 (faster by ~5% in `bench matmul`), so it
+// stays. Also needs at least 128 rows of A (packing paid back) and three panels. False (nothing
+// done) when it does not apply.
+bool xsmm_f32_panels(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                     float* c, int64_t c_rs, bool accumulate) {
+  if (a.cs != 1 || b.cs != 1 || m < 2 * kPanel || n <= 2 * kPanel ||
+      k * n * static_cast<int64_t>(sizeof(float)) <= gemm_l2_bytes() / 2) {
+    return false;
+  }
+  float* panel = tl_panel.get<float>(k * kPanel);
+  for (int64_t j = 0; j < n; j += kPanel) {
+    const int64_t w = std::min(kPanel, n - j);
+    for (int64_t p = 0; p < k; ++p) {
+      std::memcpy(panel + p * w, b.data + p * b.rs + j, static_cast<size_t>(w) * sizeof(float));
+    }
+    const MatrixView<float> bp{panel, w, 1};
+    if (!xsmm_f32(m, w, k, a, bp, c + j, c_rs, accumulate)) {
+      portable_f32(m, w, k, a, bp, c + j, c_rs, accumulate);
+    }
+  }
+  return true;
+}
+
+void portable_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
                   float* c, int64_t c_rs, bool accumulate) {
   for (int64_t i = 0; i < m; ++i) {
     float* crow = c + i * c_rs;
@@ -239,6 +278,29 @@ const char* gemm_target() noexcept {
 
 bool gemm_avx512_allowed() noexcept { return avx512_allowed(); }
 
+namespace {
+// A cache size the CPU reports (`field` of pltpu::CpuInfo), or `otherwise`.
+int64_t reported(int64_t pltpu::CpuInfo::*field, int64_t otherwise) noexcept {
+  int64_t b = 0;
+  try {
+    const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
+    b = cpu ? (*cpu).*field : 0;
+  } catch (...) {
+  }
+  return b > 0 ? b : otherwise;
+}
+}  // namespace
+
+int64_t gemm_l1d_bytes() noexcept {
+  static const int64_t bytes = reported(&pltpu::CpuInfo::l1d_bytes, int64_t{32} << 10);
+  return bytes;
+}
+
+int64_t gemm_l2_bytes() noexcept {
+  static const int64_t bytes = reported(&pltpu::CpuInfo::l2_bytes, int64_t{1} << 20);
+  return bytes;
+}
+
 bool gemm_amx_bf16() noexcept { return amx_allowed() && amx_support().bf16; }
 bool gemm_amx_int8() noexcept { return amx_allowed() && amx_support().int8; }
 
@@ -286,6 +348,7 @@ void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixV
     b = MatrixView<float>{pb, n, 1};
   }
   if (!portable()) {
+    if (xsmm_f32_panels(m, n, k, a, b, c, c_rs, accumulate)) return;
     if (xsmm_f32(m, n, k, a, b, c, c_rs, accumulate)) return;
     if (!(a.cs == 1 && a.rs >= k)) {
       float* pa = tl_pack_a.get<float>(m * k);

@@ -48,4 +48,10 @@ bool gemm_amx_int8() noexcept;
 /// The libxsmm target in use ("cpx", "hsw", ...), or "none".
 const char* gemm_target() noexcept;
 
+/// The L1 data cache per core that the CPU reports (32 KiB when it reports none): what the
+/// GEMMs size their passes and panels by.
+int64_t gemm_l1d_bytes() noexcept;
+/// The L2 per core that the CPU reports (1 MiB when it reports none).
+int64_t gemm_l2_bytes() noexcept;
+
 }  // namespace tessera::detail

@@ -30,11 +30,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <optional>
 
+#include "native/gemm.h"
 #include "native/gemm_scratch.h"
 #include "native/gemm_transpose.h"
-#include "tessera/tpu_info.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -383,16 +382,7 @@ thread_local GemmScratch tl_amx_tail;
 // Tile steps per pass over k: a 32-row block of A over them fills at most half the L1 data cache
 // the CPU reports (32 KiB when it reports nothing), split evenly over `steps`.
 int64_t steps_per_pass(int64_t steps) {
-  static const int64_t fit = [] {
-    int64_t l1d = 0;
-    try {
-      const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
-      l1d = cpu ? cpu->l1d_bytes : 0;
-    } catch (...) {
-    }
-    if (l1d <= 0) l1d = int64_t{32} << 10;
-    return std::max<int64_t>(1, l1d / 2 / (32 * 64));
-  }();
+  static const int64_t fit = std::max<int64_t>(1, gemm_l1d_bytes() / 2 / (32 * 64));
   const int64_t passes = (steps + fit - 1) / fit;
   return (steps + passes - 1) / passes;
 }

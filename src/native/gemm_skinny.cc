@@ -18,10 +18,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 
 #include "native/gemm.h"
-#include "tessera/tpu_info.h"
 
 #define TESSERA_SKINNY_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vnni"
 #define TESSERA_SKINNY_INLINE [[gnu::always_inline, gnu::target(TESSERA_SKINNY_TARGET)]] inline
@@ -186,15 +184,7 @@ template <class Ops, int MR>
 // CPU reports (32 KiB when it reports nothing), in whole vectors.
 template <class Ops>
 int64_t pass_length(int64_t m, int64_t k) {
-  static const int64_t l1d = [] {
-    int64_t b = 0;
-    try {
-      const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
-      b = cpu ? cpu->l1d_bytes : 0;
-    } catch (...) {
-    }
-    return b > 0 ? b : int64_t{32} << 10;
-  }();
+  const int64_t l1d = gemm_l1d_bytes();
   const int64_t fit = l1d / 2 / ((m + 4) * static_cast<int64_t>(sizeof(typename Ops::T)));
   const int64_t len = std::max<int64_t>(Ops::kStep, fit / Ops::kStep * Ops::kStep);
   const int64_t passes = (k + len - 1) / len;

@@ -290,6 +290,36 @@ TEST(Dot, StridedViewsAndSubTiles) {
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
+TEST(Dot, WideRhsInColumnPanelsThroughViews) {
+  // A B of 4.3 MB, past half the L2 of any current x86 core, so that it is packed in column
+  // panels (src/native/gemm.cc), with every operand a view of a larger buffer (row strides !=
+  // columns) and n = 32 panels and 2 columns: assigned, then accumulated, in every GEMM mode.
+  const int64_t m = 128, k = 520, n = 2050;
+  auto big_x = random_values<float>(136 * 530, 21);
+  auto big_y = random_values<float>(530 * 2060, 22);
+  auto x = vref(big_x, {136, 530}).at(pl::ds(4, m), pl::ds(7, k));  // ld 530
+  auto y = vref(big_y, {530, 2060}).at(pl::ds(3, k), pl::ds(5, n));  // ld 2060
+  const Reference ref = reference(x, y, 1, 0);
+  for (auto mode :
+       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+    detail::set_gemm_mode(mode);
+    std::vector<float> big_o(140 * 2064, 5.0f);
+    auto o = vref(big_o, {140, 2064}).at(pl::ds(6, m), pl::ds(9, n));  // ld 2064
+    o = jnp::dot(x, y);
+    expect_close(o, ref, k, {}, 0.0, "panels =");
+    std::vector<double> before(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) before[static_cast<size_t>(i * n + j)] = at(o, i, j);
+    }
+    o += jnp::dot(x, y);
+    expect_close(o, ref, k, before, 0.0, "panels +=");
+    EXPECT_EQ(big_o[6 * 2064 + 8], 5.0f);  // untouched beside the view
+    EXPECT_EQ(big_o[6 * 2064 + 9 + n], 5.0f);
+    EXPECT_EQ(big_o[(6 + m) * 2064 + 9], 5.0f);
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
 TEST(Dot, DestinationOverlappingAnOperandIsComputedFirst) {
   auto av = random_values<float>(16 * 16, 21);
   auto bv = random_values<float>(16 * 16, 22);
