@@ -297,7 +297,7 @@ TEST(Dot, WideRhsInColumnPanelsThroughViews) {
   const int64_t m = 128, k = 520, n = 2050;
   auto big_x = random_values<float>(136 * 530, 21);
   auto big_y = random_values<float>(530 * 2060, 22);
-  auto x = vref(big_x, {136, 530}).at(pl::ds(4, m), pl::ds(7, k));  // ld 530
+  auto x = vref(big_x, {136, 530}).at(pl::ds(4, m), pl::ds(7, k));   // ld 530
   auto y = vref(big_y, {530, 2060}).at(pl::ds(3, k), pl::ds(5, n));  // ld 2060
   const Reference ref = reference(x, y, 1, 0);
   for (auto mode :

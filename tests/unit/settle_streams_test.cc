@@ -97,8 +97,8 @@ TEST(SettleStreams, RemoteCopyAndSignal) {
             pl::semaphore_wait(done, 1);
           });
   const Mesh mesh = jax::make_mesh({2}, {"x"});
-  jax::shard_map([&](const Array<float>&) { (void)kernel(); }, mesh, P("x"), {})(
-      Array<float>({2}, 0.0f));
+  jax::shard_map([&](const Array<float>&) { (void)kernel(); }, mesh, P("x"),
+                 {})(Array<float>({2}, 0.0f));
   EXPECT_EQ(settled, 4);  // two points on each of the two devices
 }
 

@@ -1,6 +1,8 @@
 // `tessera bench matmul --m M --n N --k K --dtype f32|bf16 [--bm --bn --bk] --cores C`: the
 // Pallas tutorial's matmul (examples/05_matmul.cc) against oneDNN and OpenBLAS on the same
-// inputs and thread count, alternating ours and the references in every repeat.
+// inputs and thread count, alternating ours and the references in every repeat. A repeat times
+// a batch of back-to-back calls of at least 50 ms (one call of ours, timed first, sets the count
+// for all of them); the figures are per call.
 //
 // References: float32: oneDNN's dnnl_sgemm and OpenBLAS' cblas_sgemm; bfloat16: oneDNN's matmul
 // primitive (bf16 x bf16 -> bf16, as the tutorial's kernel; weights reordered once to oneDNN's
@@ -80,7 +82,7 @@ struct MatmulResults {
   std::vector<Timed> refs;
   double max_error = 0;
   std::vector<double> checked_t;  // checked-mode repeats (--check)
-  int calls = 1;                   // calls per timed batch (ours and the references alike)
+  int calls = 1;                  // calls per timed batch (ours and the references alike)
 };
 
 // --trace: the timed runs of ours are traced (after the warm-up); resetting `session` writes the
