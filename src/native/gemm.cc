@@ -185,8 +185,8 @@ constexpr int64_t kPanel = 64;
 // rest holds A's rows and C's) it comes from memory each time. One call per packed panel keeps
 // the panel in cache while every row of A passes it. Measured (docs/performance.md, "B in
 // column panels"): one core, a (1024, 1024, 512) tile 84 -> 150 GFLOP/s with AVX-512 and
-// 39 -> 99 with AVX2; the 2048³ tutorial matmul with (1024, 1024, 512) blocks on 2 cores
-// 150-154 -> 285-302. With a B of half the L2 or less (the default blocks, (1024, 1024, 256)
+// 39 -> 99 with AVX2; `bench matmul --bm 1024 --bn 1024 --bk 512` (2048³, 2 cores) 152-160 ->
+// 273-277 (AVX2 84 -> 176). With a B of half the L2 or less (the default blocks, (1024, 1024, 256)
 // here) the direct call measured as fast on AVX-512 (faster by ~5% in `bench matmul`), so it
 // stays. Also needs at least 128 rows of A (packing paid back) and three panels. False (nothing
 // done) when it does not apply.
