@@ -186,14 +186,22 @@ constexpr int64_t kPanel = 64;
 // the panel in cache while every row of A passes it. Measured (docs/performance.md, "B in
 // column panels"): one core, a (1024, 1024, 512) tile 84 -> 150 GFLOP/s with AVX-512 and
 // 39 -> 99 with AVX2; `bench matmul --bm 1024 --bn 1024 --bk 512` (2048³, 2 cores) 152-160 ->
-// 273-277 (AVX2 84 -> 176). With a B of half the L2 or less (the default blocks, (1024, 1024, 256)
-// here) the direct call measured as fast on AVX-512 (faster by ~5% in `bench matmul`), so it
-// stays. Also needs at least 128 rows of A (packing paid back) and three panels. False (nothing
-// done) when it does not apply.
+// 273-277 (AVX2 84 -> 176). Smaller Bs depend on the kernel's vector width: with AVX-512, a B of
+// half the L2 or less (the default blocks, (1024, 1024, 256) here) measured ~5% faster direct in
+// `bench matmul`, so it stays direct; libxsmm's AVX2 kernel gained from panels as soon as B
+// outgrew twice the L1 (the tutorial's 2048³ 154-166 -> 178-187 GFLOP/s, 1024³ 168 -> 190, 512³
+// 172 -> 191, with the AVX2 target on this CPU). Also needs at least 128 rows of A and three
+// panels: with AVX2, fewer measured faster direct ((64, 1024, 256) 86 against 76 GFLOP/s,
+// (1024, 128, 256) 105 against 87). False (nothing done) when it does not apply.
 bool xsmm_f32_panels(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
                      float* c, int64_t c_rs, bool accumulate) {
+  static const int64_t fits = [] {
+    init_libxsmm();
+    return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512 ? gemm_l2_bytes() / 2
+                                                             : 2 * gemm_l1d_bytes();
+  }();
   if (a.cs != 1 || b.cs != 1 || m < 2 * kPanel || n <= 2 * kPanel ||
-      k * n * static_cast<int64_t>(sizeof(float)) <= gemm_l2_bytes() / 2) {
+      k * n * static_cast<int64_t>(sizeof(float)) <= fits) {
     return false;
   }
   float* panel = tl_panel.get<float>(k * kPanel);
