@@ -245,7 +245,7 @@ void MpiRuntime::ring(int rank) noexcept {
   }
   std::atomic<uint32_t>& bell = directory(rank)->bell;
   bell.fetch_add(1);
-  futex_wake_shared(bell);
+  futex_wake(bell, true, /*shared=*/true);
 }
 
 void MpiRuntime::call(const std::function<void()>& job) {
@@ -599,11 +599,7 @@ void MpiRuntime::engine_main() {
       idle = std::min(idle * 2, kLongest);
     }
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(sleep).count();
-    if (shm_) {
-      futex_wait_shared_for(*bell_, seen, ns);
-    } else {
-      futex_wait_for(*bell_, seen, ns);
-    }
+    futex_wait_for(*bell_, seen, ns, /*shared=*/shm_);
   }
 }
 

@@ -43,55 +43,37 @@ inline void futex_wait(std::atomic<T>& a, T old) noexcept {
 #endif
 }
 
-/// As futex_wait, for at most `ns` nanoseconds (ns > 0).
+/// As futex_wait, for at most `ns` nanoseconds (ns > 0). `shared`: a word that other processes
+/// map too (a futex keyed by the shared page, not by this process's address space).
 template <class T>
-inline void futex_wait_for(std::atomic<T>& a, T old, int64_t ns) noexcept {
+inline void futex_wait_for(std::atomic<T>& a, T old, int64_t ns, bool shared = false) noexcept {
   static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
 #if defined(__linux__)
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), FUTEX_WAIT_PRIVATE, old, &ts, nullptr, 0);
+  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE,
+                  old, &ts, nullptr, 0);
 #else
   // No timed wait on the atomic elsewhere: a short sleep, after which the caller looks again.
   if (a.load() == old) std::this_thread::sleep_for(std::chrono::microseconds(50));
   (void)ns;
+  (void)shared;
 #endif
 }
 
+/// Wakes one or `all` sleepers of `a`; `shared` as for futex_wait_for.
 template <class T>
-inline void futex_wake(std::atomic<T>& a, bool all) noexcept {
+inline void futex_wake(std::atomic<T>& a, bool all, bool shared = false) noexcept {
   static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
 #if defined(__linux__)
-  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), FUTEX_WAKE_PRIVATE, all ? INT32_MAX : 1,
-                  nullptr, nullptr, 0);
+  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE,
+                  all ? INT32_MAX : 1, nullptr, nullptr, 0);
 #else
+  (void)shared;
   if (all) {
     a.notify_all();
   } else {
     a.notify_one();
   }
-#endif
-}
-
-/// As futex_wait_for and futex_wake, for a word that other processes map too (a futex keyed by
-/// the shared page, not by this process's address space).
-template <class T>
-inline void futex_wait_shared_for(std::atomic<T>& a, T old, int64_t ns) noexcept {
-  static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
-#if defined(__linux__)
-  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), FUTEX_WAIT, old, &ts, nullptr, 0);
-#else
-  futex_wait_for(a, old, ns);
-#endif
-}
-
-template <class T>
-inline void futex_wake_shared(std::atomic<T>& a) noexcept {
-  static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
-#if defined(__linux__)
-  (void)::syscall(SYS_futex, reinterpret_cast<T*>(&a), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-#else
-  a.notify_all();
 #endif
 }
 }  // namespace tessera::detail
