@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/input_checks.h"
+#include "mpi/mpi_huge_window.h"
 #include "mpi/mpi_transport.h"
 #include "runtime/core_pool.h"
 #include "runtime/spin.h"
@@ -175,7 +176,11 @@ void MpiRuntime::init() {
                     .value_or(kDefaultHeap);
   void* base = nullptr;
   segments_.assign(static_cast<size_t>(size_), nullptr);
-  if (shm_) {
+  if (shm_ && huge_window_allowed() && huge_.map(comm_, heap_bytes_)) {
+    for (int r = 0; r < size_; ++r) segments_[static_cast<size_t>(r)] = huge_.segment(r);
+    base = segments_[static_cast<size_t>(rank_)];
+    huge_pages_ = true;
+  } else if (shm_) {
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -193,10 +198,11 @@ void MpiRuntime::init() {
     segments_[static_cast<size_t>(rank_)] = static_cast<std::byte*>(base);
   }
   MPI_Comm_free(&node);
-  MPI_Win_lock_all(MPI_MODE_NOCHECK, win_);
+  if (win_ != MPI_WIN_NULL) MPI_Win_lock_all(MPI_MODE_NOCHECK, win_);
   auto* dir = new (base) Directory();
   if (shm_) bell_ = &dir->bell;
-  MPI_Win_sync(win_);
+  if (win_ != MPI_WIN_NULL) MPI_Win_sync(win_);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   MPI_Barrier(comm_);  // every directory exists before anyone reads one
   heap_ = std::make_unique<WindowHeap>(static_cast<std::byte*>(base) + kDirectoryBytes,
                                        heap_bytes_ - kDirectoryBytes);
@@ -210,9 +216,12 @@ void MpiRuntime::finalize() noexcept {
   stop_.store(true);
   ring(rank_);
   engine_.join();
-  MPI_Win_unlock_all(win_);
   heap_->close();
-  MPI_Win_free(&win_);
+  if (win_ != MPI_WIN_NULL) {
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+  }
+  huge_.unmap();
   MPI_Comm_free(&comm_);
   if (initialised_here_) MPI_Finalize();
 }

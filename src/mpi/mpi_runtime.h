@@ -10,8 +10,11 @@
 // page is the rank's directory: the launch it is in and the offsets of that launch's arrays, so
 // that a sender finds the same array on the target (remote copies land in HBM: an output or an
 // aliased input; another process's VMEM is not reachable).
-//   - Same host (the default when every rank shares one node): MPI_Win_allocate_shared; a remote
-//     copy is a strided copy by the sending core into the target's segment, mapped here.
+//   - Same host (the default when every rank shares one node): each rank's segment is mapped in
+//     every rank, from the host's reserved huge pages when it has enough for every rank's window
+//     (mpi_huge_window.h; TESSERA_MPI_HUGE_PAGES=off declines them), otherwise from
+//     MPI_Win_allocate_shared; a remote copy is a strided copy by the sending core into the
+//     target's segment.
 //   - Across hosts (or TESSERA_MPI_TRANSPORT=rma): MPI_Win_allocate with a passive-target epoch
 //     (MPI_Win_lock_all) for the whole run; a remote copy is MPI_Put of each contiguous run and
 //     MPI_Win_flush, issued by the rank's engine thread.
@@ -51,6 +54,7 @@
 #include <vector>
 
 #include "core/hbm_heap.h"
+#include "mpi/mpi_huge_window.h"
 #include "runtime/distributed.h"
 #include "runtime/transport.h"
 
@@ -203,7 +207,10 @@ class MpiRuntime final : public DistributedRuntime {
   Directory* directory(int rank) const noexcept;
   std::byte* segment(int rank) const noexcept;
   int64_t window_bytes() const noexcept { return heap_bytes_; }
+  /// MPI's window (none when the same-host segments are huge pages of our own).
   MPI_Win window() const noexcept { return win_; }
+  /// Whether the same-host segments are the host's reserved huge pages (mpi_huge_window.h).
+  bool huge_pages() const noexcept { return huge_pages_; }
   /// Runs `job` on the engine thread and waits for it (rethrowing what it throws).
   void call(const std::function<void()>& job);
   /// Queues `job` for the engine thread without waiting.
@@ -263,6 +270,8 @@ class MpiRuntime final : public DistributedRuntime {
   int64_t heap_bytes_ = 0;
   MPI_Comm comm_ = MPI_COMM_NULL;  // the runtime's own communicator (a dup of the world)
   MPI_Win win_ = MPI_WIN_NULL;
+  HugeWindow huge_;
+  bool huge_pages_ = false;
   std::vector<std::byte*> segments_;  // per rank (same host), else only this rank's
   std::unique_ptr<WindowHeap> heap_;
   MpiTransport* transport_ = nullptr;  // the running program's

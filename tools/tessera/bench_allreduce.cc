@@ -155,6 +155,18 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// What the ranks' window is made of (this rank's, as every rank's): the mapping that
+// src/mpi/mpi_huge_window.cc names "tessera-window" is the host's reserved huge pages.
+std::string window_memory() {
+  std::ifstream f("/proc/self/maps");
+  for (std::string line; std::getline(f, line);) {
+    if (line.find("memfd:tessera-window") != std::string::npos) {
+      return "huge pages the host reserved (hugetlb)";
+    }
+  }
+  return "MPI's shared window (the host's shared memory pages)";
+}
+
 double load_average() {
   double l = 0;
   std::ifstream("/proc/loadavg") >> l;
@@ -307,7 +319,8 @@ void report(const AllreduceBenchOptions& o, int64_t rows, double error, const Se
   if (!t_mpi_ring.empty()) {
     j["mpi_transport"] = {
         {"seconds", stats_json(t_mpi_ring)},
-        {"ratio_to_in_process", stats_of(t_mpi_ring).median / stats_of(t_in).median}};
+        {"ratio_to_in_process", stats_of(t_mpi_ring).median / stats_of(t_in).median},
+        {"window", window_memory()}};
   }
   j["cpu"] = cpu_model();
   j["load_average"] = load_average();

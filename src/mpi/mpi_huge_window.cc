@@ -1,0 +1,109 @@
+// The same-host window in reserved huge pages (mpi_huge_window.h).
+#include "mpi/mpi_huge_window.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace tessera::detail::mpi {
+
+namespace {
+
+// The default huge page size (what MFD_HUGETLB maps), from /proc/meminfo; 0 when unknown.
+int64_t huge_page_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  int64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "Hugepagesize: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib > 0 ? kib * 1024 : 0;
+}
+
+// Every rank's `ok` and-ed together (collective over `comm`; also a barrier).
+bool all_ranks(MPI_Comm comm, bool ok) {
+  int mine = ok ? 1 : 0;
+  int all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all == 1;
+}
+
+std::byte* map_file(int fd, int64_t bytes) {
+  void* p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
+bool huge_window_allowed() {
+  const char* v = std::getenv("TESSERA_MPI_HUGE_PAGES");
+  if (v == nullptr) return true;
+  for (const char* no : {"0", "off", "no", "false"}) {
+    if (std::strcmp(v, no) == 0) return false;
+  }
+  return true;
+}
+
+bool HugeWindow::map(MPI_Comm comm, int64_t bytes) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  segments_.assign(static_cast<size_t>(size), nullptr);
+  int fd = -1;
+#ifdef MFD_HUGETLB
+  const int64_t page = huge_page_bytes();
+  if (page > 0) {
+    mapped_ = (bytes + page - 1) / page * page;
+    fd = ::memfd_create("tessera-window", MFD_HUGETLB | MFD_CLOEXEC);
+    // A shared hugetlb mapping reserves all its pages here: it fails now rather than at a
+    // later page fault when the host's pool is short.
+    if (fd >= 0 && ::ftruncate(fd, mapped_) == 0) {
+      segments_[static_cast<size_t>(rank)] = map_file(fd, mapped_);
+    }
+  }
+#endif
+  if (!all_ranks(comm, segments_[static_cast<size_t>(rank)] != nullptr)) {
+    if (fd >= 0) ::close(fd);
+    unmap();
+    return false;
+  }
+  // Every rank maps every other's file, which stays alive while any mapping of it does.
+  const int64_t mine[2] = {static_cast<int64_t>(::getpid()), fd};
+  std::vector<int64_t> ids(2 * static_cast<size_t>(size));
+  MPI_Allgather(mine, 2, MPI_INT64_T, ids.data(), 2, MPI_INT64_T, comm);
+  bool ok = true;
+  for (int r = 0; r < size && ok; ++r) {
+    if (r == rank) continue;
+    const std::string path = "/proc/" + std::to_string(ids[2 * static_cast<size_t>(r)]) + "/fd/" +
+                             std::to_string(ids[2 * static_cast<size_t>(r) + 1]);
+    const int peer = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (peer < 0) {
+      ok = false;
+      break;
+    }
+    segments_[static_cast<size_t>(r)] = map_file(peer, mapped_);
+    ::close(peer);
+    ok = segments_[static_cast<size_t>(r)] != nullptr;
+  }
+  ok = all_ranks(comm, ok);  // every rank has opened its peers' files: this one may close its own
+  ::close(fd);
+  if (!ok) unmap();
+  return ok;
+}
+
+void HugeWindow::unmap() noexcept {
+  for (std::byte*& s : segments_) {
+    if (s != nullptr) ::munmap(s, static_cast<size_t>(mapped_));
+    s = nullptr;
+  }
+}
+
+}  // namespace tessera::detail::mpi

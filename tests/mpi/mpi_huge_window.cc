@@ -1,0 +1,155 @@
+// Run by ctest under mpirun (label mpi) with a small window (TESSERA_SYMMETRIC_HEAP): on one
+// host the ranks' window segments come from the host's reserved huge pages when the pool has
+// room for every rank's segment (src/mpi/mpi_huge_window.h), and from MPI's shared window
+// otherwise or when TESSERA_MPI_HUGE_PAGES=off. Checks, on every rank:
+//   - the page size the kernel maps this rank's segment and each peer's with (/proc/self/smaps)
+//     is the one the runtime says it chose;
+//   - huge pages were taken exactly when allowed and the pool had room (the pool is read after
+//     the window was made: with the window in it, nothing else, ctest runs this test alone);
+//   - a ring of remote copies (each rank's (64, 1024) block lands on its right neighbour,
+//     twice, into its output in the window) gives the right values.
+// Prints "WRONG" for each unmet expectation, then "mpi_huge_window: all passed (huge pages:
+// yes|no)".
+#include <tessera/tessera.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "mpi/mpi_runtime.h"
+
+namespace {
+using namespace tessera;
+using detail::mpi::MpiRuntime;
+
+int g_wrong = 0;
+
+void wrong(const std::string& what) {
+  ++g_wrong;
+  std::cout << "rank " << jax::process_index() << ": WRONG " << what << std::endl;
+}
+
+// The page size (KiB) the kernel maps `p` with, from /proc/self/smaps; 0 when not found.
+int64_t kernel_page_kib(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return 0;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  char line[512];
+  bool inside = false;
+  int64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    uintptr_t lo = 0;
+    uintptr_t hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < line + 17) {
+      inside = a >= lo && a < hi;
+    } else if (inside && std::sscanf(line, "KernelPageSize: %ld kB", &kib) == 1) {
+      break;
+    }
+  }
+  std::fclose(f);
+  return inside ? kib : 0;
+}
+
+// A /proc/meminfo field (its number), or -1.
+int64_t meminfo(const char* field) {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t v = -1;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
+      std::sscanf(line + n + 1, "%ld", &v);
+      break;
+    }
+  }
+  std::fclose(f);
+  return v;
+}
+
+// Whether this run declines huge pages (ctest sets TESSERA_MPI_HUGE_PAGES=off for one test).
+bool declined() {
+  const char* v = std::getenv("TESSERA_MPI_HUGE_PAGES");
+  return v != nullptr && std::strcmp(v, "off") == 0;
+}
+
+void window_pages() {
+  MpiRuntime& rt = MpiRuntime::instance();
+  const int size = rt.size();
+  const bool huge = rt.huge_pages();
+  const int64_t page_kib = meminfo("Hugepagesize");
+  for (int r = 0; r < size; ++r) {
+    const int64_t kib = kernel_page_kib(rt.segment(r));
+    const bool huge_mapped = page_kib > 4 && kib == page_kib;
+    if (huge_mapped != huge || kib == 0) {
+      wrong("rank " + std::to_string(r) + "'s segment is mapped with " + std::to_string(kib) +
+            " KiB pages, but the runtime says huge pages: " + (huge ? "yes" : "no"));
+    }
+  }
+  if (huge && declined()) {
+    wrong("huge pages taken although TESSERA_MPI_HUGE_PAGES declines them");
+  }
+  // Fallen back while the pool (now without any segment of ours) had room for all of them?
+  const int64_t page_bytes = page_kib * 1024;
+  if (!huge && !declined() && page_bytes > 0) {
+    const int64_t per_rank = (rt.window_bytes() + page_bytes - 1) / page_bytes;
+    const int64_t free_pages = meminfo("HugePages_Free") - meminfo("HugePages_Rsvd");
+    if (free_pages >= per_rank * size) {
+      wrong(
+          "MPI's window taken although the huge page pool has room: " + std::to_string(free_pages) +
+          " pages free, " + std::to_string(per_rank * size) + " needed");
+    }
+  }
+}
+
+void ring_of_copies() {
+  const int rank = jax::process_index();
+  const int n = jax::device_count();
+  Array<float> x(Shape{64, 1024});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(rank * x.size() + i);
+  auto shift = pl::pallas_call(
+      [](pltpu::AnyRef<const float> in, pltpu::AnyRef<float> out, pltpu::DmaSemaphoreRef send,
+         pltpu::DmaSemaphoreRef recv) {
+        const int right = (lax::axis_index("x") + 1) % lax::axis_size("x");
+        auto copy =
+            pltpu::make_async_remote_copy(in, out, send, recv, {right}, pl::DeviceIdType::MESH);
+        copy.start();
+        copy.wait();
+      },
+      pl::out_shape(ShapeDtypeStruct<float>{{64, 1024}}),
+      pltpu::PrefetchScalarGridSpec<0>(
+          pl::in_specs(pl::BlockSpec(pl::ANY)), pl::out_specs(pl::BlockSpec(pl::ANY)),
+          pl::scratch_shapes(pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::DMA)));
+  const Array<float> y = jax::shard_map([&](const Array<float>& xs) { return shift(shift(xs)); },
+                                        jax::make_mesh({n}, {"x"}), P("x"), P("x"))(x);
+  const int from = ((rank - 2) % n + n) % n;  // two steps to the right
+  for (int64_t i = 0; i < y.size(); ++i) {
+    if (y[i] != static_cast<float>(from * y.size() + i)) {
+      return wrong("element " + std::to_string(i) + " is " + std::to_string(y[i]) +
+                   ", expected rank " + std::to_string(from) + "'s");
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+  try {
+    if (!MpiRuntime::instance().active()) {
+      wrong("not started by mpirun");
+    } else {
+      ring_of_copies();  // the first program makes the window
+      window_pages();
+    }
+  } catch (const std::exception& e) {
+    wrong(std::string("unexpected error: ") + e.what());
+  }
+  if (g_wrong == 0) {
+    std::cout << "mpi_huge_window: all passed (huge pages: "
+              << (MpiRuntime::instance().huge_pages() ? "yes" : "no") << ")" << std::endl;
+  }
+  return g_wrong == 0 ? 0 : 1;
+}
