@@ -1,6 +1,9 @@
 #include "runtime/core_pool.h"
 
+#include <sched.h>
+
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "runtime/spin.h"
@@ -20,10 +23,25 @@ std::atomic<int> g_threads{0};
 
 thread_local CorePool* t_pool = nullptr;
 
-// Spins until pred() or the deadline; true if pred() became true.
+// The calling thread's CPU as a bit, 0 when unknown or >= 64.
+uint64_t cpu_bit() noexcept {
+#if defined(__linux__)
+  const int cpu = ::sched_getcpu();
+  return cpu >= 0 && cpu < 64 ? uint64_t{1} << cpu : 0;
+#else
+  return 0;
+#endif
+}
+
+// At most how long a worker that woke after the launcher took its job stays awake for the rest
+// of that launch (worker_main).
+constexpr auto kLateSpinFor = std::chrono::milliseconds(5);
+
+// Spins until pred() or the deadline (default: kSpinFor from now); true if pred() became true.
 template <class Pred>
-bool spin_until(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinFor;
+bool spin_until(Pred pred,
+                std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() +
+                                                                 kSpinFor) {
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (pred()) return true;
@@ -33,6 +51,41 @@ bool spin_until(Pred pred) {
   }
 }
 }  // namespace
+
+// Moves the calling worker off a CPU that another thread of the same launch was found on
+// (`cpus`: theirs, and this thread adds its own), onto one of its allowed CPUs that none of them
+// is on. Two threads of a launch sharing one CPU run it one after the other, and the scheduler
+// may keep them so for hundreds of launches: each launch wakes the worker, and the wake-up
+// places it beside its waker again (measured on a 2-vCPU VM: a 512³ matmul at 2.0-2.6 ms per
+// call for whole stretches with both threads on one CPU, 0.85-0.95 ms on two; docs/
+// performance.md, "Two threads on one CPU"). Pinning for a moment moves the thread at once;
+// the old affinity mask is restored right away, so nothing stays pinned and the scheduler
+// remains free to move it later. Only while spinning() (no more threads than CPUs); a hint only.
+int spread_out(std::atomic<uint64_t>& cpus) noexcept {
+#if defined(__linux__)
+  const uint64_t mine = cpu_bit();
+  if (mine == 0) return -1;
+  const uint64_t taken = cpus.fetch_or(mine, std::memory_order_relaxed);
+  if ((taken & mine) == 0) return -1;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
+  for (int cpu = 0; cpu < 64; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || ((taken | mine) >> cpu & 1) != 0) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0) return -1;
+    (void)::sched_setaffinity(0, sizeof allowed, &allowed);
+    cpus.fetch_or(uint64_t{1} << cpu, std::memory_order_relaxed);
+    return cpu;
+  }
+  return -1;
+#else
+  (void)cpus;
+  return -1;
+#endif
+}
 
 CorePool& CorePool::instance() {
   // Never destroyed: worker threads may still be asleep at exit, and a kernel launched from a
@@ -94,6 +147,10 @@ void CorePool::worker_main(int core, Slot* slot) {
   // Read the slot before announcing readiness: the launcher may bump it as soon as this worker
   // counts as ready, and that bump must look new.
   uint32_t seen = slot->seq.load();
+#if defined(__linux__)
+  slot->tid = ::gettid();
+  if (::sched_getaffinity(0, sizeof slot->allowed, &slot->allowed) != 0) CPU_ZERO(&slot->allowed);
+#endif
   t_pool = this;
   arenas_[static_cast<size_t>(core)] = std::make_unique<CoreArena>();
   ready_.fetch_add(1);
@@ -108,7 +165,26 @@ void CorePool::worker_main(int core, Slot* slot) {
       slot->sleeping.store(0);
     }
     seen = slot->seq.load();
-    if (slot->taken.exchange(1) != 0) continue;  // the launcher ran this core's job itself
+    // The launcher kept this thread off its CPU while waking it (narrow_before_wake): every
+    // allowed CPU again.
+#if defined(__linux__)
+    if (slot->narrowed.exchange(false)) {
+      (void)::sched_setaffinity(0, sizeof slot->allowed, &slot->allowed);
+    }
+#endif
+    if (spinning()) (void)spread_out(cpus_);
+    if (slot->taken.exchange(1) != 0) {
+      // The launcher ran this core's job itself: this thread woke late (a halted virtual CPU
+      // can take a millisecond to wake). Spinning only kSpinFor from now, it would be asleep
+      // again when the next launch comes, wake late again, and every launch would run on the
+      // launcher alone (measured: stretches of a 512³ matmul at ~2x). So it stays awake until
+      // this launch ends (kLateSpinFor at most) and then spins as usual.
+      if (spinning()) {
+        const auto until = std::chrono::steady_clock::now() + kLateSpinFor;
+        (void)spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; }, until);
+      }
+      continue;
+    }
     slot->job(core);
     // seq_cst (hence also release): publishes this core's writes to the launcher, and pairs with
     // the launcher's seq_cst store of launcher_sleeping_ so that a sleeping launcher is woken.
@@ -134,6 +210,28 @@ void CorePool::run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after)
   after();
 }
 
+// A sleeping worker is woken where the scheduler judges cheapest, which may be beside its waker:
+// there it waits until the launcher yields the CPU, and on a 2-vCPU VM that took 2-3 ms
+// (measured: a 2048² add's first launch after a pause at 2.9-3.6 ms instead of 1.6-2.0, the
+// worker woken on the launcher's CPU 1.9-2.8 ms after the launch; docs/performance.md, "Two
+// threads on one CPU"). So the launcher takes its own CPU out of the worker's mask before the
+// wake-up, and the worker puts its mask back as it starts. Not when the worker may run nowhere
+// else, nor when the pool's threads outnumber the CPUs (launcher_cpu < 0 then).
+void CorePool::narrow_before_wake(Slot& s, int launcher_cpu) noexcept {
+#if defined(__linux__)
+  if (launcher_cpu < 0 || launcher_cpu >= CPU_SETSIZE || !CPU_ISSET(launcher_cpu, &s.allowed) ||
+      CPU_COUNT(&s.allowed) < 2) {
+    return;
+  }
+  cpu_set_t others = s.allowed;
+  CPU_CLR(launcher_cpu, &others);
+  if (::sched_setaffinity(s.tid, sizeof others, &others) == 0) s.narrowed.store(true);
+#else
+  (void)s;
+  (void)launcher_cpu;
+#endif
+}
+
 void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
   ensure_cores(n);
   if (n == 1) {
@@ -141,12 +239,19 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
     return;
   }
   remaining_.store(n - 1);
+  cpus_.store(cpu_bit(), std::memory_order_relaxed);
+#if defined(__linux__)
+  const int launcher_cpu = spinning() ? ::sched_getcpu() : -1;
+#else
+  const int launcher_cpu = -1;
+#endif
   for (int core = 1; core < n; ++core) {
     Slot& s = slots_[static_cast<size_t>(core)];
     s.job = job;
     // Release: a worker that claims the job (taken 0 -> 1) sees `job`, even one that woke for
     // an earlier launch whose job the launcher ran itself and claims this launch's instead.
     s.taken.store(0, std::memory_order_release);
+    if (s.sleeping.load() != 0) narrow_before_wake(s, launcher_cpu);
     s.seq.fetch_add(1);
     if (s.sleeping.load() != 0) futex_wake(s.seq, false);
   }

@@ -14,6 +14,11 @@
 // process-wide one.
 #pragma once
 
+#if defined(__linux__)
+#include <sched.h>
+#include <sys/types.h>
+#endif
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -28,6 +33,13 @@ namespace tessera::detail {
 
 /// The most cores a mesh may have.
 inline constexpr int kMaxCores = 256;
+
+/// Moves the calling thread off a CPU that another thread of its launch was found on: `cpus` has
+/// bit c set for each CPU c (< 64) those threads are on; this adds the caller's. When the
+/// caller's CPU is among them, the caller moves to one of its allowed CPUs that is not (its
+/// affinity mask pinned to that CPU for a moment, then restored), adds that CPU and returns it;
+/// otherwise returns -1 and stays (also where there is no such CPU, or off Linux).
+int spread_out(std::atomic<uint64_t>& cpus) noexcept;
 
 class CorePool {
  public:
@@ -83,17 +95,26 @@ class CorePool {
   // itself when it has finished its own core before the worker started (a worker descheduled
   // on a busy machine would otherwise hold up every launch for a time slice); whichever
   // exchanges it from 0 to 1 runs the job.
+  // `tid`, `allowed` (the worker's thread id and affinity mask, set as it starts) and
+  // `narrowed` serve narrow_before_wake.
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq{0};
     std::atomic<int> sleeping{0};
     std::atomic<int> taken{1};
     FunctionRef<void(int)> job;
+    std::atomic<bool> narrowed{false};
+#if defined(__linux__)
+    pid_t tid = 0;
+    cpu_set_t allowed{};
+#endif
   };
 
   CorePool() = default;
   void ensure_cores(int n);
   void worker_main(int core, Slot* slot);
   void run_locked(int n, FunctionRef<void(int)> job);
+  // Takes `launcher_cpu` out of the sleeping worker's affinity mask until it wakes (-1: nothing).
+  static void narrow_before_wake(Slot& s, int launcher_cpu) noexcept;
 
   std::mutex launch_mu_;
   std::vector<std::thread> workers_;  // workers_[k] runs core k + 1
@@ -107,6 +128,9 @@ class CorePool {
   std::atomic<int> remaining_{0};
   std::atomic<int> launcher_sleeping_{0};
   std::atomic<int> ready_{0};
+  // The CPUs (bit c: CPU c < 64) the running launch's threads were found on: the launcher sets
+  // its own at each launch, each worker adds its own as it starts (spread_out in core_pool.cc).
+  std::atomic<uint64_t> cpus_{0};
 };
 
 }  // namespace tessera::detail
