@@ -25,6 +25,7 @@
 #include "bench_timing.h"
 #include "int_option.h"
 #include "matmul.h"
+#include "omp_binding.h"
 #include "pipelined_add.h"
 #include "tessera/tessera.h"
 
@@ -72,6 +73,7 @@ nlohmann::json bench_add(const AddOptions& o) {
       to.trace_path = o.trace_path;
       session.emplace(std::move(to));
     }
+    const PinnedOmpTeam pinned(cores);  // after the warm-up made Tessera's core threads
     Progress progress("tessera bench add", o.repeats);
     for (int r = 0; r < o.repeats; ++r) {
       t_pipe.push_back(seconds([&] { (void)ours(); }));
