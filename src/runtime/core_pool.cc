@@ -23,16 +23,6 @@ std::atomic<int> g_threads{0};
 
 thread_local CorePool* t_pool = nullptr;
 
-// The calling thread's CPU as a bit, 0 when unknown or >= 64.
-uint64_t cpu_bit() noexcept {
-#if defined(__linux__)
-  const int cpu = ::sched_getcpu();
-  return cpu >= 0 && cpu < 64 ? uint64_t{1} << cpu : 0;
-#else
-  return 0;
-#endif
-}
-
 // At most how long a worker that woke after the launcher took its job stays awake for the rest
 // of that launch (worker_main).
 constexpr auto kLateSpinFor = std::chrono::milliseconds(5);
@@ -52,39 +42,31 @@ bool spin_until(Pred pred,
 }
 }  // namespace
 
-// Moves the calling worker off a CPU that another thread of the same launch was found on
-// (`cpus`: theirs, and this thread adds its own), onto one of its allowed CPUs that none of them
-// is on. Two threads of a launch sharing one CPU run it one after the other, and the scheduler
-// may keep them so for hundreds of launches: each launch wakes the worker, and the wake-up
-// places it beside its waker again (measured on a 2-vCPU VM: a 512³ matmul at 2.0-2.6 ms per
-// call for whole stretches with both threads on one CPU, 0.85-0.95 ms on two; docs/
-// performance.md, "Two threads on one CPU"). Pinning for a moment moves the thread at once;
-// the old affinity mask is restored right away, so nothing stays pinned and the scheduler
-// remains free to move it later. Only while spinning() (no more threads than CPUs); a hint only.
-int spread_out(std::atomic<uint64_t>& cpus) noexcept {
-#if defined(__linux__)
-  const uint64_t mine = cpu_bit();
-  if (mine == 0) return -1;
-  const uint64_t taken = cpus.fetch_or(mine, std::memory_order_relaxed);
-  if ((taken & mine) == 0) return -1;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
-  for (int cpu = 0; cpu < 64; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed) || ((taken | mine) >> cpu & 1) != 0) continue;
+// Moves the calling worker off its launcher's CPU when it finds itself there. Two threads of a
+// launch sharing one CPU run it one after the other, and the scheduler may keep them so for
+// hundreds of launches: each launch wakes the worker, and the wake-up may place it beside its
+// waker again (measured on a 2-vCPU VM: a 512³ matmul at 2.0-2.6 ms per call for whole
+// stretches with both threads on one CPU, 0.85-0.95 ms on two; docs/performance.md, "Two
+// threads on one CPU"). Worker `core` goes to the (core - 1)-th of the other allowed CPUs,
+// cyclically, so that workers moved together do not land on one CPU. Pinning for a moment moves
+// the thread at once; its mask comes back right away, so the scheduler stays free to move it.
+int spread_out(int launcher_cpu, int core, const cpu_set_t& allowed) noexcept {
+  if (launcher_cpu < 0 || launcher_cpu >= CPU_SETSIZE || ::sched_getcpu() != launcher_cpu) {
+    return -1;
+  }
+  const int others = CPU_COUNT(&allowed) - (CPU_ISSET(launcher_cpu, &allowed) ? 1 : 0);
+  if (others <= 0) return -1;
+  int skip = (core - 1) % others;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (cpu == launcher_cpu || !CPU_ISSET(cpu, &allowed) || skip-- > 0) continue;
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     if (::sched_setaffinity(0, sizeof one, &one) != 0) return -1;
     (void)::sched_setaffinity(0, sizeof allowed, &allowed);
-    cpus.fetch_or(uint64_t{1} << cpu, std::memory_order_relaxed);
     return cpu;
   }
   return -1;
-#else
-  (void)cpus;
-  return -1;
-#endif
 }
 
 CorePool& CorePool::instance() {
@@ -172,16 +154,25 @@ void CorePool::worker_main(int core, Slot* slot) {
       (void)::sched_setaffinity(0, sizeof slot->allowed, &slot->allowed);
     }
 #endif
-    if (spinning()) (void)spread_out(cpus_);
+#if defined(__linux__)
+    if (spinning()) {
+      (void)spread_out(slot->launcher_cpu.load(std::memory_order_relaxed), core, slot->allowed);
+    }
+#endif
     if (slot->taken.exchange(1) != 0) {
       // The launcher ran this core's job itself: this thread woke late (a halted virtual CPU
       // can take a millisecond to wake). Spinning only kSpinFor from now, it would be asleep
       // again when the next launch comes, wake late again, and every launch would run on the
       // launcher alone (measured: stretches of a 512³ matmul at ~2x). So it stays awake until
-      // this launch ends (kLateSpinFor at most) and then spins as usual.
+      // this launch ends or the next one starts (kLateSpinFor at most), then spins as usual.
       if (spinning()) {
         const auto until = std::chrono::steady_clock::now() + kLateSpinFor;
-        (void)spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; }, until);
+        (void)spin_until(
+            [&] {
+              return remaining_.load(std::memory_order_acquire) == 0 ||
+                     slot->seq.load(std::memory_order_acquire) != seen;
+            },
+            until);
       }
       continue;
     }
@@ -239,9 +230,8 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
     return;
   }
   remaining_.store(n - 1);
-  cpus_.store(cpu_bit(), std::memory_order_relaxed);
 #if defined(__linux__)
-  const int launcher_cpu = spinning() ? ::sched_getcpu() : -1;
+  [[maybe_unused]] const int launcher_cpu = spinning() ? ::sched_getcpu() : -1;
 #else
   const int launcher_cpu = -1;
 #endif
@@ -251,6 +241,7 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
     // Release: a worker that claims the job (taken 0 -> 1) sees `job`, even one that woke for
     // an earlier launch whose job the launcher ran itself and claims this launch's instead.
     s.taken.store(0, std::memory_order_release);
+    s.launcher_cpu.store(launcher_cpu, std::memory_order_relaxed);
     if (s.sleeping.load() != 0) narrow_before_wake(s, launcher_cpu);
     s.seq.fetch_add(1);
     if (s.sleeping.load() != 0) futex_wake(s.seq, false);

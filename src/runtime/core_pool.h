@@ -34,12 +34,13 @@ namespace tessera::detail {
 /// The most cores a mesh may have.
 inline constexpr int kMaxCores = 256;
 
-/// Moves the calling thread off a CPU that another thread of its launch was found on: `cpus` has
-/// bit c set for each CPU c (< 64) those threads are on; this adds the caller's. When the
-/// caller's CPU is among them, the caller moves to one of its allowed CPUs that is not (its
-/// affinity mask pinned to that CPU for a moment, then restored), adds that CPU and returns it;
-/// otherwise returns -1 and stays (also where there is no such CPU, or off Linux).
-int spread_out(std::atomic<uint64_t>& cpus) noexcept;
+#if defined(__linux__)
+/// Moves the calling thread, worker `core` (>= 1) of a launch started on `launcher_cpu`, off that
+/// CPU when it is on it: to the (core - 1)-th, cyclically, of the other CPUs in `allowed` (its
+/// affinity mask, pinned there for a moment and then `allowed` again). Returns the CPU it moved
+/// to, or -1 when it stayed (on another CPU already, or no other CPU allowed).
+int spread_out(int launcher_cpu, int core, const cpu_set_t& allowed) noexcept;
+#endif
 
 class CorePool {
  public:
@@ -95,14 +96,15 @@ class CorePool {
   // itself when it has finished its own core before the worker started (a worker descheduled
   // on a busy machine would otherwise hold up every launch for a time slice); whichever
   // exchanges it from 0 to 1 runs the job.
-  // `tid`, `allowed` (the worker's thread id and affinity mask, set as it starts) and
-  // `narrowed` serve narrow_before_wake.
+  // `tid`, `allowed` (the worker's thread id and affinity mask, set as it starts), `narrowed`
+  // and `launcher_cpu` serve narrow_before_wake and spread_out.
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq{0};
     std::atomic<int> sleeping{0};
     std::atomic<int> taken{1};
     FunctionRef<void(int)> job;
     std::atomic<bool> narrowed{false};
+    std::atomic<int> launcher_cpu{-1};  // the CPU the launch started on (-1: unknown)
 #if defined(__linux__)
     pid_t tid = 0;
     cpu_set_t allowed{};
@@ -128,9 +130,6 @@ class CorePool {
   std::atomic<int> remaining_{0};
   std::atomic<int> launcher_sleeping_{0};
   std::atomic<int> ready_{0};
-  // The CPUs (bit c: CPU c < 64) the running launch's threads were found on: the launcher sets
-  // its own at each launch, each worker adds its own as it starts (spread_out in core_pool.cc).
-  std::atomic<uint64_t> cpus_{0};
 };
 
 }  // namespace tessera::detail

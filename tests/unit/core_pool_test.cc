@@ -3,6 +3,8 @@
 // whose worker has not started yet); cores that wait for a signal from core 0 or for each other
 // still complete. Launches are back to back so that both ways occur (on a busy machine the
 // launching thread takes over often; on a quiet one the workers start first).
+#include "runtime/core_pool.h"
+
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -10,7 +12,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/core_pool.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -61,52 +62,44 @@ TEST(CorePool, CoresWaitingForCoreZeroOrEachOtherComplete) {
 
 }  // namespace
 
-// spread_out (src/runtime/core_pool.h): a thread on a CPU another thread of its launch is on
-// moves to an allowed CPU that none of them is on, and keeps its affinity mask; one on a CPU of
-// its own stays. Needs two allowed CPUs (skipped otherwise).
-TEST(CorePool, SpreadOutMovesAThreadOffATakenCpu) {
+// spread_out (src/runtime/core_pool.h): a worker on its launcher's CPU moves to another allowed
+// CPU, the (core - 1)-th of them, and keeps its affinity mask; one on another CPU stays, and so
+// does one allowed no other CPU. Needs two allowed CPUs (skipped otherwise).
+TEST(CorePool, SpreadOutMovesAWorkerOffItsLaunchersCpu) {
 #if defined(__linux__)
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
-  int count = 0;
-  for (int c = 0; c < 64; ++c) count += CPU_ISSET(c, &allowed) ? 1 : 0;
-  if (count < 2 || ::sched_getcpu() < 0 || ::sched_getcpu() >= 64) {
-    GTEST_SKIP() << "needs two allowed CPUs below 64";
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
   }
-  // A CPU of its own: stays, and its CPU is added.
-  for (int attempt = 0;; ++attempt) {
-    std::atomic<uint64_t> cpus{0};
-    const int before = ::sched_getcpu();
-    ASSERT_EQ(detail::spread_out(cpus), -1);
-    // The scheduler may have moved the thread between the two reads; then try again.
-    if (cpus.load() == uint64_t{1} << before || attempt == 100) {
-      EXPECT_EQ(cpus.load(), uint64_t{1} << before);
+  if (cpus.size() < 2 || ::sched_getcpu() < 0) GTEST_SKIP() << "needs two allowed CPUs";
+  const int other = ::sched_getcpu() == cpus[0] ? cpus[1] : cpus[0];
+  EXPECT_EQ(detail::spread_out(other, 1, allowed), -1) << "moved although on another CPU";
+  for (const int core : {1, 2, 3}) {
+    for (int attempt = 0;; ++attempt) {
+      const int launcher = ::sched_getcpu();
+      const int moved = detail::spread_out(launcher, core, allowed);
+      if (moved < 0 && attempt < 100) continue;  // the scheduler moved it in between
+      ASSERT_GE(moved, 0) << "core " << core;
+      // The (core - 1)-th allowed CPU other than the launcher's, cyclically.
+      std::vector<int> others;
+      for (const int c : cpus) {
+        if (c != launcher) others.push_back(c);
+      }
+      EXPECT_EQ(moved, others[static_cast<size_t>(core - 1) % others.size()]) << "core " << core;
       break;
     }
-  }
-  // Its CPU taken by another thread of the launch: moves to another allowed CPU.
-  for (int attempt = 0;; ++attempt) {
-    const int before = ::sched_getcpu();
-    std::atomic<uint64_t> cpus{uint64_t{1} << before};
-    const int moved = detail::spread_out(cpus);
-    if (moved < 0 && attempt < 100) continue;  // moved by the scheduler in between
-    ASSERT_GE(moved, 0);
-    EXPECT_NE(moved, before);
-    EXPECT_TRUE(CPU_ISSET(moved, &allowed));
-    EXPECT_EQ(cpus.load(), (uint64_t{1} << before) | (uint64_t{1} << moved));
-    break;
   }
   cpu_set_t after;
   CPU_ZERO(&after);
   ASSERT_EQ(::sched_getaffinity(0, sizeof after, &after), 0);
   EXPECT_TRUE(CPU_EQUAL(&after, &allowed)) << "the affinity mask was not restored";
-  // Every allowed CPU taken: stays.
-  std::atomic<uint64_t> all{0};
-  for (int c = 0; c < 64; ++c) {
-    if (CPU_ISSET(c, &allowed)) all.fetch_or(uint64_t{1} << c);
-  }
-  EXPECT_EQ(detail::spread_out(all), -1);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(::sched_getcpu(), &one);
+  EXPECT_EQ(detail::spread_out(::sched_getcpu(), 1, one), -1) << "moved with no other CPU";
 #else
   GTEST_SKIP() << "Linux only";
 #endif
