@@ -1,16 +1,14 @@
 #include "runtime/value_heap.h"
 
-#include <atomic>
 #include <iterator>
 
 namespace tessera::detail {
 
-namespace {
-std::atomic<uint64_t> g_epoch{1};
-}  // namespace
-
 void ValueHeap::reset(int64_t new_limit) noexcept {
-  epoch = g_epoch.fetch_add(1, std::memory_order_relaxed);
+  // Per heap, not one counter for all: a value is only ever compared with its own arena's heap
+  // (values.cc), and a shared counter cost every core of every launch a cache line from the
+  // core that bumped it last.
+  ++epoch;
   floor = limit = new_limit;
   held = live = 0;
   free.clear();

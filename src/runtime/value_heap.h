@@ -9,8 +9,8 @@
 // budget: the stack may grow up to the lowest value, a value may go down to the stack's top.
 //
 // The heap lives in the core's arena (which outlives every launch) and is reset when a core
-// starts a kernel; each reset starts a new epoch, so a value that outlived its kernel is known to
-// be dead (value_storage.h).
+// starts a kernel; each reset starts a new epoch of this heap, so a value that outlived its
+// kernel is known to be dead (value_storage.h).
 #pragma once
 
 #include <cstdint>
