@@ -28,6 +28,7 @@
 
 #include "bench_command.h"
 #include "bench_timing.h"
+#include "omp_binding.h"
 #include "matmul.h"
 #include "tessera/tessera.h"
 
@@ -121,6 +122,7 @@ void bench_f32(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
     }
   }
   res.calls = calls_per_batch(seconds([&] { (void)examples::matmul(x, y, b, o.cores); }));
+  const PinnedOmpTeam pinned(o.cores);  // oneDNN's threads; after the warm-up made ours
   start_trace(o, session);
   Progress progress("tessera bench matmul", o.repeats);
   for (int r = 0; r < o.repeats; ++r) {
@@ -208,6 +210,7 @@ void bench_bf16(const MatmulBenchOptions& o, const examples::MatmulBlocks& b,
     }
   }
   res.calls = calls_per_batch(seconds([&] { (void)examples::matmul_bf16(x, y, b, o.cores); }));
+  const PinnedOmpTeam pinned(o.cores);  // oneDNN's threads; after the warm-up made ours
   start_trace(o, session);
   Progress progress("tessera bench matmul", o.repeats);
   for (int r = 0; r < o.repeats; ++r) {
