@@ -28,8 +28,8 @@
 
 #include "bench_command.h"
 #include "bench_timing.h"
-#include "omp_binding.h"
 #include "matmul.h"
+#include "omp_binding.h"
 #include "tessera/tessera.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
