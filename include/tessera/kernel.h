@@ -338,12 +338,12 @@ class Kernel<Body, OutType<Outs...>, ScratchTypes<Scrs...>> {
   template <size_t... O, size_t... S, class... Ins>
   void run(std::tuple<Array<Outs>...>& outs, std::index_sequence<O...>, std::index_sequence<S...>,
            const Ins&... ins) const {
-    // What the cores read: output pointers from one small array, shapes from this kernel (not
-    // from the freshly written `outs`), so a core starts with few cache-line transfers.
+    // What the cores read: output pointers copied into the closure, shapes from this kernel
+    // (not from the freshly written `outs`), so a core starts with few cache-line transfers.
     void* const out_data[sizeof...(Outs) + 1] = {static_cast<void*>(std::get<O>(outs).data())...,
                                                  nullptr};
     static_cast<void>(out_data);
-    auto per_core = [&](int /*core*/, void* const* scratch_ptrs) {
+    auto per_core = [this, out_data, &ins...](int /*core*/, void* const* scratch_ptrs) {
       static_cast<void>(scratch_ptrs);
       body_(pltpu::HbmRef<const typename Ins::value_type>(ins.data(), ins.shape())...,
             pltpu::HbmRef<Outs>(static_cast<Outs*>(out_data[O]), std::get<O>(out_.outs).shape)...,
