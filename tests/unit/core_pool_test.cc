@@ -9,7 +9,9 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "tessera/tessera.h"
@@ -61,6 +63,43 @@ TEST(CorePool, CoresWaitingForCoreZeroOrEachOtherComplete) {
 }
 
 }  // namespace
+
+// A worker woken from sleep runs its core with the affinity mask it had before the launcher took
+// the launcher's CPU out of it (narrow_before_wake, src/runtime/core_pool.cc): the narrowing
+// lasts only for the wake-up. Each launch follows a pause long enough for the worker to sleep.
+TEST(CorePool, AWokenWorkerRunsWithItsWholeMask) {
+#if defined(__linux__)
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  std::atomic<int> narrowed{0};
+  std::atomic<int> ran{0};
+  // Core 0 waits for core 1, so the launching thread cannot run core 1 itself: the worker does.
+  auto k = pl::kernel(pl::out_type<int32_t>({2}), pltpu::TensorCoreMesh("core", 2),
+                      pl::scratch_types(pltpu::SemaphoreType::REGULAR))(
+      [&](pltpu::HbmRef<int32_t>, pltpu::SemaphoreRef sem) {
+        if (lax::axis_index("core") == 0) {
+          pl::semaphore_wait(sem);
+          return;
+        }
+        pl::semaphore_signal(sem, 1, pl::core_index(0));
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        if (::sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, &allowed)) {
+          narrowed.fetch_add(1);
+        }
+        ran.fetch_add(1);
+      });
+  for (int l = 0; l < 20; ++l) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the worker sleeps after 200 µs
+    (void)k();
+  }
+  EXPECT_EQ(ran.load(), 20);
+  EXPECT_EQ(narrowed.load(), 0) << "a worker ran its core with a narrowed affinity mask";
+#else
+  GTEST_SKIP() << "Linux only";
+#endif
+}
 
 // spread_out (src/runtime/core_pool.h): a worker on its launcher's CPU moves to another allowed
 // CPU, the (core - 1)-th of them, and keeps its affinity mask; one on another CPU stays, and so
