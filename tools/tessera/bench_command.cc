@@ -102,6 +102,7 @@ nlohmann::json bench_add(const AddOptions& o) {
   j["max_error"] = max_error;
   j["traced"] = !o.trace_path.empty();
   j["reference"] = {{"name", "plain loop (OpenMP)"},
+                    {"threads", "pinned, one per CPU (tools/tessera/omp_binding.h)"},
                     {"seconds", {{"min", sr.min}, {"median", sr.median}, {"max", sr.max}}},
                     {"gbps", bytes / sr.median / 1e9}};
   j["ratio_gbps"] = sr.median / sp.median;
