@@ -51,16 +51,17 @@ bool huge_window_allowed() {
   return true;
 }
 
-bool HugeWindow::map(MPI_Comm comm, int64_t bytes) {
+bool HugeWindow::map(MPI_Comm comm, int64_t bytes, bool allowed) {
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   segments_.assign(static_cast<size_t>(size), nullptr);
+  static_cast<void>(allowed);  // (unused where memfd has no MFD_HUGETLB)
   int fd = -1;
 #ifdef MFD_HUGETLB
   const int64_t page = huge_page_bytes();
-  if (page > 0) {
+  if (allowed && page > 0) {
     mapped_ = (bytes + page - 1) / page * page;
     fd = ::memfd_create("tessera-window", MFD_HUGETLB | MFD_CLOEXEC);
     // A shared hugetlb mapping reserves all its pages here: it fails now rather than at a
@@ -75,15 +76,21 @@ bool HugeWindow::map(MPI_Comm comm, int64_t bytes) {
     unmap();
     return false;
   }
-  // Every rank maps every other's file, which stays alive while any mapping of it does.
-  const int64_t mine[2] = {static_cast<int64_t>(::getpid()), fd};
-  std::vector<int64_t> ids(2 * static_cast<size_t>(size));
-  MPI_Allgather(mine, 2, MPI_INT64_T, ids.data(), 2, MPI_INT64_T, comm);
+  // Every rank maps every other's file, which stays alive while any mapping of it does. The
+  // segments must be of one size (each rank maps the others' with its own).
+  const int64_t mine[3] = {static_cast<int64_t>(::getpid()), fd, mapped_};
+  std::vector<int64_t> ids(3 * static_cast<size_t>(size));
+  MPI_Allgather(mine, 3, MPI_INT64_T, ids.data(), 3, MPI_INT64_T, comm);
   bool ok = true;
   for (int r = 0; r < size && ok; ++r) {
     if (r == rank) continue;
-    const std::string path = "/proc/" + std::to_string(ids[2 * static_cast<size_t>(r)]) + "/fd/" +
-                             std::to_string(ids[2 * static_cast<size_t>(r) + 1]);
+    const size_t at = 3 * static_cast<size_t>(r);
+    if (ids[at + 2] != mapped_) {
+      ok = false;
+      break;
+    }
+    const std::string path =
+        "/proc/" + std::to_string(ids[at]) + "/fd/" + std::to_string(ids[at + 1]);
     const int peer = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (peer < 0) {
       ok = false;

@@ -20,9 +20,10 @@ namespace tessera::detail::mpi {
 class HugeWindow {
  public:
   /// Maps one segment of at least `bytes` per rank of `comm` (all on this host; collective over
-  /// it). False on every rank when any rank could not (no reservation large enough, a memfd
-  /// without MFD_HUGETLB, another rank's file not reachable): then nothing stays mapped.
-  bool map(MPI_Comm comm, int64_t bytes);
+  /// it: every rank calls it, `allowed` or not). False on every rank when any rank could not or
+  /// was not `allowed` (no reservation large enough, a memfd without MFD_HUGETLB, another rank's
+  /// file not reachable, huge_window_allowed() false there): then nothing stays mapped.
+  bool map(MPI_Comm comm, int64_t bytes, bool allowed);
   /// The segment of `rank` (after a successful map).
   std::byte* segment(int rank) const noexcept { return segments_[static_cast<size_t>(rank)]; }
   /// Unmaps every segment (after the last use of them).

@@ -176,7 +176,8 @@ void MpiRuntime::init() {
                     .value_or(kDefaultHeap);
   void* base = nullptr;
   segments_.assign(static_cast<size_t>(size_), nullptr);
-  if (shm_ && huge_window_allowed() && huge_.map(comm_, heap_bytes_)) {
+  // Every rank takes part in map() (collective), whatever its own TESSERA_MPI_HUGE_PAGES says.
+  if (shm_ && huge_.map(comm_, heap_bytes_, huge_window_allowed())) {
     for (int r = 0; r < size_; ++r) segments_[static_cast<size_t>(r)] = huge_.segment(r);
     base = segments_[static_cast<size_t>(rank_)];
     huge_pages_ = true;
