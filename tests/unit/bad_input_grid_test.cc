@@ -522,9 +522,9 @@ TEST(BadInputCompilerParams, BlocksOverTheVmemLimit) {
   EXPECT_TESSERA_ERROR(f(iota_f({16, 128})), UsageError, ErrorKind::kCapacityExceeded,
                        "vmem_limit_bytes", line_);
   // The message names the largest uses (made only once the budget is exceeded).
-  EXPECT_TESSERA_ERROR(f(iota_f({16, 128})), UsageError, ErrorKind::kCapacityExceeded,
-                       "need 16384 bytes of VMEM per core but the limit is 4096 bytes; largest: ",
-                       line_);
+  EXPECT_TESSERA_ERROR(
+      f(iota_f({16, 128})), UsageError, ErrorKind::kCapacityExceeded,
+      "need 16384 bytes of VMEM per core but the limit is 4096 bytes; largest: ", line_);
   EXPECT_TESSERA_ERROR(f(iota_f({16, 128})), UsageError, ErrorKind::kCapacityExceeded,
                        "x 2 buffers = 8192 bytes", line_);
 }
