@@ -24,6 +24,8 @@ class HugeWindow {
   /// was not `allowed` (no reservation large enough, a memfd without MFD_HUGETLB, another rank's
   /// file not reachable, huge_window_allowed() false there): then nothing stays mapped.
   bool map(MPI_Comm comm, int64_t bytes, bool allowed);
+  /// Whether the last map() succeeded (and unmap() has not run since).
+  bool mapped() const noexcept { return !segments_.empty() && segments_.front() != nullptr; }
   /// The segment of `rank` (after a successful map).
   std::byte* segment(int rank) const noexcept { return segments_[static_cast<size_t>(rank)]; }
   /// Unmaps every segment (after the last use of them).

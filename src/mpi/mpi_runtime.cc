@@ -180,7 +180,6 @@ void MpiRuntime::init() {
   if (shm_ && huge_.map(comm_, heap_bytes_, huge_window_allowed())) {
     for (int r = 0; r < size_; ++r) segments_[static_cast<size_t>(r)] = huge_.segment(r);
     base = segments_[static_cast<size_t>(rank_)];
-    huge_pages_ = true;
   } else if (shm_) {
     MPI_Info info;
     MPI_Info_create(&info);

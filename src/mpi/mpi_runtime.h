@@ -210,7 +210,7 @@ class MpiRuntime final : public DistributedRuntime {
   /// MPI's window (none when the same-host segments are huge pages of our own).
   MPI_Win window() const noexcept { return win_; }
   /// Whether the same-host segments are the host's reserved huge pages (mpi_huge_window.h).
-  bool huge_pages() const noexcept { return huge_pages_; }
+  bool huge_pages() const noexcept { return huge_.mapped(); }
   /// Runs `job` on the engine thread and waits for it (rethrowing what it throws).
   void call(const std::function<void()>& job);
   /// Queues `job` for the engine thread without waiting.
@@ -271,7 +271,6 @@ class MpiRuntime final : public DistributedRuntime {
   MPI_Comm comm_ = MPI_COMM_NULL;  // the runtime's own communicator (a dup of the world)
   MPI_Win win_ = MPI_WIN_NULL;
   HugeWindow huge_;
-  bool huge_pages_ = false;
   std::vector<std::byte*> segments_;  // per rank (same host), else only this rank's
   std::unique_ptr<WindowHeap> heap_;
   MpiTransport* transport_ = nullptr;  // the running program's

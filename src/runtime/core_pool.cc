@@ -147,14 +147,12 @@ void CorePool::worker_main(int core, Slot* slot) {
       slot->sleeping.store(0);
     }
     seen = slot->seq.load();
+#if defined(__linux__)
     // The launcher kept this thread off its CPU while waking it (narrow_before_wake): every
     // allowed CPU again.
-#if defined(__linux__)
     if (slot->narrowed.exchange(false)) {
       (void)::sched_setaffinity(0, sizeof slot->allowed, &slot->allowed);
     }
-#endif
-#if defined(__linux__)
     if (spinning()) {
       (void)spread_out(slot->launcher_cpu.load(std::memory_order_relaxed), core, slot->allowed);
     }
