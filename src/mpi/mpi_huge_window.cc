@@ -2,13 +2,18 @@
 #include "mpi/mpi_huge_window.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "tessera/detail/runtime.h"
+#include "tessera/error.h"
 
 namespace tessera::detail::mpi {
 
@@ -42,13 +47,22 @@ std::byte* map_file(int fd, int64_t bytes) {
 
 }  // namespace
 
-bool huge_window_allowed() {
+bool huge_window_allowed(std::source_location where) {
   const char* v = std::getenv("TESSERA_MPI_HUGE_PAGES");
-  if (v == nullptr) return true;
-  for (const char* no : {"0", "off", "no", "false"}) {
-    if (std::strcmp(v, no) == 0) return false;
+  if (v == nullptr || *v == '\0') return true;
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* yes : {"1", "on", "yes", "true", "auto"}) {
+    if (s == yes) return true;
   }
-  return true;
+  for (const char* no : {"0", "off", "no", "false"}) {
+    if (s == no) return false;
+  }
+  raise(ErrorKind::kInvalidArgument, "MPI start", where,
+        fmt::format("TESSERA_MPI_HUGE_PAGES={} is not a setting; use off (or 0, no, false) to "
+                    "keep the ranks' window out of the host's reserved huge pages, or on (1, yes, "
+                    "true, auto: the default) to take them when the pool has room",
+                    v));
 }
 
 bool HugeWindow::map(MPI_Comm comm, int64_t bytes, bool allowed) {

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <source_location>
 #include <vector>
 
 namespace tessera::detail::mpi {
@@ -37,8 +38,9 @@ class HugeWindow {
   int64_t mapped_ = 0;  // bytes of each mapping
 };
 
-/// Whether the same-host window may come from huge pages: TESSERA_MPI_HUGE_PAGES unset, or
-/// anything but "0"/"off"/"no"/"false".
-bool huge_window_allowed();
+/// Whether the same-host window may come from huge pages: TESSERA_MPI_HUGE_PAGES unset, empty,
+/// or on/1/yes/true/auto (any case); off/0/no/false declines them. Any other value raises
+/// kInvalidArgument naming the variable, its value and the settings (at `where`).
+bool huge_window_allowed(std::source_location where = std::source_location::current());
 
 }  // namespace tessera::detail::mpi

@@ -156,6 +156,8 @@ int MpiRuntime::rank() { return rank_; }
 int MpiRuntime::size() { return size_; }
 
 void MpiRuntime::init() {
+  // Read before MPI starts: a setting that is not one raises here, on every rank alike.
+  const bool huge_allowed = huge_window_allowed();
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (initialised == 0) {
@@ -177,7 +179,7 @@ void MpiRuntime::init() {
   void* base = nullptr;
   segments_.assign(static_cast<size_t>(size_), nullptr);
   // Every rank takes part in map() (collective), whatever its own TESSERA_MPI_HUGE_PAGES says.
-  if (shm_ && huge_.map(comm_, heap_bytes_, huge_window_allowed())) {
+  if (shm_ && huge_.map(comm_, heap_bytes_, huge_allowed)) {
     for (int r = 0; r < size_; ++r) segments_[static_cast<size_t>(r)] = huge_.segment(r);
     base = segments_[static_cast<size_t>(rank_)];
   } else if (shm_) {
