@@ -42,6 +42,16 @@ bool spin_until(Pred pred,
 }
 }  // namespace
 
+// Asks for the lines a worker reads first in its job (JobLines), all at once.
+void CorePool::prefetch_job(const Slot& slot) noexcept {
+  const char* obj = static_cast<const char*>(slot.job.object());
+  __builtin_prefetch(obj);
+  __builtin_prefetch(obj + 64);
+  for (const void* line : slot.lines.line) {
+    if (line != nullptr) __builtin_prefetch(line);
+  }
+}
+
 // Moves the calling worker off its launcher's CPU when it finds itself there. Two threads of a
 // launch sharing one CPU run it one after the other, and the scheduler may keep them so for
 // hundreds of launches: each launch wakes the worker, and the wake-up may place it beside its
@@ -147,14 +157,13 @@ void CorePool::worker_main(int core, Slot* slot) {
       slot->sleeping.store(0);
     }
     seen = slot->seq.load();
+    prefetch_job(*slot);
 #if defined(__linux__)
     // The launcher kept this thread off its CPU while waking it (narrow_before_wake): every
-    // allowed CPU again.
-    if (slot->narrowed.exchange(false)) {
+    // allowed CPU again. (Read first: the flag is rarely set, and a write would cost the
+    // launcher a transfer of this line at its next launch.)
+    if (slot->narrowed.load(std::memory_order_relaxed) && slot->narrowed.exchange(false)) {
       (void)::sched_setaffinity(0, sizeof slot->allowed, &slot->allowed);
-    }
-    if (spinning()) {
-      (void)spread_out(slot->launcher_cpu.load(std::memory_order_relaxed), core, slot->allowed);
     }
 #endif
     if (slot->taken.exchange(1) != 0) {
@@ -163,6 +172,7 @@ void CorePool::worker_main(int core, Slot* slot) {
       // again when the next launch comes, wake late again, and every launch would run on the
       // launcher alone (measured: stretches of a 512³ matmul at ~2x). So it stays awake until
       // this launch ends or the next one starts (kLateSpinFor at most), then spins as usual.
+      move_off_launcher(core, *slot);
       if (spinning()) {
         const auto until = std::chrono::steady_clock::now() + kLateSpinFor;
         (void)spin_until(
@@ -180,7 +190,21 @@ void CorePool::worker_main(int core, Slot* slot) {
     if (remaining_.fetch_sub(1) == 1) {
       if (launcher_sleeping_.load() != 0) futex_wake(remaining_, false);
     }
+    move_off_launcher(core, *slot);
   }
+}
+
+// After a job, off the launch's critical path (sched_getcpu costs tens of nanoseconds): a worker
+// that ran on its launcher's CPU moves off it for the next launch (spread_out).
+void CorePool::move_off_launcher(int core, const Slot& slot) noexcept {
+#if defined(__linux__)
+  if (spinning()) {
+    (void)spread_out(slot.launcher_cpu.load(std::memory_order_relaxed), core, slot.allowed);
+  }
+#else
+  (void)core;
+  (void)slot;
+#endif
 }
 
 void CorePool::reserve(int n) {
@@ -188,14 +212,15 @@ void CorePool::reserve(int n) {
   ensure_cores(n);
 }
 
-void CorePool::run(int n, FunctionRef<void(int)> job) {
+void CorePool::run(int n, FunctionRef<void(int)> job, const JobLines& lines) {
   std::lock_guard<std::mutex> lock(launch_mu_);
-  run_locked(n, job);
+  run_locked(n, job, lines);
 }
 
-void CorePool::run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after) {
+void CorePool::run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after,
+                   const JobLines& lines) {
   std::lock_guard<std::mutex> lock(launch_mu_);
-  run_locked(n, job);
+  run_locked(n, job, lines);
   after();
 }
 
@@ -221,7 +246,7 @@ void CorePool::narrow_before_wake(Slot& s, int launcher_cpu) noexcept {
 #endif
 }
 
-void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
+void CorePool::run_locked(int n, FunctionRef<void(int)> job, const JobLines& lines) {
   ensure_cores(n);
   if (n == 1) {
     job(0);
@@ -236,6 +261,7 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job) {
   for (int core = 1; core < n; ++core) {
     Slot& s = slots_[static_cast<size_t>(core)];
     s.job = job;
+    s.lines = lines;
     // Release: a worker that claims the job (taken 0 -> 1) sees `job`, even one that woke for
     // an earlier launch whose job the launcher ran itself and claims this launch's instead.
     s.taken.store(0, std::memory_order_release);

@@ -20,6 +20,7 @@
 #endif
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,18 @@ inline constexpr int kMaxCores = 256;
 int spread_out(int launcher_cpu, int core, const cpu_set_t& allowed) noexcept;
 #endif
 
+/// Lines of memory a pool worker reads as soon as it starts its job and that the launching thread
+/// has just written (the job's captures on its stack, the launch's state). A worker reading them
+/// one after another waits for one cross-core transfer each (measured ~150-200 ns apiece on a
+/// 2-vCPU VM: a 2-core tiny launch's worker ran its job in ~650 ns against the launcher's ~230
+/// ns; docs/performance.md, "The worker's first reads"); asked for all at once as it wakes, they
+/// arrive together. The job object's own first two lines are always asked for. Only a hint:
+/// null entries are skipped, and a line may be anything (a prefetch never faults).
+struct JobLines {
+  static constexpr int kMax = 4;
+  const void* line[kMax] = {};
+};
+
 class CorePool {
  public:
   static CorePool& instance();
@@ -56,11 +69,12 @@ class CorePool {
 
   /// Runs job(core) for every core in [0, n) and returns when all have returned. `job` must not
   /// throw. Serialised with other calls.
-  void run(int n, FunctionRef<void(int)> job);
+  void run(int n, FunctionRef<void(int)> job, const JobLines& lines = {});
   /// The same, then `after()` on the calling thread once every core has returned, still inside
   /// the serialised section (so no other launch can touch the arenas meanwhile). `after` must
   /// not throw.
-  void run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after);
+  void run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after,
+           const JobLines& lines = {});
 
   /// True when idle or waiting threads should spin before they sleep (the pool has no more
   /// threads than the machine has hardware threads). Only a hint.
@@ -82,12 +96,12 @@ class CorePool {
   }
 
  private:
-  // One slot per worker, each on its own cache line, holding everything a worker needs to start:
-  // the sequence number it waits on and a copy of the job. The launcher writes `job`, then bumps
-  // the `seq` of exactly the workers the launch needs (seq_cst RMW: releases `job`); a worker that
-  // sees its seq change reads `job` from the same line (its seq_cst load acquires), so starting
-  // costs one cache-line transfer, not a chain of them. Workers outside the launch are not woken
-  // and never read their slot's job.
+  // One slot per worker, holding everything a worker needs to start in its first cache line: the
+  // sequence number it waits on, a copy of the job and the lines to prefetch. The launcher writes
+  // `job` and `lines`, then bumps the `seq` of exactly the workers the launch needs (seq_cst RMW:
+  // releases them); a worker that sees its seq change reads them from the same line (its seq_cst
+  // load acquires), so starting costs one cache-line transfer, not a chain of them. Workers
+  // outside the launch are not woken and never read their slot's job.
   // `seq` is 32 bits on purpose: std::atomic<T>::wait sleeps on a futex of T's own address only
   // when T is 4 bytes; for 8 bytes libstdc++ 12 waits on a shared proxy counter instead, and
   // there a notify could be missed until an unrelated wake (launches took ~400 µs instead of
@@ -96,25 +110,33 @@ class CorePool {
   // itself when it has finished its own core before the worker started (a worker descheduled
   // on a busy machine would otherwise hold up every launch for a time slice); whichever
   // exchanges it from 0 to 1 runs the job.
-  // `tid`, `allowed` (the worker's thread id and affinity mask, set as it starts), `narrowed`
-  // and `launcher_cpu` serve narrow_before_wake and spread_out.
+  // The second line holds what the worker writes only when it goes to sleep (`sleeping`) or
+  // starts (`tid`, `allowed`: its thread id and affinity mask), which the launcher reads on
+  // every launch: kept off the first line, the launcher finds it in its own cache.
+  // `narrowed` and `launcher_cpu` serve narrow_before_wake and spread_out.
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq{0};
-    std::atomic<int> sleeping{0};
     std::atomic<int> taken{1};
-    FunctionRef<void(int)> job;
-    std::atomic<bool> narrowed{false};
     std::atomic<int> launcher_cpu{-1};  // the CPU the launch started on (-1: unknown)
+    std::atomic<bool> narrowed{false};
+    FunctionRef<void(int)> job;
+    JobLines lines;
+    alignas(64) std::atomic<int> sleeping{0};
 #if defined(__linux__)
     pid_t tid = 0;
     cpu_set_t allowed{};
 #endif
   };
 
+  static_assert(offsetof(Slot, sleeping) == 64,
+                "a slot's first line holds all a worker starts with");
+
   CorePool() = default;
   void ensure_cores(int n);
   void worker_main(int core, Slot* slot);
-  void run_locked(int n, FunctionRef<void(int)> job);
+  static void prefetch_job(const Slot& slot) noexcept;
+  void move_off_launcher(int core, const Slot& slot) noexcept;
+  void run_locked(int n, FunctionRef<void(int)> job, const JobLines& lines);
   // Takes `launcher_cpu` out of the sleeping worker's affinity mask until it wakes (-1: nothing).
   static void narrow_before_wake(Slot& s, int launcher_cpu) noexcept;
 
@@ -127,9 +149,12 @@ class CorePool {
   std::atomic<int> arenas_made_{0};
   std::unique_ptr<Slot[]> slots_;  // slots_[c] for core c >= 1 (index 0 unused)
   int slot_capacity_ = 0;
-  std::atomic<int> remaining_{0};
+  // The count of cores still running, on a line of its own: the launcher writes it at every
+  // launch and each worker at the end of its job, while the members above (arenas_, slots_) are
+  // read by every worker as it starts and would otherwise move with it.
+  alignas(64) std::atomic<int> remaining_{0};
   std::atomic<int> launcher_sleeping_{0};
-  std::atomic<int> ready_{0};
+  alignas(64) std::atomic<int> ready_{0};
 };
 
 }  // namespace tessera::detail

@@ -368,7 +368,10 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
     finish_semaphores(spec, state);
     engine.launch_end(state);
   };
-  pool.run(spec.num_cores, run_core, after);
+  // A worker's first reads: the body's captures (up to two lines) and what this frame holds.
+  const auto* captures = static_cast<const char*>(body.object());
+  const JobLines lines{{captures, captures + 64, &state, &launch_events}};
+  pool.run(spec.num_cores, run_core, after, lines);
   if (state.first_error) std::rethrow_exception(state.first_error);
 }
 

@@ -36,6 +36,8 @@ class FunctionRef<R(A...)> {
           return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
         }) {}
   R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+  /// The callable referred to (for a prefetch of its captures).
+  const void* object() const noexcept { return obj_; }
 
  private:
   void* obj_ = nullptr;
