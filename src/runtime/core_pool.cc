@@ -177,18 +177,22 @@ void CorePool::worker_main(int core, Slot* slot) {
         const auto until = std::chrono::steady_clock::now() + kLateSpinFor;
         (void)spin_until(
             [&] {
-              return remaining_.load(std::memory_order_acquire) == 0 ||
+              return !running_.load(std::memory_order_acquire) ||
                      slot->seq.load(std::memory_order_acquire) != seen;
             },
             until);
       }
       continue;
     }
+    // The claim (seq_cst) ordered this read after the launcher's store of `posted`.
+    const uint32_t launch = slot->posted.load(std::memory_order_relaxed);
     slot->job(core);
     // seq_cst (hence also release): publishes this core's writes to the launcher, and pairs with
     // the launcher's seq_cst store of launcher_sleeping_ so that a sleeping launcher is woken.
-    if (remaining_.fetch_sub(1) == 1) {
-      if (launcher_sleeping_.load() != 0) futex_wake(remaining_, false);
+    slot->done.store(launch);
+    if (launcher_sleeping_.load() != 0) {
+      finished_.fetch_add(1);
+      futex_wake(finished_, false);
     }
     move_off_launcher(core, *slot);
   }
@@ -252,7 +256,7 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job, const JobLines& lin
     job(0);
     return;
   }
-  remaining_.store(n - 1);
+  running_.store(true, std::memory_order_relaxed);
 #if defined(__linux__)
   [[maybe_unused]] const int launcher_cpu = spinning() ? ::sched_getcpu() : -1;
 #else
@@ -262,10 +266,12 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job, const JobLines& lin
     Slot& s = slots_[static_cast<size_t>(core)];
     s.job = job;
     s.lines = lines;
-    // Release: a worker that claims the job (taken 0 -> 1) sees `job`, even one that woke for
-    // an earlier launch whose job the launcher ran itself and claims this launch's instead.
+    s.posted.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // Release: a worker that claims the job (taken 0 -> 1) sees `job` and `posted`, even one
+    // that woke for an earlier launch whose job the launcher ran itself and claims this launch's
+    // instead.
     s.taken.store(0, std::memory_order_release);
-    s.launcher_cpu.store(launcher_cpu, std::memory_order_relaxed);
+    s.launcher_cpu.store(static_cast<int16_t>(launcher_cpu), std::memory_order_relaxed);
     if (s.sleeping.load() != 0) narrow_before_wake(s, launcher_cpu);
     s.seq.fetch_add(1);
     if (s.sleeping.load() != 0) futex_wake(s.seq, false);
@@ -278,14 +284,24 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job, const JobLines& lin
     Slot& s = slots_[static_cast<size_t>(core)];
     if (s.taken.exchange(1) != 0) continue;
     job(core);
-    remaining_.fetch_sub(1);
+    s.done.store(s.posted.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
-  auto done = [&] { return remaining_.load(std::memory_order_acquire) == 0; };
+  // seq_cst loads: in the sleeping handshake they pair with the workers' stores of `done`.
+  auto done = [&] {
+    for (int core = 1; core < n; ++core) {
+      const Slot& s = slots_[static_cast<size_t>(core)];
+      if (s.done.load() != s.posted.load(std::memory_order_relaxed)) {
+        return false;
+      }
+    }
+    return true;
+  };
   if (!spinning() || !spin_until(done)) {
     launcher_sleeping_.store(1);
-    for (int r = remaining_.load(); r != 0; r = remaining_.load()) futex_wait(remaining_, r);
+    for (uint32_t f = finished_.load(); !done(); f = finished_.load()) futex_wait(finished_, f);
     launcher_sleeping_.store(0);
   }
+  running_.store(false, std::memory_order_release);
 }
 
 }  // namespace tessera::detail

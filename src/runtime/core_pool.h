@@ -109,18 +109,26 @@ class CorePool {
   // `taken` says who runs this launch's job for the slot's core: the worker, or the launcher
   // itself when it has finished its own core before the worker started (a worker descheduled
   // on a busy machine would otherwise hold up every launch for a time slice); whichever
-  // exchanges it from 0 to 1 runs the job.
-  // The second line holds what the worker writes only when it goes to sleep (`sleeping`) or
+  // exchanges it from 0 to 1 runs the job. `posted` is the seq of the launch whose job `job`
+  // is, written before `taken` is released, so that a worker that claims a job knows which
+  // launch it finished (one that woke for an earlier launch may claim the next one's job).
+  // The second line is the worker's own: `done`, the posted number of the last job it finished,
+  // which the launcher waits on. A count shared by all cores would cost two transfers at each
+  // end (the worker's RMW fetches the line the launcher wrote, then the launcher fetches it
+  // back); a line only the worker writes costs the launcher one read.
+  // The third line holds what the worker writes only when it goes to sleep (`sleeping`) or
   // starts (`tid`, `allowed`: its thread id and affinity mask), which the launcher reads on
-  // every launch: kept off the first line, the launcher finds it in its own cache.
+  // every launch: kept off the first two, the launcher finds it in its own cache.
   // `narrowed` and `launcher_cpu` serve narrow_before_wake and spread_out.
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq{0};
     std::atomic<int> taken{1};
-    std::atomic<int> launcher_cpu{-1};  // the CPU the launch started on (-1: unknown)
+    std::atomic<uint32_t> posted{0};
+    std::atomic<int16_t> launcher_cpu{-1};  // the CPU the launch started on (-1: unknown)
     std::atomic<bool> narrowed{false};
     FunctionRef<void(int)> job;
     JobLines lines;
+    alignas(64) std::atomic<uint32_t> done{0};
     alignas(64) std::atomic<int> sleeping{0};
 #if defined(__linux__)
     pid_t tid = 0;
@@ -128,8 +136,7 @@ class CorePool {
 #endif
   };
 
-  static_assert(offsetof(Slot, sleeping) == 64,
-                "a slot's first line holds all a worker starts with");
+  static_assert(offsetof(Slot, done) == 64, "a slot's first line holds all a worker starts with");
 
   CorePool() = default;
   void ensure_cores(int n);
@@ -149,11 +156,14 @@ class CorePool {
   std::atomic<int> arenas_made_{0};
   std::unique_ptr<Slot[]> slots_;  // slots_[c] for core c >= 1 (index 0 unused)
   int slot_capacity_ = 0;
-  // The count of cores still running, on a line of its own: the launcher writes it at every
-  // launch and each worker at the end of its job, while the members above (arenas_, slots_) are
-  // read by every worker as it starts and would otherwise move with it.
-  alignas(64) std::atomic<int> remaining_{0};
-  std::atomic<int> launcher_sleeping_{0};
+  // Set while the launcher sleeps for its workers' `done` (run_locked): a worker that finishes
+  // then bumps `finished_` and wakes it. Both are written rarely (only around a sleep), so
+  // workers keep the line in their caches.
+  alignas(64) std::atomic<int> launcher_sleeping_{0};
+  std::atomic<uint32_t> finished_{0};
+  // True from the start of a launch of several cores to its end (a worker that woke too late for
+  // its job watches it), on a line of its own: the launcher writes it twice per launch.
+  alignas(64) std::atomic<bool> running_{false};
   alignas(64) std::atomic<int> ready_{0};
 };
 

@@ -118,8 +118,9 @@ class LaunchEvents {
 /// Around one core's body: the thread's core and launch for the events it records.
 class CoreEvents {
  public:
-  CoreEvents(const LaunchEvents& launch, int core) {
-    if (launch.tag().id >= 0) begin(launch.tag(), core);
+  CoreEvents(const LaunchEvents& launch, int core) : CoreEvents(launch.tag(), core) {}
+  CoreEvents(const LaunchTag& tag, int core) {
+    if (tag.id >= 0) begin(tag, core);
   }
   ~CoreEvents() {
     if (t0_ >= 0) end();

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,9 @@
 
 namespace {
 using namespace tessera;
+
+// An in-process device number no other test uses (CorePool::for_device makes its pool).
+constexpr int kMaxDevicesForTest = 97;
 
 TEST(CorePool, EveryCoreOfEveryLaunchRunsOnce) {
   for (const int cores : {2, 3}) {
@@ -59,6 +63,53 @@ TEST(CorePool, CoresWaitingForCoreZeroOrEachOtherComplete) {
   for (int l = 0; l < 200; ++l) {
     const Array<int32_t> o = k();
     for (int i = 0; i < 3; ++i) ASSERT_EQ(o[i], i + 7) << "launch " << l;
+  }
+}
+
+// Busy threads on all CPUs but one make workers wake late, so that the launcher often runs a
+// worker's job itself (on a 2-vCPU VM, 35-80% of the jobs), and a worker that woke for one
+// launch may claim the next one's job: each launch still waits for exactly its own cores, each
+// core of each launch runs once, and no launch waits for a job that already ran (it would hang
+// until the test's timeout; a worker that reported the launch it woke for instead of the one it
+// ran hung this test in 2 of 5 runs). A pool of its own (an in-process device's), so that other
+// tests' launches do not mix in.
+TEST(CorePool, LateWorkersAndStolenJobsCompleteEveryLaunchOnce) {
+  detail::CorePool& pool = detail::CorePool::for_device(kMaxDevicesForTest);
+  constexpr int kCores = 3;
+  constexpr int kLaunches = 20000;
+  // Stopped and joined however the test leaves (a failed ASSERT returns early).
+  struct Busy {
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    ~Busy() {
+      stop.store(true);
+      for (std::thread& t : threads) t.join();
+    }
+  } busy;
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned t = 0; t + 1 < cpus; ++t) {
+    busy.threads.emplace_back([&busy] {
+      while (!busy.stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  std::vector<int> runs(static_cast<size_t>(kLaunches) * kCores, 0);
+  for (int l = 0; l < kLaunches; ++l) {
+    // Each core writes only its own element, and the launch's end publishes them.
+    auto job = [&](int core) {
+      ++runs[static_cast<size_t>(l) * kCores + static_cast<size_t>(core)];
+      // Core 0 works a few microseconds (varying), so that workers start some jobs in time.
+      if (core == 0) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(l % 7);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      }
+    };
+    pool.run(kCores, job);
+    for (int c = 0; c < kCores; ++c) {
+      ASSERT_EQ(runs[static_cast<size_t>(l) * kCores + static_cast<size_t>(c)], 1)
+          << "launch " << l << ", core " << c;
+    }
   }
 }
 
