@@ -2,6 +2,7 @@
 // Also the session TESSERA_TRACE starts for the whole process.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -128,6 +129,10 @@ size_t Session::num_events() const { return data_->collected.events.size(); }
 
 namespace detail {
 void start_from_env() {
+  // Every launch comes here: after the first, one load instead of std::call_once (which sets two
+  // thread-local pointers and calls pthread_once on every call).
+  static std::atomic<bool> looked{false};
+  if (looked.load(std::memory_order_acquire)) return;
   static std::once_flag once;
   std::call_once(once, [] {
     const char* env = std::getenv("TESSERA_TRACE");
@@ -149,6 +154,7 @@ void start_from_env() {
           std::source_location{});
     }
   });
+  looked.store(true, std::memory_order_release);
 }
 }  // namespace detail
 
