@@ -20,7 +20,8 @@ std::string Shape::to_string() const {
 
 detail::SmallVec row_major_strides(const Shape& shape) {
   const int r = shape.rank();
-  detail::SmallVec strides(r);
+  detail::SmallVec strides;
+  strides.resize_for_overwrite(r);  // every element is written below
   int64_t stride = 1;
   for (int i = r - 1; i >= 0; --i) {
     strides[i] = stride;

@@ -82,6 +82,12 @@ class SmallVec {
     for (int i = size_; i < n; ++i) data()[i] = fill;
     size_ = n;
   }
+  /// Sets the size to `n` without writing the elements: those past the old size are unspecified
+  /// until the caller writes them (a fill loop compiles to a call to memset).
+  void resize_for_overwrite(int n) {
+    reserve(n);
+    size_ = n;
+  }
   void push_back(int64_t v) {
     reserve(size_ + 1);
     data()[size_++] = v;
