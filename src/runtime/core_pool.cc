@@ -42,13 +42,12 @@ bool spin_until(Pred pred,
 }
 }  // namespace
 
-// Asks for the lines a worker reads first in its job (JobLines), all at once.
+// Asks for the lines a worker reads first in its job (Slot::ahead), all at once.
 void CorePool::prefetch_job(const Slot& slot) noexcept {
-  const char* obj = static_cast<const char*>(slot.job.object());
-  __builtin_prefetch(obj);
-  __builtin_prefetch(obj + 64);
-  for (const void* line : slot.lines.line) {
-    if (line != nullptr) __builtin_prefetch(line);
+  for (const std::atomic<const void*>& a : slot.ahead) {
+    if (const void* line = a.load(std::memory_order_relaxed); line != nullptr) {
+      __builtin_prefetch(line);
+    }
   }
 }
 
@@ -265,7 +264,12 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job, const JobLines& lin
   for (int core = 1; core < n; ++core) {
     Slot& s = slots_[static_cast<size_t>(core)];
     s.job = job;
-    s.lines = lines;
+    const auto* obj = static_cast<const char*>(job.object());
+    s.ahead[0].store(obj, std::memory_order_relaxed);
+    s.ahead[1].store(obj + 64, std::memory_order_relaxed);
+    for (int i = 0; i < JobLines::kMax; ++i) {
+      s.ahead[2 + i].store(lines.line[i], std::memory_order_relaxed);
+    }
     s.posted.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // Release: a worker that claims the job (taken 0 -> 1) sees `job` and `posted`, even one
     // that woke for an earlier launch whose job the launcher ran itself and claims this launch's

@@ -44,14 +44,14 @@ int spread_out(int launcher_cpu, int core, const cpu_set_t& allowed) noexcept;
 #endif
 
 /// Lines of memory a pool worker reads as soon as it starts its job and that the launching thread
-/// has just written (the job's captures on its stack, the launch's state). A worker reading them
+/// has just written (the job's captures on its stack). A worker reading them
 /// one after another waits for one cross-core transfer each (measured ~150-200 ns apiece on a
 /// 2-vCPU VM: a 2-core tiny launch's worker ran its job in ~650 ns against the launcher's ~230
 /// ns; docs/performance.md, "The worker's first reads"); asked for all at once as it wakes, they
 /// arrive together. The job object's own first two lines are always asked for. Only a hint:
 /// null entries are skipped, and a line may be anything (a prefetch never faults).
 struct JobLines {
-  static constexpr int kMax = 4;
+  static constexpr int kMax = 2;
   const void* line[kMax] = {};
 };
 
@@ -98,10 +98,13 @@ class CorePool {
  private:
   // One slot per worker, holding everything a worker needs to start in its first cache line: the
   // sequence number it waits on, a copy of the job and the lines to prefetch. The launcher writes
-  // `job` and `lines`, then bumps the `seq` of exactly the workers the launch needs (seq_cst RMW:
+  // `job` and `ahead`, then bumps the `seq` of exactly the workers the launch needs (seq_cst RMW:
   // releases them); a worker that sees its seq change reads them from the same line (its seq_cst
   // load acquires), so starting costs one cache-line transfer, not a chain of them. Workers
-  // outside the launch are not woken and never read their slot's job.
+  // outside the launch are not woken and never read their slot's job. `ahead` (the job object's
+  // first two lines, then the caller's JobLines) is read before the worker has claimed the job,
+  // when a late worker may read it while the launcher writes the next launch's: atomics, read
+  // only as prefetch hints; `job` itself is read only after the claim.
   // `seq` is 32 bits on purpose: std::atomic<T>::wait sleeps on a futex of T's own address only
   // when T is 4 bytes; for 8 bytes libstdc++ 12 waits on a shared proxy counter instead, and
   // there a notify could be missed until an unrelated wake (launches took ~400 µs instead of
@@ -127,7 +130,7 @@ class CorePool {
     std::atomic<int16_t> launcher_cpu{-1};  // the CPU the launch started on (-1: unknown)
     std::atomic<bool> narrowed{false};
     FunctionRef<void(int)> job;
-    JobLines lines;
+    std::atomic<const void*> ahead[2 + JobLines::kMax] = {};
     alignas(64) std::atomic<uint32_t> done{0};
     alignas(64) std::atomic<int> sleeping{0};
 #if defined(__linux__)
