@@ -4,8 +4,9 @@
 //   * Every block is 64-byte aligned.
 //   * bytes >= 4 MiB: an anonymous private mmap (page aligned, hence 64-byte aligned), advised
 //     MADV_HUGEPAGE; the kernel hands it out zero-filled, so `zero` costs nothing. Freed blocks
-//     are kept (up to 1 GiB in all) and reused for the next allocation of the same size, which
-//     then needs a memset only when `zero` is asked; blocks beyond the cap are unmapped.
+//     are kept (up to 1 GiB in all; the ones freed longest ago are unmapped to make room) and
+//     reused for the next allocation of the same size, which then needs a memset only when
+//     `zero` is asked (core/large_block_cache.h).
 //   * bytes < 4 MiB: malloc(bytes rounded up to 64, plus 64), aligned by hand with the raw
 //     pointer stored just below the block; memset to zero when asked. Freed with std::free of
 //     that raw pointer.
@@ -31,6 +32,7 @@
 #include <string>
 
 #include "core/hbm_heap.h"
+#include "core/large_block_cache.h"
 #include "tessera/detail/runtime.h"
 #include "tessera/error.h"
 
@@ -72,39 +74,13 @@ const char* plural(int64_t n, const char* one, const char* many) { return n == 1
 }  // namespace
 
 namespace {
-// Freed large blocks are kept for reuse, keyed by their exact byte count. A kernel called in a
-// loop allocates same-sized outputs every call; a fresh mapping costs a page fault per 4 KiB
-// (or 2 MiB) page on first touch, which for a 256 MiB output is several times the cost of
-// streaming it once. The cache holds at most kMaxCachedBytes; beyond that blocks are unmapped.
+// At most this much of freed large blocks is kept for reuse (large_block_cache.h).
 constexpr size_t kMaxCachedBytes = size_t{1} << 30;  // 1 GiB
 
-class LargeBlockCache {
- public:
-  void* take(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = blocks_.find(bytes);
-    if (it == blocks_.end()) return nullptr;
-    void* p = it->second;
-    blocks_.erase(it);
-    cached_ -= bytes;
-    return p;
-  }
-  bool give(void* p, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cached_ + bytes > kMaxCachedBytes) return false;
-    blocks_.emplace(bytes, p);
-    cached_ += bytes;
-    return true;
-  }
-
- private:
-  std::mutex mu_;
-  std::multimap<size_t, void*> blocks_;
-  size_t cached_ = 0;
-};
-
 LargeBlockCache& large_blocks() {
-  static LargeBlockCache* cache = new LargeBlockCache();  // never destroyed: used until exit
+  // Never destroyed: used until exit.
+  static LargeBlockCache* cache = new LargeBlockCache(
+      kMaxCachedBytes, [](void* p, size_t bytes) noexcept { (void)::munmap(p, bytes); });
   return *cache;
 }
 }  // namespace
@@ -160,7 +136,7 @@ void hbm_free(void* p, size_t bytes) noexcept {
     return;
   }
   if (bytes >= kMmapThreshold) {
-    if (!large_blocks().give(p, bytes)) (void)::munmap(p, bytes);
+    large_blocks().give(p, bytes);
   } else {
     void* raw;
     std::memcpy(&raw, static_cast<char*>(p) - sizeof(void*), sizeof raw);

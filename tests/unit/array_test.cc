@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/large_block_cache.h"
 #include "support/expect_error.h"
 #include "tessera/error.h"
 
@@ -370,6 +371,44 @@ TEST(ArrayStorage, ReusedLargeBlocksAreZeroedWhenAsked) {
 
 namespace {
 // Host element access reports the caller's line, like every other Tessera call.
+// The cache of freed large blocks (core/large_block_cache.h): a block freed when the cache is
+// full pushes out the blocks freed longest ago, so that a program that moves on to another size
+// reuses that size's blocks; take() finds the most recent block of the exact size.
+std::vector<std::pair<void*, size_t>>* g_released = nullptr;
+void record_release(void* p, size_t bytes) noexcept { g_released->emplace_back(p, bytes); }
+
+TEST(ArrayStorage, FreedBlocksOfANewSizePushOutTheOldestOnes) {
+  std::vector<std::pair<void*, size_t>> released;
+  g_released = &released;
+  char mem[8];  // stand-ins for mapped blocks: the cache only keeps and compares the pointers
+  detail::LargeBlockCache cache(/*cap_bytes=*/1000, record_release);
+  cache.give(&mem[0], 400);
+  cache.give(&mem[1], 400);
+  EXPECT_EQ(cache.cached_bytes(), 800u);
+  EXPECT_TRUE(released.empty());
+  // A 300-byte block does not fit beside both: the older 400-byte block goes.
+  cache.give(&mem[2], 300);
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].first, &mem[0]);
+  EXPECT_EQ(cache.cached_bytes(), 700u);
+  // The new size is found again (it used to be refused, and every later allocation of it
+  // mapped fresh pages); a size with no block gives null.
+  EXPECT_EQ(cache.take(300), &mem[2]);
+  EXPECT_EQ(cache.take(300), nullptr);
+  EXPECT_EQ(cache.take(400), &mem[1]);
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+  // The most recently given block of a size comes back first.
+  cache.give(&mem[3], 100);
+  cache.give(&mem[4], 100);
+  EXPECT_EQ(cache.take(100), &mem[4]);
+  // A block larger than the whole cap is released at once, and nothing else is.
+  cache.give(&mem[5], 1001);
+  ASSERT_EQ(released.size(), 2u);
+  EXPECT_EQ(released[1].first, &mem[5]);
+  EXPECT_EQ(cache.take(100), &mem[3]);
+  g_released = nullptr;
+}
+
 TEST(ArrayErrors, ElementAccessErrorsCarryTheCallersLine) {
   using namespace tessera;
   Array<float> a(Shape{2, 3});
