@@ -21,7 +21,7 @@ namespace {
 using namespace tessera;
 
 // An in-process device number no other test uses (CorePool::for_device makes its pool).
-constexpr int kMaxDevicesForTest = 97;
+constexpr int kPoolOfThisTest = 97;
 
 TEST(CorePool, EveryCoreOfEveryLaunchRunsOnce) {
   for (const int cores : {2, 3}) {
@@ -74,7 +74,7 @@ TEST(CorePool, CoresWaitingForCoreZeroOrEachOtherComplete) {
 // ran hung this test in 2 of 5 runs). A pool of its own (an in-process device's), so that other
 // tests' launches do not mix in.
 TEST(CorePool, LateWorkersAndStolenJobsCompleteEveryLaunchOnce) {
-  detail::CorePool& pool = detail::CorePool::for_device(kMaxDevicesForTest);
+  detail::CorePool& pool = detail::CorePool::for_device(kPoolOfThisTest);
   constexpr int kCores = 3;
   constexpr int kLaunches = 20000;
   // Stopped and joined however the test leaves (a failed ASSERT returns early).
