@@ -45,7 +45,7 @@ int spread_out(int launcher_cpu, int core, const cpu_set_t& allowed) noexcept;
 
 /// Lines of memory a pool worker reads as soon as it starts its job and that the launching thread
 /// has just written (the job's captures on its stack). A worker reading them
-/// one after another waits for one cross-core transfer each (measured ~150-200 ns apiece on a
+/// one after another waits for one cross-core transfer each (measured ~80-200 ns apiece on a
 /// 2-vCPU VM: a 2-core tiny launch's worker ran its job in ~650 ns against the launcher's ~230
 /// ns; docs/performance.md, "The worker's first reads"); asked for all at once as it wakes, they
 /// arrive together. The job object's own first two lines are always asked for. Only a hint:

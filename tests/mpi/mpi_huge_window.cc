@@ -20,17 +20,13 @@
 #include <string>
 
 #include "mpi/mpi_runtime.h"
+#include "mpi_expect.h"
 
 namespace {
 using namespace tessera;
 using detail::mpi::MpiRuntime;
-
-int g_wrong = 0;
-
-void wrong(const std::string& what) {
-  ++g_wrong;
-  std::cout << "rank " << jax::process_index() << ": WRONG " << what << std::endl;
-}
+using mpi_expect::g_wrong;
+using mpi_expect::wrong;
 
 // The page size (KiB) the kernel maps `p` with, from /proc/self/smaps; 0 when not found.
 int64_t kernel_page_kib(const void* p) {
