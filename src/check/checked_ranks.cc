@@ -19,6 +19,11 @@
 // program books: a signal not ordered after the target's last wait on it in an earlier kernel is
 // the reuse of a collective_id.
 //
+// Between calls. On a semaphore the pallas_call returns, each rank carries the half of a remote
+// copy it holds into the call that takes the semaphore: the sender's copy, in flight in its
+// books until wait_send (checked_carry_out), and the receiver's landings that no wait took,
+// kept per semaphore with their destinations until then (rank_carry_out).
+//
 // Deadlocks. A rank whose cores are all blocked tells the transport what they wait for
 // (Transport::stuck); the transport concludes a deadlock over every rank from the ranks'
 // snapshots (src/mpi/mpi_transport.h).
@@ -263,10 +268,15 @@ void RankBooks::arrived_in_launch(CheckedLaunch& L, int from_device, const Check
   if (s.empty()) s.assign(note.clock.size(), 0);
   join(s, note.clock);
   if (note.copy) {
-    L.arrivals[{g, slot}].push_back(CheckedLaunch::Arrival{
-        note.bytes, fmt::format("{} bytes ({} {}) from {} started at {}", note.bytes,
-                                dtype_name(note.dst.dtype), note.dst.shape.to_string(), sender,
-                                format_location(note.where))});
+    L.arrivals[{g, slot}].push_back(
+        CheckedLaunch::Arrival{note.bytes,
+                               fmt::format("{} bytes ({} {}) from {} started at {}", note.bytes,
+                                           dtype_name(note.dst.dtype), note.dst.shape.to_string(),
+                                           sender, format_location(note.where)),
+                               note.dst, note.where,
+                               fmt::format("the remote copy of {} {} from {} to {} started at {}",
+                                           dtype_name(note.dst.dtype), note.dst.shape.to_string(),
+                                           sender, core_name(L, g), format_location(note.where))});
   }
 }
 
@@ -347,29 +357,9 @@ void note_states(CoreContext& ctx, const RawRef& src, CheckNote& note) {
   });
 }
 
-// Natively a remote copy or signal on a semaphore operand of the pallas_call (which outlives the
-// kernel) may stay in flight into a later call across MPI ranks (MpiTransport::bodies_done);
-// these books do not carry one into the next launch across ranks (on a device mesh they do:
-// carry_remote_out), so it is refused rather than checked in part.
-void refuse_outliving(const CoreContext& ctx, int64_t slot, const char* which, const char* op,
-                      std::source_location where) {
-  if (!semaphore_outlives_launch(*ctx.launch->spec, slot)) return;
-  raise(ErrorKind::kUnsupported, op, where,
-        fmt::format("{} is a semaphore operand of the pallas_call (a SemaphoreArray, which "
-                    "outlives the kernel): a remote operation on it may stay in flight into a "
-                    "later call, which runs natively across MPI ranks but is not checked across "
-                    "them. Check the program on an in-process mesh (mesh.in_process(), or "
-                    "TESSERA_TRANSPORT=inprocess), where checked mode follows such copies, or use "
-                    "scratch semaphores and wait_send / wait_recv in this kernel",
-                    which));
-}
-
 }  // namespace
 
 void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
-  refuse_outliving(ctx, own_slot(ctx, copy.send_sem, kStart, copy.where), "send_sem", kStart,
-                   copy.where);
-  refuse_outliving(ctx, copy.recv_slot, "recv_sem", kStart, copy.where);
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   Dma d;
@@ -380,6 +370,9 @@ void checked_rank_dma_start(CoreContext& ctx, const RemoteCopy& copy) {
   d.made = copy.made;
   d.started = copy.where;
   d.src_runs = runs_of(copy.src);  // the destination is the target's, not in these books
+  // The sender's half: on a semaphore the pallas_call returns it is carried into the call that
+  // takes the semaphore (checked_carry_out), as a device mesh carries it.
+  d.half = CarriedCopy::Half::kSend;
   check_compute_vs_dma(ctx, d.src_runs, false, kStart, copy.where);
   CheckNote note;
   {
@@ -416,6 +409,11 @@ void checked_rank_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, i
     // the same bytes must be started after it (checked_history.cc).
     CheckedCore& cc = core_of(ctx);
     CheckedLaunch& L = *cc.launch;
+    // Receiving halves carried in from an earlier call on this semaphore (rank_carry_out).
+    const bool carried = std::any_of(cc.inflight.begin(), cc.inflight.end(), [&](const Dma& d) {
+      return d.sem == sem && d.half == CarriedCopy::Half::kRecv;
+    });
+    if (carried) complete_copies(ctx, sem, bytes, RemoteKinds::kRecv, site.where);
     if (L.remote_live.load(std::memory_order_relaxed) != 0) {
       std::vector<Runs> landed;
       std::lock_guard<std::mutex> lock(L.mu);
@@ -434,7 +432,6 @@ void checked_rank_dma_wait(CoreContext& ctx, SemaphoreCell* sem, int64_t slot, i
 
 void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t slot, int64_t inc,
                          std::source_location where) {
-  refuse_outliving(ctx, slot, "the semaphore", "pl::semaphore_signal", where);
   CheckedCore& cc = core_of(ctx);
   CheckedLaunch& L = *cc.launch;
   CheckNote note;
@@ -473,6 +470,31 @@ void rank_taken(CheckedLaunch& L, int core, int64_t slot, int64_t amount) {
   for (int64_t left = amount; n < v.size() && left > 0; ++n) left -= v[n].bytes;
   v.erase(v.begin(), v.begin() + static_cast<long>(n));
   if (v.empty()) L.arrivals.erase(it);
+}
+
+void rank_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out) {
+  CheckedCore& cc = core_of(ctx);
+  CheckedLaunch& L = *cc.launch;
+  const int64_t slot = sem - ctx.arena->semaphores();  // a pallas_call's cells are the core's
+  std::lock_guard<std::mutex> lock(L.mu);
+  auto it = L.arrivals.find({cc.core, slot});
+  if (it == L.arrivals.end()) return;
+  // Every message of the launch has been applied here (Transport::bodies_done), so these are
+  // all the copies that landed on the semaphore and that no wait took. One into this core's
+  // VMEM or SMEM cannot outlive the kernel: it stays in the books, which report it.
+  for (const CheckedLaunch::Arrival& a : it->second) {
+    const Runs runs = runs_of(a.dst);
+    if (runs.empty() || hbm_of(L, runs.lo) == nullptr) continue;
+    CarriedCopy c{a.dst, a.dst, a.bytes, a.started, a.started, true};
+    c.half = CarriedCopy::Half::kRecv;
+    c.what = a.copy;
+    c.id = L.transport->carried(
+        a.started, fmt::format("{} still in flight on {}'s recv_sem: no wait_recv took its {} "
+                               "bytes",
+                               a.copy, core_name(L, cc.core), a.bytes));
+    out.push_back(std::move(c));
+  }
+  L.arrivals.erase(it);
 }
 
 std::string rank_arrivals(const CheckedLaunch& L, int core, int64_t slot) {

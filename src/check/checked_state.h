@@ -394,6 +394,9 @@ struct CheckedLaunch {
   struct Arrival {
     int64_t bytes = 0;
     std::string what;  // "4096 bytes (float32 (8, 128)) from device 1 core 0 started at k.cc:9"
+    RawRef dst;        // where the copy landed
+    SourceLocation started;
+    std::string copy;  // "the remote copy of float32 (8, 128) from device 1 core 0 to ..."
   };
   std::map<std::pair<int, int64_t>, std::vector<Arrival>> arrivals;  // (core, slot), not taken
   std::shared_ptr<CheckedProgram> program;
@@ -509,6 +512,10 @@ void checked_rank_signal(CoreContext& ctx, const DeviceTarget& target, int64_t s
 // A wait took `amount` from semaphore `slot` of core `core`: the arrivals it took (oldest first)
 // leave the books (under the mutex).
 void rank_taken(CheckedLaunch& L, int core, int64_t slot, int64_t amount);
+/// On MPI ranks, at the end of a kernel (under no lock): the copies that landed in this core's
+/// HBM on `sem`, a semaphore the pallas_call returns, and that no wait took, as receiving halves
+/// carried into the call that takes the semaphore.
+void rank_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out);
 // What arrived on semaphore `slot` of core `core` from other ranks and is not yet taken.
 std::string rank_arrivals(const CheckedLaunch& L, int core, int64_t slot);
 // The calling core's wait at `site` takes from its barrier semaphore `slot` (under the launch's

@@ -349,7 +349,11 @@ void checked_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<Carried
     HbmBuffer* dst = d.dst_runs.empty() ? nullptr : hbm_of(L, d.dst_runs.lo);
     // A copy into or out of scratch cannot outlive the kernel: checked_core_end reports it. The
     // halves of a remote copy carried in found their arrays when they came in.
-    if (d.sem != sem || (local && (src == nullptr || dst == nullptr))) {
+    // On MPI ranks a remote copy started in this kernel is the sender's half (its destination
+    // is another rank's); like a device mesh's, it is carried when its source is an array.
+    const bool sent_here = L.ranks && d.half == CarriedCopy::Half::kSend && d.carried_id == 0;
+    if (d.sem != sem || (local && (src == nullptr || dst == nullptr)) ||
+        (sent_here && src == nullptr)) {
       ++i;
       continue;
     }
@@ -363,10 +367,18 @@ void checked_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<Carried
     c.what = d.remote;
     c.id = d.carried_id;
     c.source_known = d.half != CarriedCopy::Half::kSend || !d.src_runs.empty();
+    if (sent_here) {
+      c.dst = c.src;
+      c.id = L.transport->carried(
+          d.started, fmt::format("{} still in flight on {}'s send_sem: no wait_send took its {} "
+                                 "bytes",
+                                 d.remote, core_name(L, cc.core), d.bytes));
+    }
     out.push_back(std::move(c));
     cc.inflight.erase(cc.inflight.begin() + static_cast<long>(i));
   }
   if (L.program && !L.ranks) carry_remote_out(ctx, sem, out);
+  if (L.ranks) rank_carry_out(ctx, sem, out);
 }
 
 void checked_carry_in(CoreContext& ctx, SemaphoreCell* sem, const std::vector<CarriedCopy>& in) {

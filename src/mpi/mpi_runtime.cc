@@ -643,6 +643,12 @@ void MpiRuntime::run_program(const Mesh& mesh, FunctionRef<void(int)> job,
   while (!started->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   std::exception_ptr error;
   run_as_device(transport, rank_, job, error);
+  // Halves of remote copies this rank's checked kernels carried and no later call waited for
+  // fail the program on every rank, as any rank's failure does.
+  if (!error && !transport.failure()) {
+    check_never_waited(transport, error);
+    if (error) transport.fail(rank_, error);
+  }
   // Every rank ends the program together (sleeping, not spinning), then learns whether any
   // failed: a failed rank sent its error to all before it got here.
   const auto barrier_done = barrier();

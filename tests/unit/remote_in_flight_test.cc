@@ -6,6 +6,8 @@
 // source before the wait in the later call, a copy never waited, a waiting call that does not
 // take the destination; and the refusals (a launch without semaphore operands still must take
 // everything sent to it before it ends).
+#include "support/remote_in_flight.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -36,137 +38,24 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-enum class Bug {
-  kNone,
-  kReadDestinationBeforeWaitRecv,
-  kWriteSourceBeforeWaitSend,
-  kNeverWaitRecv,
-  kNeverWaitSend,
-  kWaitWithoutDestination,
-};
+using Bug = tessera::testing::Bug;
+using tessera::testing::g_start_line;
 
-// The line of the copy's .start(), written by every device's thread (the same value).
-std::atomic<int> g_start_line{0};
-
-// One (1, 8, 128) block per device; the copy goes to the right neighbour.
-struct Program {
-  std::optional<Params> engine;
-  Bug bug = Bug::kNone;
-  bool remote_waits = false;  // wait with remote descriptors (wait_send / wait_recv)
-
-  // pallas_call(body, options...)(args...), checked with `engine` when set (an option of the
-  // call: every device's calls run at once, so a process-wide force would race).
-  template <class Body, class... A, class... O>
-  auto call(Body body, const std::tuple<const A&...>& args, O... options) const {
-    auto go = [&](const auto& f) { return std::apply(f, args); };
-    if (engine) return go(pl::pallas_call(body, options..., *engine));
-    return go(pl::pallas_call(body, options...));
-  }
-
-  auto start(const Array<float>& x) const {
-    return call(
-        [](pltpu::AnyRef<const float> x_ref, pltpu::AnyRef<float>, pltpu::AnyRef<float> o_ref,
-           pltpu::DmaSemaphoreRef send, pltpu::DmaSemaphoreRef recv) {
-          const int n = lax::axis_size("x");
-          const int me = lax::axis_index("x");
-          auto barrier = pltpu::get_barrier_semaphore();
-          pl::semaphore_signal(barrier, 1, pl::device_id((me + n - 1) % n));
-          pl::semaphore_wait(barrier, 1);
-          g_start_line.store(__LINE__ + 1);
-          pltpu::make_async_remote_copy(x_ref, o_ref, send, recv, (me + 1) % n).start();
-        },
-        std::forward_as_tuple(x),
-        pl::out_shape(ShapeDtypeStruct<float>{x.shape()}, ShapeDtypeStruct<float>{x.shape()},
-                      pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::DMA),
-        pl::in_specs(pl::BlockSpec(pl::ANY)),
-        pl::out_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY),
-                      pl::BlockSpec(pltpu::SEMAPHORE), pl::BlockSpec(pltpu::SEMAPHORE)),
-        pl::input_output_aliases({{0, 0}}), pltpu::CompilerParams{.collective_id = 0},
-        pl::name("copy_start"));
-  }
-
-  // Waits for the bytes to leave x (aliased to the output); the bug overwrites x first.
-  Array<float> send_done(const Array<float>& x, const pltpu::DmaSemaphoreArray& sem) const {
-    return call(
-        [bug = bug, remote = remote_waits](pltpu::AnyRef<const float> x_ref,
-                                           pltpu::DmaSemaphoreRef s, pltpu::AnyRef<float> o_ref,
-                                           pltpu::VmemRef<float> v) {
-          v = jnp::zeros_like(v);
-          if (bug == Bug::kWriteSourceBeforeWaitSend) pltpu::sync_copy(v, o_ref);
-          if (remote) {
-            const int n = lax::axis_size("x");
-            pltpu::make_async_remote_copy(x_ref, o_ref, s, s, (lax::axis_index("x") + 1) % n)
-                .wait_send();
-          } else {
-            pltpu::make_async_copy(x_ref, o_ref, s).wait();
-          }
-        },
-        std::forward_as_tuple(x, sem), pl::out_shape<float>(x.shape()),
-        pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE)),
-        pl::out_specs(pl::BlockSpec(pl::ANY)), pl::input_output_aliases({{0, 0}}),
-        pl::scratch_shapes(pltpu::VMEM<float>(x.shape())), pl::name("send_done"));
-  }
-
-  // Waits for the bytes to land in `out` (aliased to the output), then reads them; the bug reads
-  // first.
-  Array<float> recv_done(const Array<float>& x, const Array<float>& out,
-                         const pltpu::DmaSemaphoreArray& sem) const {
-    return call(
-        [bug = bug, remote = remote_waits](pltpu::AnyRef<const float> x_ref,
-                                           pltpu::AnyRef<const float>, pltpu::DmaSemaphoreRef s,
-                                           pltpu::AnyRef<float> o_ref, pltpu::VmemRef<float> v) {
-          if (bug == Bug::kReadDestinationBeforeWaitRecv) pltpu::sync_copy(o_ref, v);
-          if (remote) {
-            const int n = lax::axis_size("x");
-            pltpu::make_async_remote_copy(x_ref, o_ref, s, s, (lax::axis_index("x") + 1) % n)
-                .wait_recv();
-          } else {
-            pltpu::make_async_copy(x_ref, o_ref, s).wait();
-          }
-          pltpu::sync_copy(o_ref, v);
-        },
-        std::forward_as_tuple(x, out, sem), pl::out_shape<float>(x.shape()),
-        pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY),
-                     pl::BlockSpec(pltpu::SEMAPHORE)),
-        pl::out_specs(pl::BlockSpec(pl::ANY)), pl::input_output_aliases({{1, 0}}),
-        pl::scratch_shapes(pltpu::VMEM<float>(x.shape())), pl::name("recv_done"));
-  }
-
-  // A wait that takes the semaphore but not the destination (the descriptor names scratch).
-  void recv_done_without_destination(const Array<float>& x,
-                                     const pltpu::DmaSemaphoreArray& sem) const {
-    call([](pltpu::AnyRef<const float> x_ref, pltpu::DmaSemaphoreRef s,
-            pltpu::VmemRef<float> v) { pltpu::make_async_copy(x_ref, v, s).wait(); },
-         std::forward_as_tuple(x, sem),
-         pl::in_specs(pl::BlockSpec(pl::ANY), pl::BlockSpec(pltpu::SEMAPHORE)),
-         pl::scratch_shapes(pltpu::VMEM<float>(x.shape())), pl::name("recv_done_no_dst"));
-  }
-
-  // One device's part: `rounds` times start, send_done, recv_done (the result carried round).
-  Array<float> device(const Array<float>& xs, int rounds) const {
-    Array<float> carry = xs;
-    for (int i = 0; i < rounds; ++i) {
-      auto [x1, out, send, recv] = start(carry);
-      if (!engine) {
-        // Natively the copy moved at its start: both semaphores hold its bytes between calls.
-        EXPECT_EQ(send.value(), 4096);
-        EXPECT_EQ(recv.value(), 4096);
-      }
-      Array<float> x2 = x1;
-      if (bug != Bug::kNeverWaitSend) x2 = send_done(x1, send);
-      if (bug == Bug::kNeverWaitRecv) return x2;
-      if (bug == Bug::kWaitWithoutDestination) {
-        recv_done_without_destination(x2, recv);
-        return out;
-      }
-      carry = recv_done(x2, out, recv);
-    }
-    return carry;
-  }
+// The shared program (tests/support/remote_in_flight.h), joined over `n` in-process devices.
+struct Program : tessera::testing::RemoteInFlightProgram {
+  Program(std::optional<Params> e, Bug b = Bug::kNone, bool remote = false)
+      : RemoteInFlightProgram{e, b, remote} {}
 
   // The program on `n` devices, `rounds` rounds; returns the joined result.
   Array<float> run(const Array<float>& x, int n, int rounds = 1) const {
-    return jax::shard_map([&](const Array<float>& xs) { return device(xs, rounds); },
+    const bool native = !engine;
+    auto counts = [native](int64_t send, int64_t recv) {
+      if (!native) return;
+      // Natively the copy moved at its start: both semaphores hold its bytes between calls.
+      EXPECT_EQ(send, 4096);
+      EXPECT_EQ(recv, 4096);
+    };
+    return jax::shard_map([&](const Array<float>& xs) { return device(xs, rounds, counts); },
                           jax::make_mesh({n}, {"x"}), P("x"), P("x"))(x);
   }
 };
