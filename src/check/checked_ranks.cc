@@ -497,6 +497,13 @@ void rank_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCop
   L.arrivals.erase(it);
 }
 
+void rank_sent_half(CheckedLaunch& L, int core, CarriedCopy& c) {
+  c.dst = c.src;  // the destination is another rank's
+  c.id = L.transport->carried(
+      c.started, fmt::format("{} still in flight on {}'s send_sem: no wait_send took its {} bytes",
+                             c.what, core_name(L, core), c.bytes));
+}
+
 std::string rank_arrivals(const CheckedLaunch& L, int core, int64_t slot) {
   auto it = L.arrivals.find({core, slot});
   if (it == L.arrivals.end()) return {};

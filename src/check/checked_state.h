@@ -516,6 +516,9 @@ void rank_taken(CheckedLaunch& L, int core, int64_t slot, int64_t amount);
 /// HBM on `sem`, a semaphore the pallas_call returns, and that no wait took, as receiving halves
 /// carried into the call that takes the semaphore.
 void rank_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<CarriedCopy>& out);
+/// On MPI ranks: `c`, a remote copy core `core` started in this launch, becomes the sending
+/// half carried on its send_sem, registered with the transport until a wait takes it.
+void rank_sent_half(CheckedLaunch& L, int core, CarriedCopy& c);
 // What arrived on semaphore `slot` of core `core` from other ranks and is not yet taken.
 std::string rank_arrivals(const CheckedLaunch& L, int core, int64_t slot);
 // The calling core's wait at `site` takes from its barrier semaphore `slot` (under the launch's

@@ -367,13 +367,7 @@ void checked_carry_out(CoreContext& ctx, SemaphoreCell* sem, std::vector<Carried
     c.what = d.remote;
     c.id = d.carried_id;
     c.source_known = d.half != CarriedCopy::Half::kSend || !d.src_runs.empty();
-    if (sent_here) {
-      c.dst = c.src;
-      c.id = L.transport->carried(
-          d.started, fmt::format("{} still in flight on {}'s send_sem: no wait_send took its {} "
-                                 "bytes",
-                                 d.remote, core_name(L, cc.core), d.bytes));
-    }
+    if (sent_here) rank_sent_half(L, cc.core, c);
     out.push_back(std::move(c));
     cc.inflight.erase(cc.inflight.begin() + static_cast<long>(i));
   }
