@@ -37,6 +37,7 @@
 #include <hwy/highway.h>
 
 #include "native/vector_convert-inl.h"
+#include "native/vector_fused_iota-inl.h"
 #include "native/vector_lanes-inl.h"
 #include "native/vector_ops-inl.h"
 
@@ -265,6 +266,7 @@ bool EvaluateFused(const plan::Plan& p) {
   if (p.nodes.size() != 3) return false;
   const plan::Node& n = p.nodes[2];
   if (n.dtype != DType::kFloat32 || n.a < 0 || n.b < 0 || n.a == n.b) return false;
+  if (EvaluateFusedIota(p)) return true;
   if (!fusable_operand(p.nodes[static_cast<size_t>(n.a)], nd, fa) ||
       !fusable_operand(p.nodes[static_cast<size_t>(n.b)], nd, fb))
     return false;
