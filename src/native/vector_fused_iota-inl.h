@@ -35,7 +35,12 @@ void fused_iota(DF df, const plan::Plan& p, const plan::Node& iota, float value,
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t len = p.extent[nd - 1];
   const int64_t c = iota.stride[nd - 1];
-  const auto lanes_c = hn::Mul(hn::Iota(df, 0.0f), hn::Set(df, static_cast<float>(c)));
+  // Lane indices 0..N-1 from memory: hn::Iota builds them lane by lane, which on AVX-512 cost
+  // more than the rest of a 128-element row.
+  alignas(64) static constexpr float kLanes[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                   8, 9, 10, 11, 12, 13, 14, 15};
+  static_assert(hn::MaxLanes(df) <= 16);
+  const auto lanes_c = hn::Mul(hn::Load(df, kLanes), hn::Set(df, static_cast<float>(c)));
   const auto vv = hn::Set(df, value);
   SmallVec idx(nd, 0);
   for (;;) {
