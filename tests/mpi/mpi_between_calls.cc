@@ -129,6 +129,13 @@ int main(int argc, char** argv) {
                  run(Program{checked, Bug::kNeverWaitSend}, mesh, 1);
                },
                ErrorKind::kSemaphoreLeak, {"'s send_sem: no wait_send took its 4096 bytes"});
+  // Only rank 0 leaves its half: every other rank, whose program is clean, fails with it.
+  expect_error("never wait_send on rank 0",
+               [&] {
+                 run(Program{checked, rank == 0 ? Bug::kNeverWaitSend : Bug::kNone}, mesh, 1);
+               },
+               ErrorKind::kSemaphoreLeak,
+               {"device 0 core 0's send_sem: no wait_send took its 4096 bytes"});
   expect_error("wait without destination",
                [&] {
                  run(Program{checked, Bug::kWaitWithoutDestination}, mesh, 1);
