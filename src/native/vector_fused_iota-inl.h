@@ -1,5 +1,5 @@
 // Per-target fused iota of the native VPU (vector_kernels.cc includes this once per Highway
-// target): a float iota combined with a constant (`jnp.arange(n) + offset`,
+// target): a float iota alone or combined with a constant (`jnp.arange(n) + offset`,
 // `lax.broadcasted_iota(...) * c`), a vector at a time, without the evaluator's lane buffers.
 
 // Re-included per target: the guard toggles with HWY_TARGET_TOGGLE (Highway's -inl.h idiom).
@@ -87,15 +87,20 @@ bool fused_iota_form(DF df, const plan::Plan& p, Op op) {
   return true;
 }
 
-// Evaluates a plan of the form op(iota, c) or op(c, iota), op one of +, -, *, into a float32
-// destination with unit inner stride, on the fused path; false (nothing done) otherwise.
+// Evaluates a plan of the form iota, op(iota, c) or op(c, iota), op one of +, -, *, into a
+// float32 destination with unit inner stride, on the fused path; false (nothing done) otherwise.
 inline bool EvaluateFusedIota(const plan::Plan& p) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const int nd = p.extent.size();
-  if (p.nodes.size() != 3 || p.dst_dtype != DType::kFloat32 || p.dst_stride[nd - 1] != 1) {
-    return false;
+  if (p.dst_dtype != DType::kFloat32 || p.dst_stride[nd - 1] != 1) return false;
+  if (p.nodes.size() == 1) {
+    const plan::Node& iota = p.nodes[0];
+    if (iota.op != OpCode::kIota || !iota.flt || iota.dtype != DType::kFloat32) return false;
+    fused_iota(df, p, iota, 0.0f, true, [](V x, V) HWY_ATTR { return x; });
+    return true;
   }
+  if (p.nodes.size() != 3) return false;
   const plan::Node& n = p.nodes[2];
   if (n.dtype != DType::kFloat32 || n.a < 0 || n.b < 0 || n.a == n.b || n.a > 1 || n.b > 1) {
     return false;

@@ -258,6 +258,7 @@ bool EvaluateFused(const plan::Plan& p) {
   if (p.nodes.size() <= 2 && EvaluateFusedConvert(p)) return true;
   if (p.dst_dtype != DType::kFloat32 || p.dst_stride[nd - 1] != 1) return false;
   FusedOperand fa, fb;
+  if (EvaluateFusedIota(p)) return true;
   if (p.nodes.size() == 1) {
     if (!fusable_operand(p.nodes[0], nd, fa) || fa.kind != FusedArg::kRow) return false;
     fused_rows<true, true>(df, p, fa, fa, [](V x, V) HWY_ATTR { return x; });
@@ -266,7 +267,6 @@ bool EvaluateFused(const plan::Plan& p) {
   if (p.nodes.size() != 3) return false;
   const plan::Node& n = p.nodes[2];
   if (n.dtype != DType::kFloat32 || n.a < 0 || n.b < 0 || n.a == n.b) return false;
-  if (EvaluateFusedIota(p)) return true;
   if (!fusable_operand(p.nodes[static_cast<size_t>(n.a)], nd, fa) ||
       !fusable_operand(p.nodes[static_cast<size_t>(n.b)], nd, fb))
     return false;

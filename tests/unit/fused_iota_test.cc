@@ -1,7 +1,7 @@
-// The native evaluator's fused iota (src/native/vector_kernels.cc): a float iota combined with a
-// constant (iota + c, c - iota, iota * c, ...) writes exactly op(index, c) into a window of a
-// wider VMEM buffer, along either axis, with row lengths that leave tails, on every SIMD target
-// and in checked mode, and nothing outside the window.
+// The native evaluator's fused iota (src/native/vector_fused_iota-inl.h): a float iota, alone or
+// combined with a constant (iota + c, c - iota, iota * c, ...), writes exactly op(index, c) into a
+// window of a wider VMEM buffer, along either axis, with row lengths that leave tails, on every
+// SIMD target and in checked mode, and nothing outside the window.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -65,6 +65,9 @@ void check_all(const std::string& how) {
     for (const int64_t rows : {int64_t{1}, int64_t{3}}) {
       for (const int dim : {0, 1}) {
         const std::string w = how + ", cols " + std::to_string(cols);
+        check(
+            w + ", iota", rows, cols, dim, 0.0f, [](auto i, float) { return i; },
+            [](float i, float) { return i; });
         check(
             w + ", iota + c", rows, cols, dim, 2.5f, [](auto i, float c) { return i + c; },
             [](float i, float c) { return i + c; });
