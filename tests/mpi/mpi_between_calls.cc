@@ -145,6 +145,21 @@ int main(int argc, char** argv) {
                 "this call does not take its destination array (float32 (1, 8, 128))"});
   // The bugs' runs left nothing behind: the clean program runs again.
   clean("checked again", Program{checked}, mesh, 1);
+  // A copy a checked call left in flight completes when native calls take it in (and is not
+  // reported as never waited when the program ends).
+  mpi_expect::expect_clean("checked start, native waits", [&] {
+    const Program check{checked};
+    const Program native{};
+    Array<float> x({1, 8, 128});
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(rank * kBlock + i);
+    const Array<float> y = jax::shard_map(
+        [&](const Array<float>& xs) {
+          auto [x1, out, send, recv] = check.start(xs);
+          return native.recv_done(native.send_done(x1, send), out, recv);
+        },
+        mesh, P("x"), P("x"))(x);
+    expect_rolled("checked start, native waits", y, 1);
+  });
   // The same program on an in-process mesh (every rank runs it whole), natively and checked.
   clean("in process", Program{}, mesh.in_process(), 2);
   clean("in process, checked", Program{checked}, mesh.in_process(), 2);
