@@ -265,6 +265,7 @@ struct BenchArgs {
   std::string trace_path;
   bool transpose_rhs = false;
   bool no_transpose_rhs = false;
+  int processes = 5;  // launch: fresh processes (bench_launch.cc)
   // Set when the user gave them (dot's defaults differ from matmul's).
   CLI::Option* m_opt = nullptr;
   CLI::Option* dtype_opt = nullptr;
@@ -311,6 +312,11 @@ void add_common_options(CLI::App* bench, BenchArgs& a) {
       ->check(integer_in(1, 256));
   bench->add_flag("--mpi", a.allreduce.mpi,
                   "allreduce: report the kernel over MPI ranks (one device per rank)");
+  bench
+      ->add_option("--processes", a.processes,
+                   "launch: time it in this many fresh processes and report the median of their "
+                   "ratios (default 5; a process's figures vary from one to the next)")
+      ->check(integer_in(1, 100));
   bench->add_flag("--check", a.check,
                   "Also time the kernel in checked mode (docs/checked-mode.md) and report its "
                   "ratio to native");
@@ -405,15 +411,20 @@ int run_steps_command(const BenchArgs& a) {
 }
 
 int run_launch_command(const BenchArgs& a, int cores) {
-  const nlohmann::json j = bench_launch(cores, a.repeats > 0 ? a.repeats : 9, 2000);
+  const nlohmann::json j =
+      bench_launch_processes(cores, a.repeats > 0 ? a.repeats : 9, a.processes);
   if (a.json) {
     std::cout << j.dump(2) << "\n";
   } else {
+    const std::string over =
+        j.contains("processes") ? "; over " + std::to_string(j["processes"].get<int>()) +
+                                      " processes, medians of theirs and the median of their ratios"
+                                : "";
     std::cout << "launch of a tiny kernel on " << cores
               << " cores: " << j["seconds"]["median"].get<double>() * 1e9 << " ns, OpenMP region "
               << j["reference"]["seconds"]["median"].get<double>() * 1e9 << " ns, time ratio "
               << j["time_ratio"].get<double>() << " (medians of " << j["repeats"].get<int>()
-              << " batches of " << j["batch"].get<int>() << ")\n";
+              << " batches of " << j["batch"].get<int>() << over << ")\n";
   }
   return j["right"].get<bool>() ? 0 : 1;
 }

@@ -25,6 +25,9 @@ nlohmann::json bench_add(const AddOptions& o);
 nlohmann::json bench_steps(int64_t steps, int cores, int repeats);
 /// `tessera bench launch`: a tiny kernel's launch against an OpenMP region.
 nlohmann::json bench_launch(int cores, int repeats, int batch);
+/// The same in `processes` fresh processes of this program (bench_launch.cc): the median of
+/// their ratios, each process's figures in "per_process". One process: bench_launch here.
+nlohmann::json bench_launch_processes(int cores, int repeats, int processes);
 /// `tessera bench suite` (bench_suite.cc).
 int run_suite(int cores, bool quick, bool json, int repeats_override);
 
