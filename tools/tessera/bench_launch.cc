@@ -58,45 +58,39 @@ nlohmann::json run_child(const std::string& self, int cores, int repeats) {
 nlohmann::json bench_launch_processes(int cores, int repeats, int processes) {
   const std::string self = self_path();
   if (processes <= 1 || self.empty()) return bench_launch(cores, repeats, 2000);
+  nlohmann::json j;  // the first process's object, its figures replaced by the combined ones
   std::vector<nlohmann::json> runs;
   std::vector<double> ours, omp, ratio;
   bool right = true;
   for (int p = 0; p < processes; ++p) {
     std::cerr << "tessera bench launch: process " << p + 1 << "/" << processes << "\n";
-    nlohmann::json j = run_child(self, cores, repeats);
-    if (j.is_null()) {
+    nlohmann::json r = run_child(self, cores, repeats);
+    if (r.is_null()) {
       std::cerr << "tessera bench launch: process " << p + 1
                 << " failed; timing in this process instead\n";
-      j = bench_launch(cores, repeats, 2000);
+      r = bench_launch(cores, repeats, 2000);
     }
-    ours.push_back(j["seconds"]["median"].get<double>());
-    omp.push_back(j["reference"]["seconds"]["median"].get<double>());
-    ratio.push_back(j["time_ratio"].get<double>());
-    right = right && j["right"].get<bool>();
-    runs.push_back({{"seconds", j["seconds"]["median"]},
-                    {"reference_seconds", j["reference"]["seconds"]["median"]},
-                    {"time_ratio", j["time_ratio"]}});
+    ours.push_back(r["seconds"]["median"].get<double>());
+    omp.push_back(r["reference"]["seconds"]["median"].get<double>());
+    ratio.push_back(r["time_ratio"].get<double>());
+    right = right && r["right"].get<bool>();
+    runs.push_back({{"seconds", r["seconds"]["median"]},
+                    {"reference_seconds", r["reference"]["seconds"]["median"]},
+                    {"time_ratio", r["time_ratio"]}});
+    if (p == 0) j = std::move(r);
   }
-  nlohmann::json j;
-  j["kernel"] = "launch";
-  j["dtype"] = "f32";
-  j["shape"] = {128 * cores};
-  j["cores"] = cores;
-  j["repeats"] = repeats;
-  j["batch"] = 2000;
-  j["processes"] = processes;
+  auto spread = [](const std::vector<double>& v) {
+    return nlohmann::json{{"min", *std::min_element(v.begin(), v.end())},
+                          {"median", median(v)},
+                          {"max", *std::max_element(v.begin(), v.end())}};
+  };
   // Medians over the processes of each process's median.
-  j["seconds"] = {{"min", *std::min_element(ours.begin(), ours.end())},
-                  {"median", median(ours)},
-                  {"max", *std::max_element(ours.begin(), ours.end())}};
+  j["seconds"] = spread(ours);
+  j["reference"]["seconds"] = spread(omp);
   j["right"] = right;
-  j["reference"] = {{"name", "OpenMP parallel region"},
-                    {"seconds",
-                     {{"min", *std::min_element(omp.begin(), omp.end())},
-                      {"median", median(omp)},
-                      {"max", *std::max_element(omp.begin(), omp.end())}}}};
   // The median of the processes' own ratios (each side by side in one process).
   j["time_ratio"] = median(ratio);
+  j["processes"] = processes;
   j["per_process"] = runs;
   return j;
 }
