@@ -31,7 +31,16 @@ bool CacheFit::stays(int64_t bytes) {
   const double rate = probe_(c);
   ++probes_;
   // A reference that could not be measured (a zero time) says nothing: trust the report.
-  const bool fits = reference_ <= 0 || rate >= kFitRatio * reference_;
+  bool fits = reference_ <= 0 || rate >= kFitRatio * reference_;
+  if (fits && reference_ > 0) {
+    // A reference measured slow (the process or the memory in a slow spell) would make a class
+    // that reads at memory speed look as if it fitted, and choose the regular stores that cost
+    // such a working set 1.5x. So before a class is taken to fit, the reference is measured
+    // again, and the faster of the two decides.
+    reference_ = std::max(reference_, probe_(trusted_));
+    ++probes_;
+    fits = rate >= kFitRatio * reference_;
+  }
   if (fits) {
     largest_fit_ = std::max(largest_fit_, c);
   } else {

@@ -18,12 +18,14 @@ namespace tessera::detail {
 ///   - at most `trusted` bytes (twice the core's L2): stays;
 ///   - otherwise the size is rounded up to a power of two (at most the reported cache) and the
 ///     probe times a read of a buffer of that size written just before, against the same read of
-///     a `trusted`-sized buffer: it stays when it reads at least `kFitRatio` as fast. Answers are
-///     kept, and used both ways (a size class that stays implies every smaller one does; one that
-///     does not implies every larger one does not).
-/// A slow probe (the thread descheduled) can only make a working set look larger than the cache,
-/// i.e. choose streaming stores, which costs a cache-resident output a re-read from memory and
-/// never changes a result.
+///     a `trusted`-sized buffer: it stays when it reads at least `kFitRatio` as fast (as fast as
+///     the faster of two reference reads, the second made before a class is taken to fit). Answers
+///     are kept, and used both ways (a size class that stays implies every smaller one does; one
+///     that does not implies every larger one does not).
+/// A slow probe of the class (the thread descheduled) can only make a working set look larger
+/// than the cache, i.e. choose streaming stores, which costs a cache-resident output a re-read
+/// from memory and never changes a result. A slow reference would do the opposite, which costs
+/// more (regular stores into an output that leaves the cache), hence its second read.
 class CacheFit {
  public:
   /// Read bandwidth (any unit; only ratios are used) of a `bytes`-sized buffer written just
