@@ -205,11 +205,8 @@ bool can_rerun_under_mpirun() {
 // Runs this command again under `mpirun -np n` (can_rerun_under_mpirun() having said it can) and
 // returns its exit status, or -1 when it cannot find its own path.
 int rerun_under_mpirun(int n) {
-  // This program's own path (a /proc/self/exe handed to mpirun would name mpirun's daemon).
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) return -1;
-  self[len] = '\0';
+  const std::string self = self_path();
+  if (self.empty()) return -1;
   // Unbound: rank 0's in-process devices need every core, as the ranks' devices do.
   std::vector<std::string> args = {"mpirun",
                                    "--allow-run-as-root",

@@ -6,34 +6,17 @@
 // across processes of one binary, docs/performance.md "A fused iota"), while within a process
 // they hold. One process's ratio is then one draw; the median over fresh processes is the
 // figure that does not depend on which draw a run got.
-#include <unistd.h>
-
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "bench_command.h"
+#include "bench_timing.h"
 
 namespace tessera::cli {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// This program's path, or empty when the system does not say.
-std::string self_path() {
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) return {};
-  self[len] = '\0';
-  return self;
-}
 
 // One child's JSON object (`bench launch --processes 1 --json`), or null on any failure.
 nlohmann::json run_child(const std::string& self, int cores, int repeats) {
@@ -80,16 +63,15 @@ nlohmann::json bench_launch_processes(int cores, int repeats, int processes) {
     if (p == 0) j = std::move(r);
   }
   auto spread = [](const std::vector<double>& v) {
-    return nlohmann::json{{"min", *std::min_element(v.begin(), v.end())},
-                          {"median", median(v)},
-                          {"max", *std::max_element(v.begin(), v.end())}};
+    const Stats st = stats_of(v);
+    return nlohmann::json{{"min", st.min}, {"median", st.median}, {"max", st.max}};
   };
   // Medians over the processes of each process's median.
   j["seconds"] = spread(ours);
   j["reference"]["seconds"] = spread(omp);
   j["right"] = right;
   // The median of the processes' own ratios (each side by side in one process).
-  j["time_ratio"] = median(ratio);
+  j["time_ratio"] = stats_of(ratio).median;
   j["processes"] = processes;
   j["per_process"] = runs;
   return j;

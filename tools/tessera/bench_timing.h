@@ -54,6 +54,17 @@ inline int calls_per_batch(double one_call, double batch_seconds = 0.05) {
   return c >= 1000 ? 1000 : (c <= 1 ? 1 : static_cast<int>(c + 0.999));
 }
 
+/// This program's own path (what a benchmark that reruns itself starts), or empty when the
+/// system does not say. /proc/self/exe itself would name another program once handed on (to
+/// mpirun, whose daemon then runs it).
+inline std::string self_path() {
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return {};
+  self[len] = '\0';
+  return self;
+}
+
 /// "repeat r/R" on stderr for a long benchmark: shown when stderr is a terminal, or once the
 /// run has taken more than a second (a log then shows that it is alive); never on stdout, so
 /// `--json` output stays one object.
