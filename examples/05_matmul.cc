@@ -16,11 +16,12 @@ namespace tessera::examples {
 
 namespace {
 
-// The bodies take their input blocks as non-const refs on purpose. An engine that reads the
-// blocks of `VmemRef<const T>` inputs in place (the native engine does) hands the dot strided
-// windows of the big arrays; the tile GEMM then re-reads B from memory for every few rows of A
-// and the whole matmul was ~15% slower on this machine (docs/performance.md). Copied blocks are
-// the packing step a GEMM wants anyway.
+// The bodies take their input blocks as `VmemRef<const T>`: an engine may then read them where
+// they lie in the big arrays (the native engine does) instead of copying each block into VMEM.
+// The tile GEMM packs a B whose rows are strided before its kernel walks it (src/native/gemm.cc),
+// so no copy is made that the GEMM does not want; at 2048³ f32 on 2 cores this measured 0.85-0.87
+// of the best library with copied blocks and 0.90-0.96 without (docs/performance.md, "Inputs read
+// where they lie").
 int cores_or_default(int n) { return n > 0 ? n : pltpu::get_tpu_info().num_cores; }
 
 // pallas_call double-buffers each block; raise the VMEM limit when large blocks need it.
@@ -79,7 +80,8 @@ Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   b = default_matmul_blocks(m, n, k, 4, num_cores, b);
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
+         pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         z_ref += jnp::dot(x_ref, y_ref);  // z_ref[...] += x_ref[...] @ y_ref[...]
       },
@@ -94,7 +96,7 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   b = default_matmul_blocks(m, n, k, 2, num_cores, b);
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<bfloat16> x_ref, pltpu::VmemRef<bfloat16> y_ref,
+      [](pltpu::VmemRef<const bfloat16> x_ref, pltpu::VmemRef<const bfloat16> y_ref,
          pltpu::VmemRef<bfloat16> z_ref, pltpu::VmemRef<float> acc_ref) {
         if (pl::program_id(2) == 0) acc_ref = jnp::zeros_like(acc_ref);
         acc_ref += jnp::dot<float>(x_ref, y_ref);  // preferred_element_type=jnp.float32
@@ -112,7 +114,8 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[0];
   b = default_matmul_blocks(m, n, k, 4, num_cores, b);
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
+         pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         // x (bm, bk) contracted with y (bn, bk) on dimension 1 of both: x @ y.T, no transpose.
         z_ref += lax::dot_general(x_ref, y_ref, {{{1}, {1}}, {{}, {}}});
@@ -130,7 +133,8 @@ Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlo
   const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
   b = default_matmul_blocks(m, n, k, 4, num_cores, b);
   auto kernel = pl::pallas_call(
-      [](pltpu::VmemRef<float> x_ref, pltpu::VmemRef<float> y_ref, pltpu::VmemRef<float> z_ref) {
+      [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
+         pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         z_ref += jnp::dot(x_ref, y_ref);
         if (pl::program_id(2) == pl::num_programs(2) - 1)

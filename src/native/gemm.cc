@@ -357,6 +357,16 @@ void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixV
   }
   if (!portable()) {
     if (xsmm_f32_panels(m, n, k, a, b, c, c_rs, accumulate)) return;
+    // A B whose rows are strided (a block read where it lies in a wider array) is walked by
+    // libxsmm's kernel for every few rows of A; with a power-of-two row stride its rows share
+    // cache sets and the walk misses. Packed once, it is read from a contiguous buffer: the
+    // tutorial's 2048³ matmul with its blocks read in place 142-145 -> 283-287 GFLOP/s (2 cores,
+    // docs/performance.md, "Inputs read where they lie"). Few rows of A do not repay the copy.
+    if (b.rs != n && m >= 2 * kPanel) {
+      float* pb = tl_pack_b.get<float>(k * n);
+      pack_rows(pb, n, k, b, k, n);
+      b = MatrixView<float>{pb, n, 1};
+    }
     if (xsmm_f32(m, n, k, a, b, c, c_rs, accumulate)) return;
     if (!(a.cs == 1 && a.rs >= k)) {
       float* pa = tl_pack_a.get<float>(m * k);

@@ -320,6 +320,36 @@ TEST(Dot, WideRhsInColumnPanelsThroughViews) {
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
+TEST(Dot, StridedRhsOfManyRowsIsPackedFirst) {
+  // A B (32 KiB) within the cache, read where it lies in a wider array with a power-of-two row
+  // stride, against 128 rows of A: the GEMM packs it contiguously before libxsmm's kernel
+  // (src/native/gemm.cc). Assigned, then accumulated, in every GEMM mode; the stride of A too.
+  const int64_t m = 128, k = 32, n = 256;
+  auto big_x = random_values<float>(130 * 512, 31);
+  auto big_y = random_values<float>(40 * 1024, 32);
+  auto x = vref(big_x, {130, 512}).at(pl::ds(1, m), pl::ds(256, k));  // ld 512
+  auto y = vref(big_y, {40, 1024}).at(pl::ds(2, k), pl::ds(512, n));  // ld 1024
+  const Reference ref = reference(x, y, 1, 0);
+  for (auto mode :
+       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+    detail::set_gemm_mode(mode);
+    std::vector<float> big_o(130 * 1024, 5.0f);
+    auto o = vref(big_o, {130, 1024}).at(pl::ds(1, m), pl::ds(256, n));  // ld 1024
+    o = jnp::dot(x, y);
+    expect_close(o, ref, k, {}, 0.0, "strided B =");
+    std::vector<double> before(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) before[static_cast<size_t>(i * n + j)] = at(o, i, j);
+    }
+    o += jnp::dot(x, y);
+    expect_close(o, ref, k, before, 0.0, "strided B +=");
+    EXPECT_EQ(big_o[1 * 1024 + 255], 5.0f);  // untouched beside the view
+    EXPECT_EQ(big_o[1 * 1024 + 256 + n], 5.0f);
+    EXPECT_EQ(big_o[(1 + m) * 1024 + 256], 5.0f);
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
 TEST(Dot, DestinationOverlappingAnOperandIsComputedFirst) {
   auto av = random_values<float>(16 * 16, 21);
   auto bv = random_values<float>(16 * 16, 22);
