@@ -58,10 +58,17 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   const int64_t l2 = cpu && cpu->l2_bytes > 0 ? cpu->l2_bytes : int64_t{1} << 20;
   cores = cores_or_default(cores);
   MatmulBlocks b = given;
-  if (b.bk <= 0) b.bk = divisor_up_to(k, 256);
+  // float32 inputs are read where they lie and the tile GEMM packs B a column panel of 64 at a
+  // time (src/native/gemm.cc): a long k step only has to keep that panel in half the L2, and
+  // it spares the accumulator block a round trip through memory at each step. The bfloat16
+  // GEMM packs all of its B per call, which the input-block rule below keeps in the L2.
+  const bool f32 = item == 4;
+  if (b.bk <= 0)
+    b.bk =
+        f32 ? divisor_up_to(k, std::max<int64_t>(256, l2 / 2 / (64 * 4))) : divisor_up_to(k, 256);
   int64_t cap = 8;
   for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
-    if (2 * c * b.bk * item <= l2 && c * c * 4 <= 2 * l2) cap = c;
+    if ((f32 || 2 * c * b.bk * item <= l2) && c * c * 4 <= 2 * l2) cap = c;
   }
   if (b.bm <= 0) b.bm = divisor_up_to(m, cap);
   if (b.bn <= 0) b.bn = divisor_up_to(n, cap);
