@@ -16,7 +16,9 @@
 // right or bottom edge go through a 32 x 32 buffer on the stack.
 //
 // Cache blocking: a 32-row block of A times a run of k steps is kept within half the L1 data
-// cache the CPU reports, and reused across every panel of B (which stays in L2).
+// cache the CPU reports, and reused across every panel of B (which stays in L2); when there are
+// enough panels to repay it, the block is first copied into rows of that run's length, so that
+// rows of A a multiple of 4 KiB apart do not all fall in the same sets of the L1.
 //
 // The OS side: Linux enables AMX tile data per process on request (arch_prctl
 // ARCH_REQ_XCOMP_PERM); amx_support() asks once. The tile configuration is per thread: every call
@@ -378,6 +380,7 @@ void pack_a(T* dst, int64_t ld, int64_t rows_pad, const MatrixView<T>& a, int64_
 thread_local GemmScratch tl_amx_b;
 thread_local GemmScratch tl_amx_a;
 thread_local GemmScratch tl_amx_tail;
+thread_local GemmScratch tl_amx_rows;
 
 // Tile steps per pass over k: a 32-row block of A over them fills at most half the L1 data cache
 // the CPU reports (32 KiB when it reports nothing), split evenly over `steps`.
@@ -519,14 +522,26 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
   pack_b(bp, b, k, n, steps, panels);
   const ARows ar = prepare_a(a, m, k, steps * kStepK, kRows);
   const int64_t pass = steps_per_pass(steps);
+  // A block read where it lies is copied, one pass at a time, into a buffer of rows one pass
+  // long before the panels of B use it: in place, its rows lie a row of A apart, and when that
+  // is a multiple of 4 KiB (a power-of-two k) every row falls in the same sets of the L1, which
+  // then cannot hold the block across the panels.
+  std::byte* rows_buf = panels >= 4 ? tl_amx_rows.get<std::byte>(kRows * pass * 64) : nullptr;
   load_tile_config(tile_rows);
   for (int64_t s0 = 0; s0 < steps; s0 += pass) {
     const int64_t ns = std::min(pass, steps - s0);
     const bool load = accumulate || s0 > 0;
     for (int64_t i0 = 0; i0 < m; i0 += kRows) {
       const bool direct = i0 < ar.direct_rows;
-      const int64_t a_stride = direct ? ar.stride : ar.tail_stride;
+      int64_t a_stride = direct ? ar.stride : ar.tail_stride;
       const std::byte* arow = (direct ? ar.a + i0 * ar.stride : ar.tail) + s0 * 64;
+      if (direct && rows_buf != nullptr) {
+        for (int64_t r = 0; r < kRows; ++r) {
+          std::memcpy(rows_buf + r * ns * 64, arow + r * a_stride, static_cast<size_t>(ns * 64));
+        }
+        arow = rows_buf;
+        a_stride = ns * 64;
+      }
       for (int64_t jp = 0; jp < panels; ++jp) {
         const uint32_t* bpp = bp + (jp * steps + s0) * 512;
         const int64_t j0 = jp * 32;

@@ -350,6 +350,41 @@ TEST(Dot, StridedRhsOfManyRowsIsPackedFirst) {
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
+TEST(Dot, OperandsInPlaceAtPowerOfTwoStridesOverSeveralPasses) {
+  // A block of A read where it lies in a wider array whose rows are 4 KiB apart, k long enough
+  // for the AMX kernel's several passes (its rows copied a pass at a time, src/native/
+  // gemm_amx.cc), five panels of B and a tail of rows; bfloat16 and int8, assigned and
+  // accumulated, in every GEMM mode.
+  constexpr int64_t m = 80, k = 1024, n = 160;
+  auto big_x = random_values<bfloat16>(82 * 2048, 41);
+  auto big_y = random_values<bfloat16>(k * n, 42);
+  auto big_q = random_values<int8_t>(82 * 4096, 43);
+  auto big_r = random_values<int8_t>(k * n, 44);
+  auto x = vref(big_x, {82, 2048}).at(pl::ds(1, m), pl::ds(512, k));  // rows 4 KiB apart
+  auto y = vref(big_y, {k, n});
+  auto q = vref(big_q, {82, 4096}).at(pl::ds(2, m), pl::ds(1024, k));  // rows 4 KiB apart
+  auto r = vref(big_r, {k, n});
+  const Reference ref = reference(x, y, 1, 0);
+  const Reference iref = reference(q, r, 1, 0);
+  for (auto mode :
+       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+    detail::set_gemm_mode(mode);
+    std::vector<float> ov(static_cast<size_t>(m * n));
+    auto o = vref(ov, {m, n});
+    o = jnp::dot<float>(x, y);
+    expect_close(o, ref, k, {}, 0.0, "bf16 =");
+    std::vector<double> before(ov.begin(), ov.end());
+    o += jnp::dot<float>(x, y);
+    expect_close(o, ref, k, before, 0.0, "bf16 +=");
+    std::vector<int32_t> iv(static_cast<size_t>(m * n));
+    auto io = vref(iv, {m, n});
+    io = jnp::dot<int32_t>(q, r);
+    io += jnp::dot<int32_t>(q, r);
+    for (size_t e = 0; e < iv.size(); ++e) ASSERT_EQ(iv[e], 2 * iref.value[e]) << e;
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
 TEST(Dot, DestinationOverlappingAnOperandIsComputedFirst) {
   auto av = random_values<float>(16 * 16, 21);
   auto bv = random_values<float>(16 * 16, 22);
