@@ -80,6 +80,14 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
     if (side <= 8 || smaller == side) break;
     side = smaller;
   }
+  // The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB):
+  // a long k step with an L2 of 4 MiB or more would pass it, so it is shortened then.
+  auto windows = [&] { return 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item; };
+  while (f32 && given.bk <= 0 && windows() > (int64_t{96} << 20)) {
+    const int64_t shorter = divisor_up_to(k, b.bk / 2);
+    if (shorter == b.bk || shorter < 256) break;
+    b.bk = shorter;
+  }
   return b;
 }
 

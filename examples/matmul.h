@@ -26,7 +26,9 @@ inline constexpr MatmulBlocks kDefaultMatmulBlocks{};
 /// block, bm * bn * 4 bytes, fits in twice the L2; for other items, bk is the largest divisor of
 /// k up to 256 and bm = bn the largest power of two for which also a step's input blocks,
 /// (bm + bn) * bk * item bytes, fit in the L2. Each is then the largest divisor of m, n up to
-/// it, halved until every core has an output block. Sizes already given in `given` are kept.
+/// it, halved until every core has an output block; a float32 bk not given is then halved while
+/// the double-buffered windows, 2 * (bm * bk + bk * bn + bm * bn) * item bytes, pass 96 MiB.
+/// Sizes already given in `given` are kept.
 MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item, int cores,
                                    MatmulBlocks given = {});
 

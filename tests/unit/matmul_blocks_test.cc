@@ -1,0 +1,67 @@
+// The matmul example's default blocks (examples/05_matmul.cc): whatever the CPU's caches, they
+// divide the shape, give every core an output block where the shape allows, keep a float32 k
+// step at least 256 long (or all of K), and their double-buffered windows fit the VMEM limit the
+// example asks for.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "matmul.h"
+
+namespace tessera {
+namespace {
+
+int64_t windows(const examples::MatmulBlocks& b, int64_t item) {
+  return 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item;
+}
+
+TEST(MatmulBlocks, DefaultsDivideFitAndShareTheWork) {
+  const int64_t sizes[] = {8, 96, 500, 512, 1000, 1536, 2048, 4096, 6144, 16384};
+  for (int64_t item : {4, 2}) {
+    for (int cores : {1, 2}) {
+      for (int64_t m : sizes) {
+        for (int64_t k : sizes) {
+          const int64_t n = m == 16384 ? 512 : m;
+          const examples::MatmulBlocks b = examples::default_matmul_blocks(m, n, k, item, cores);
+          SCOPED_TRACE(testing::Message()
+                       << "item " << item << ", " << cores << " cores, (" << m << ", " << n << ", "
+                       << k << "): blocks (" << b.bm << ", " << b.bn << ", " << b.bk << ")");
+          ASSERT_GT(b.bm, 0);
+          ASSERT_GT(b.bn, 0);
+          ASSERT_GT(b.bk, 0);
+          EXPECT_EQ(m % b.bm, 0);
+          EXPECT_EQ(n % b.bn, 0);
+          EXPECT_EQ(k % b.bk, 0);
+          if (m * n >= 64 * 64 * cores) {
+            EXPECT_GE((m / b.bm) * (n / b.bn), cores);
+          }
+          if (item == 4) {
+            EXPECT_GE(b.bk, std::min<int64_t>(k, 250));  // 250: the largest divisor of 1000
+            EXPECT_LE(windows(b, item), int64_t{96} << 20);
+          } else {
+            EXPECT_LE(b.bk, 256);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulBlocks, GivenSizesAreKeptAndTheKStepShortenedToFit) {
+  // bm and bn given as 2048: a k step of 4096 would need 160 MiB of windows; it is halved.
+  const examples::MatmulBlocks b = examples::default_matmul_blocks(
+      4096, 4096, 8192, 4, 2, examples::MatmulBlocks{2048, 2048, 0});
+  EXPECT_EQ(b.bm, 2048);
+  EXPECT_EQ(b.bn, 2048);
+  EXPECT_EQ(8192 % b.bk, 0);
+  EXPECT_LE(windows(b, 4), int64_t{96} << 20);
+  EXPECT_GE(b.bk, 256);
+  // A given k step is kept, whatever it needs.
+  const examples::MatmulBlocks g =
+      examples::default_matmul_blocks(4096, 4096, 8192, 4, 2, examples::MatmulBlocks{0, 0, 8192});
+  EXPECT_EQ(g.bk, 8192);
+}
+
+}  // namespace
+}  // namespace tessera
