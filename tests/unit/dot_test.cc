@@ -290,64 +290,57 @@ TEST(Dot, StridedViewsAndSubTiles) {
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
-TEST(Dot, WideRhsInColumnPanelsThroughViews) {
-  // A B of 4.3 MB, past half the L2 of any current x86 core, so that it is packed in column
-  // panels (src/native/gemm.cc), with every operand a view of a larger buffer (row strides !=
-  // columns) and n = 32 panels and 2 columns: assigned, then accumulated, in every GEMM mode.
-  const int64_t m = 128, k = 520, n = 2050;
-  auto big_x = random_values<float>(136 * 530, 21);
-  auto big_y = random_values<float>(530 * 2060, 22);
-  auto x = vref(big_x, {136, 530}).at(pl::ds(4, m), pl::ds(7, k));   // ld 530
-  auto y = vref(big_y, {530, 2060}).at(pl::ds(3, k), pl::ds(5, n));  // ld 2060
+// A view of (rows, cols) at (r0, c0) of a buffer of (rows_all, cols_all) elements.
+struct Window {
+  int64_t rows_all, cols_all, r0, c0;
+};
+
+// o = x @ y, then o += x @ y, with x (m, k), y (k, n) and o (m, n) each a view of a larger
+// float32 buffer (row strides != columns), in every GEMM mode; the elements of o's buffer
+// beside the view stay untouched.
+void check_float32_views(int64_t m, int64_t k, int64_t n, Window wx, Window wy, Window wo,
+                         uint32_t seed, const std::string& what) {
+  auto big_x = random_values<float>(wx.rows_all * wx.cols_all, seed);
+  auto big_y = random_values<float>(wy.rows_all * wy.cols_all, seed + 1);
+  auto x = vref(big_x, {wx.rows_all, wx.cols_all}).at(pl::ds(wx.r0, m), pl::ds(wx.c0, k));
+  auto y = vref(big_y, {wy.rows_all, wy.cols_all}).at(pl::ds(wy.r0, k), pl::ds(wy.c0, n));
   const Reference ref = reference(x, y, 1, 0);
   for (auto mode :
        {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
     detail::set_gemm_mode(mode);
-    std::vector<float> big_o(140 * 2064, 5.0f);
-    auto o = vref(big_o, {140, 2064}).at(pl::ds(6, m), pl::ds(9, n));  // ld 2064
+    std::vector<float> big_o(static_cast<size_t>(wo.rows_all * wo.cols_all), 5.0f);
+    auto o = vref(big_o, {wo.rows_all, wo.cols_all}).at(pl::ds(wo.r0, m), pl::ds(wo.c0, n));
     o = jnp::dot(x, y);
-    expect_close(o, ref, k, {}, 0.0, "panels =");
+    expect_close(o, ref, k, {}, 0.0, what + " =");
     std::vector<double> before(static_cast<size_t>(m * n));
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) before[static_cast<size_t>(i * n + j)] = at(o, i, j);
     }
     o += jnp::dot(x, y);
-    expect_close(o, ref, k, before, 0.0, "panels +=");
-    EXPECT_EQ(big_o[6 * 2064 + 8], 5.0f);  // untouched beside the view
-    EXPECT_EQ(big_o[6 * 2064 + 9 + n], 5.0f);
-    EXPECT_EQ(big_o[(6 + m) * 2064 + 9], 5.0f);
+    expect_close(o, ref, k, before, 0.0, what + " +=");
+    const auto elem = [&](int64_t r, int64_t c) {
+      return big_o[static_cast<size_t>(r * wo.cols_all + c)];
+    };
+    EXPECT_EQ(elem(wo.r0, wo.c0 - 1), 5.0f) << what;  // untouched beside the view
+    EXPECT_EQ(elem(wo.r0, wo.c0 + n), 5.0f) << what;
+    EXPECT_EQ(elem(wo.r0 + m, wo.c0), 5.0f) << what;
   }
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
+TEST(Dot, WideRhsInColumnPanelsThroughViews) {
+  // A B of 4.3 MB, past half the L2 of any current x86 core, so that it is packed in column
+  // panels (src/native/gemm.cc), with n = 32 panels and 2 columns.
+  check_float32_views(128, 520, 2050, {136, 530, 4, 7}, {530, 2060, 3, 5}, {140, 2064, 6, 9}, 21,
+                      "panels");
+}
+
 TEST(Dot, StridedRhsOfManyRowsIsPackedFirst) {
   // A B (32 KiB) within the cache, read where it lies in a wider array with a power-of-two row
-  // stride, against 128 rows of A: the GEMM packs it contiguously before libxsmm's kernel
-  // (src/native/gemm.cc). Assigned, then accumulated, in every GEMM mode; the stride of A too.
-  const int64_t m = 128, k = 32, n = 256;
-  auto big_x = random_values<float>(130 * 512, 31);
-  auto big_y = random_values<float>(40 * 1024, 32);
-  auto x = vref(big_x, {130, 512}).at(pl::ds(1, m), pl::ds(256, k));  // ld 512
-  auto y = vref(big_y, {40, 1024}).at(pl::ds(2, k), pl::ds(512, n));  // ld 1024
-  const Reference ref = reference(x, y, 1, 0);
-  for (auto mode :
-       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
-    detail::set_gemm_mode(mode);
-    std::vector<float> big_o(130 * 1024, 5.0f);
-    auto o = vref(big_o, {130, 1024}).at(pl::ds(1, m), pl::ds(256, n));  // ld 1024
-    o = jnp::dot(x, y);
-    expect_close(o, ref, k, {}, 0.0, "strided B =");
-    std::vector<double> before(static_cast<size_t>(m * n));
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) before[static_cast<size_t>(i * n + j)] = at(o, i, j);
-    }
-    o += jnp::dot(x, y);
-    expect_close(o, ref, k, before, 0.0, "strided B +=");
-    EXPECT_EQ(big_o[1 * 1024 + 255], 5.0f);  // untouched beside the view
-    EXPECT_EQ(big_o[1 * 1024 + 256 + n], 5.0f);
-    EXPECT_EQ(big_o[(1 + m) * 1024 + 256], 5.0f);
-  }
-  detail::set_gemm_mode(detail::GemmMode::kAuto);
+  // stride (1024), against 128 rows of A (row stride 512): the GEMM packs it contiguously
+  // before libxsmm's kernel (src/native/gemm.cc).
+  check_float32_views(128, 32, 256, {130, 512, 1, 256}, {40, 1024, 2, 512}, {130, 1024, 1, 256}, 31,
+                      "strided B");
 }
 
 TEST(Dot, OperandsInPlaceAtPowerOfTwoStridesOverSeveralPasses) {
