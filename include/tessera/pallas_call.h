@@ -377,21 +377,26 @@ class PallasCall<Body, NP, OutType<Outs...>, ScratchTypes<Scrs...>, In, OutS> {
         static_assert(std::tuple_size_v<decltype(OutS::specs)> == NO,
                       "tessera: pallas_call has a different number of out_specs than outputs");
       }
-      std::array<BlockSpec, NI + NO + 1> specs;  // inputs (after the prefetch), then outputs
+      // The specs of the inputs (after the prefetch), then of the outputs: this call's own, which
+      // the cores read at every call. Not copies: a copy is made anew by every call, and the
+      // other cores' first reads of it then miss in their caches.
+      static const BlockSpec whole;  // no specs given: the whole array
+      std::array<const BlockSpec*, NI + NO + 1> specs;
+      specs.fill(&whole);
       if constexpr (!std::is_same_v<In, detail::NoSpecs>) {
-        for (size_t k = 0; k < NI; ++k) specs[k] = in_specs_.specs[k];
+        for (size_t k = 0; k < NI; ++k) specs[k] = &in_specs_.specs[k];
       }
       if constexpr (!std::is_same_v<OutS, detail::NoSpecs>) {
-        for (size_t k = 0; k < NO; ++k) specs[NI + k] = out_specs_.specs[k];
+        for (size_t k = 0; k < NO; ++k) specs[NI + k] = &out_specs_.specs[k];
       }
       auto spec_of = [&](size_t k) {
-        return k < static_cast<size_t>(NP) ? nullptr : &specs[k - static_cast<size_t>(NP)];
+        return k < static_cast<size_t>(NP) ? nullptr : specs[k - static_cast<size_t>(NP)];
       };
       std::tuple<typename detail::OutResult<Outs>::type...> outs{make_result<O>()...};
       Plan plan;
       plan.slots.resize(NA + NO);
       (plan_arg<I>(plan, args, spec_of(I)), ...);
-      (plan_out<NA + O, O>(plan, std::get<O>(outs), &specs[NI + O]), ...);
+      (plan_out<NA + O, O>(plan, std::get<O>(outs), specs[NI + O]), ...);
       const auto argv = std::forward_as_tuple(args...);
       static_cast<void>(argv);  // unused when there are no arguments
       auto step = [&](const detail::PallasStep& s) {
