@@ -66,6 +66,7 @@ Operands index_operands(const std::vector<PallasPrefetch>& prefetch,
 
 void check_aliases(const PallasCallSpec& call, const std::vector<PallasPrefetch>& prefetch,
                    const Operands& ops) {
+  if (call.aliases.empty()) return;
   const int num_prefetch = static_cast<int>(prefetch.size());
   std::vector<bool> in_used(static_cast<size_t>(ops.input_leaves), false);
   std::vector<bool> out_used(static_cast<size_t>(ops.outputs), false);
@@ -422,6 +423,8 @@ void run_core(const CallPlan& p, int core, void* const* scratch,
   cfg.range_end = range.end;
   std::vector<RawRef> arrays;
   std::vector<Shape> shapes;
+  arrays.reserve(g.blocks.size());
+  shapes.reserve(g.blocks.size());
   for (const BlockMapping& m : g.blocks) {
     arrays.push_back(m.hbm);
     shapes.push_back(m.window);
