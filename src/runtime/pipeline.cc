@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "runtime/block_mapping.h"
@@ -29,6 +30,7 @@
 #include "runtime/context.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
+#include "runtime/pipeline_buffers.h"
 #include "runtime/pipeline_run.h"
 #include "runtime/pipeline_schedule.h"
 #include "runtime/step_hints.h"
@@ -68,31 +70,6 @@ bool overlaps(const RawRef& a, const RawRef& b) {
   const auto sb = span_of(b);
   return sa.first != nullptr && sb.first != nullptr && sa.first < sb.second && sb.first < sa.second;
 }
-
-// What one operand's window is while the pipeline runs.
-struct OperandState {
-  bool resident = false;    // the block is used where it lies, always (BlockMapping::resident)
-  void* buffer = nullptr;   // the window on the core's stack (VMEM or SMEM)
-  SmallVec buffer_strides;  // its row-major strides
-  SmallVec hbm_strides;     // the array's strides on the window's axes (in-place windows)
-  bool may_alias = false;   // the semantics allow using the block where it lies
-  bool in_place = false;    // the current block is used where it lies
-  bool single_visit = false;
-  int fetches = 0;  // blocks an input has fetched in this run (the first few may be prefetched)
-  // Full blocks found without a BlockWindow (every axis blocked or squeezed): per array axis,
-  // the bytes from one block index to the next and how many blocks along it are full.
-  bool fast = false;
-  SmallVec block_step;
-  SmallVec full_blocks;
-  // The bytes an in-place window covers, as offsets from its first element (the same for every
-  // block: its strides are the array's), for the streaming-store hints; span_hi < 0: none.
-  int64_t span_lo = 0;
-  int64_t span_hi = -1;
-  // A full block's rows for the prefetch queue (its base set per block), and their lines; 0 when
-  // the queue cannot describe them.
-  PrefetchQueue::Block prefetch_rows;
-  int64_t prefetch_lines = 0;
-};
 
 // Sets up `st`'s fast full-block addresses when every axis of `m`'s blocks is blocked or squeezed.
 void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
@@ -169,11 +146,12 @@ class PipelineRun {
   const PipelineConfig& config_;
   const GridMapping& g_;
   StackScope windows_scope_;
-  std::vector<OperandState> state_;
-  std::vector<WindowRef> windows_;
-  std::vector<RevisitTracker> revisits_;
-  std::vector<int64_t> visit_start_;
-  std::vector<uint8_t> starting_;  // per output: a new visit begins at this step
+  BuffersLease lease_;
+  std::vector<OperandState>& state_ = (*lease_).state;
+  std::vector<WindowRef>& windows_ = (*lease_).windows;
+  std::vector<RevisitTracker>& revisits_ = (*lease_).revisits;
+  std::vector<int64_t>& visit_start_ = (*lease_).visit_start;
+  std::vector<uint8_t>& starting_ = (*lease_).starting;
   StepHints hints_;
   PrefetchSource prefetch_{nullptr, nullptr, 0, nullptr};
   int64_t window_bytes_ = 0;  // what a step's body reads and writes, for the prefetch rate
@@ -491,12 +469,11 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     ~End() { e.pipeline_ends(c); }
   } end{engine_, ctx_};
 
-  std::vector<const pl::BlockSpec*> specs;
-  specs.reserve(g_.blocks.size());
+  std::vector<const pl::BlockSpec*>& specs = (*lease_).specs;
   for (const BlockMapping& m : g_.blocks) specs.push_back(m.spec);
-  PipelineCursor cursor(part.grid, part.offset, std::move(specs), g_.num_inputs,
-                        config_.range_begin, config_.range_end, config_.scalar_prefetch,
-                        engine_.parallel_order(ctx_, grid, g_.semantics));
+  PipelineCursor& cursor = (*lease_).cursor;
+  cursor.reset(part.grid, part.offset, specs, g_.num_inputs, config_.range_begin, config_.range_end,
+               config_.scalar_prefetch, engine_.parallel_order(ctx_, grid, g_.semantics));
   prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_};
   revisits_.assign(num_outputs(), RevisitTracker{});
   visit_start_.assign(num_outputs(), 0);

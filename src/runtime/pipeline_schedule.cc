@@ -10,13 +10,23 @@ namespace tessera::detail {
 PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
                                std::vector<const pl::BlockSpec*> specs, int num_inputs,
                                int64_t begin, int64_t end, std::vector<RawRef> scalar_prefetch,
-                               std::vector<std::vector<int64_t>> permutations)
-    : grid_(std::move(local_grid)),
-      offset_(std::move(offset)),
-      specs_(std::move(specs)),
-      num_inputs_(num_inputs),
-      prefetch_(std::move(scalar_prefetch)),
-      perm_(std::move(permutations)) {
+                               std::vector<std::vector<int64_t>> permutations) {
+  reset(local_grid, offset, specs, num_inputs, begin, end, scalar_prefetch,
+        std::move(permutations));
+}
+
+void PipelineCursor::reset(const Shape& local_grid, const SmallVec& offset,
+                           const std::vector<const pl::BlockSpec*>& specs, int num_inputs,
+                           int64_t begin, int64_t end, const std::vector<RawRef>& scalar_prefetch,
+                           std::vector<std::vector<int64_t>> permutations) {
+  grid_ = local_grid;
+  offset_ = offset;
+  specs_.assign(specs.begin(), specs.end());
+  num_inputs_ = num_inputs;
+  prefetch_.assign(scalar_prefetch.begin(), scalar_prefetch.end());
+  perm_ = std::move(permutations);
+  step_ = 0;
+  has_next_ = false;
   const int64_t total = grid_.size();
   if (end < 0 || end > total) end = total;
   begin = std::min(std::max<int64_t>(begin, 0), end);
@@ -38,9 +48,12 @@ PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
   }
   // The error context stays the same while the cursor walks (one core's pipeline run).
   error_context_ = current_error_context();
+  slots_.clear();
   for (size_t k = 0; k < specs_.size(); ++k) {
     if (at_[k] == k) slots_.push_back(k);
   }
+  cur_.clear();
+  next_.clear();
   cur_.resize(specs_.size());
   next_.resize(specs_.size());
   moved_.assign(specs_.size(), 1);  // step 0 copies every input in

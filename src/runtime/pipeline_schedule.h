@@ -47,6 +47,14 @@ class PipelineCursor {
                  int num_inputs, int64_t begin = 0, int64_t end = -1,
                  std::vector<RawRef> scalar_prefetch = {},
                  std::vector<std::vector<int64_t>> permutations = {});
+  /// A cursor to reset() before use.
+  PipelineCursor() = default;
+  /// Starts the walk the constructor starts, reusing this cursor's storage (a thread keeps one
+  /// per nesting level of pipelines, so that a run allocates nothing).
+  void reset(const Shape& local_grid, const SmallVec& offset,
+             const std::vector<const pl::BlockSpec*>& specs, int num_inputs, int64_t begin,
+             int64_t end, const std::vector<RawRef>& scalar_prefetch,
+             std::vector<std::vector<int64_t>> permutations);
 
   /// True when every step has been visited (immediately for an empty grid).
   bool done() const noexcept { return done_; }
@@ -82,7 +90,7 @@ class PipelineCursor {
   // when none before it has): the map runs once per step for all of them.
   std::vector<size_t> at_;
   std::vector<size_t> slots_;  // the operands k with at_[k] == k
-  int num_inputs_;
+  int num_inputs_ = 0;
   std::vector<RawRef> prefetch_;  // passed to every index map after the grid indices
   // Per grid axis, empty or a permutation of its points (the checked engine's randomised
   // PARALLEL order): the global coordinate g becomes perm[g].

@@ -168,6 +168,58 @@ TEST(EmitPipeline, NestedPipelinesSeeTheirOwnProgramIds) {
     for (int j = 0; j < 3; ++j) EXPECT_EQ(o(i, j, 77), 10 * i + j);
 }
 
+// Each thread keeps a pipeline run's vectors between runs, one set per nesting level
+// (src/runtime/pipeline_buffers.h): runs of other operand counts and grids, an inner pipeline
+// that fails, and the runs after it all see only their own operands and steps.
+TEST(EmitPipeline, RunsReuseTheirThreadsBuffersAcrossCallsNestingAndFailures) {
+  const Array<float> a = ramp({256, 384}, 0.5f);
+  const Array<float> b = ramp({256, 384}, -0.25f);
+  auto nested = [](bool fail) {
+    return pl::kernel(pl::out_type<int32_t>({4, 256}),
+                      pltpu::TensorCoreMesh("core", 2))([fail](pltpu::HbmRef<int32_t> o_hbm) {
+      pltpu::emit_pipeline(
+          [&]() {
+            const int64_t outer = pl::program_id(0);
+            const int64_t blocks = fail && outer == 1 ? 3 : 2;  // block 2 is past the array
+            pltpu::emit_pipeline(
+                [outer](pltpu::VmemRef<int32_t> ov) {
+                  ov = jnp::full_like(ov, static_cast<int32_t>(10 * outer + pl::program_id(0)));
+                },
+                pltpu::grid({blocks}),
+                pl::out_specs(pl::BlockSpec({pl::squeezed, 128},
+                                            [outer](int j) { return pl::idx(outer, j); })))(o_hbm);
+          },
+          pltpu::grid({4}), pltpu::core_axis_name("core"), pltpu::dimension_semantics(PARALLEL))();
+    });
+  };
+  // Two operands on a (4,) grid, the input's blocks in reverse order.
+  auto reversed = pl::kernel(pl::out_type<float>({512}), pltpu::TensorCoreMesh("core", 2))(
+      [](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o_hbm) {
+        pltpu::emit_pipeline(
+            [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) { ov = xv * 2.0f; },
+            pltpu::grid({4}),
+            pl::in_specs(pl::BlockSpec({128}, [](int i) { return pl::idx(3 - i); })),
+            pl::out_specs(pl::BlockSpec({128}, [](int i) { return pl::idx(i); })),
+            pltpu::core_axis_name("core"), pltpu::dimension_semantics(PARALLEL))(x_hbm, o_hbm);
+      });
+  const Array<float> r = ramp({512}, 1.0f);
+  for (int round = 0; round < 3; ++round) {
+    const Array<float> o = pipelined_add(a, b, 2);  // three operands, a (2, 3) grid
+    for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], a[i] + b[i]) << round << " " << i;
+    const Array<float> ro = reversed(r);
+    for (int64_t i = 0; i < 512; ++i) {
+      ASSERT_EQ(ro[i], 2.0f * r[(3 - i / 128) * 128 + i % 128]) << round << " " << i;
+    }
+    const Array<int32_t> n = nested(false)();  // one operand, nested two deep
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 256; ++j) ASSERT_EQ(n(i, j), 10 * i + j / 128) << round;
+    }
+    auto err = tessera::testing::catch_error<KernelError>([&] { nested(true)(); });
+    ASSERT_TRUE(err) << round;
+    EXPECT_EQ(err->kind(), ErrorKind::kOutOfBounds) << err->what();
+  }
+}
+
 TEST(EmitPipelineErrors, RevisitingAnOutputBlockIsAnError) {
   int line = 0;
   auto k = pl::kernel(pl::out_type<float>({16, 256}),
