@@ -475,7 +475,8 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   cursor.reset(part.grid, part.offset, specs, g_.num_inputs, config_.range_begin, config_.range_end,
                config_.scalar_prefetch, engine_.parallel_order(ctx_, grid, g_.semantics));
   prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_};
-  revisits_.assign(num_outputs(), RevisitTracker{});
+  revisits_.resize(num_outputs());  // the thread's trackers, their logs' storage kept
+  for (RevisitTracker& r : revisits_) r.reset();
   visit_start_.assign(num_outputs(), 0);
   starting_.assign(num_outputs(), 1);
   for (; !cursor.done(); cursor.advance()) {

@@ -47,7 +47,7 @@ struct OperandState {
 struct PipelineBuffers {
   std::vector<OperandState> state;
   std::vector<WindowRef> windows;
-  std::vector<RevisitTracker> revisits;
+  std::vector<RevisitTracker> revisits;  // kept whole: run() resets the ones it uses
   std::vector<int64_t> visit_start;
   std::vector<uint8_t> starting;  // per output: a new visit begins at this step
   std::vector<const pl::BlockSpec*> specs;
@@ -63,7 +63,6 @@ class BuffersLease {
   ~BuffersLease() {
     buffers_->state.clear();
     buffers_->windows.clear();
-    buffers_->revisits.clear();
     buffers_->visit_start.clear();
     buffers_->starting.clear();
     buffers_->specs.clear();

@@ -200,6 +200,13 @@ void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64
   }
 }
 
+void RevisitTracker::reset() noexcept {
+  sorted_ = true;
+  log_.clear();
+  expect_valid_ = false;
+  done_.clear();
+}
+
 void RevisitTracker::written_back_slow(const pl::Indices& block, int64_t first, int64_t step) {
   if (sorted_) {
     if (log_.empty()) {

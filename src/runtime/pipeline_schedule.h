@@ -126,6 +126,8 @@ class RevisitTracker {
     int64_t last;
   };
   std::optional<Visit> earlier_visit(const pl::Indices& block) const;
+  /// Forgets every block, keeping the log's storage (a thread reuses its trackers).
+  void reset() noexcept;
 
  private:
   // Most grids write their output blocks back in increasing (row-major) order of block index.
