@@ -7,9 +7,10 @@
 
 namespace tessera::detail {
 
-PipelineCursor::PipelineCursor(Shape local_grid, SmallVec offset,
-                               std::vector<const pl::BlockSpec*> specs, int num_inputs,
-                               int64_t begin, int64_t end, std::vector<RawRef> scalar_prefetch,
+PipelineCursor::PipelineCursor(const Shape& local_grid, const SmallVec& offset,
+                               const std::vector<const pl::BlockSpec*>& specs, int num_inputs,
+                               int64_t begin, int64_t end,
+                               const std::vector<RawRef>& scalar_prefetch,
                                std::vector<std::vector<int64_t>> permutations) {
   reset(local_grid, offset, specs, num_inputs, begin, end, scalar_prefetch,
         std::move(permutations));

@@ -43,9 +43,9 @@ class PipelineCursor {
   /// share of the grid (partition_grid, or the whole grid with zero offsets).
   /// With `begin`/`end`, only the linear steps [begin, end) of `local_grid` are walked
   /// (pallas_call gives each core a contiguous range; end < 0 means the whole grid).
-  PipelineCursor(Shape local_grid, SmallVec offset, std::vector<const pl::BlockSpec*> specs,
-                 int num_inputs, int64_t begin = 0, int64_t end = -1,
-                 std::vector<RawRef> scalar_prefetch = {},
+  PipelineCursor(const Shape& local_grid, const SmallVec& offset,
+                 const std::vector<const pl::BlockSpec*>& specs, int num_inputs, int64_t begin = 0,
+                 int64_t end = -1, const std::vector<RawRef>& scalar_prefetch = {},
                  std::vector<std::vector<int64_t>> permutations = {});
   /// A cursor to reset() before use.
   PipelineCursor() = default;

@@ -496,8 +496,8 @@ TEST(Trace, LintsFireOnTheKernelsTheyDescribe) {
   // The uneven split is reported when the core with fewer steps idled a noticeable part of the
   // launch: a measured time, which a loaded machine (parallel ctest, other processes) can hide
   // in one run by descheduling the core. It must fire in one of up to 21 runs (each takes
-  // milliseconds; with 6, one full ctest at -j2 in nine failed this test, and this is its only
-  // check that depends on timing).
+  // milliseconds, and under a parallel ctest a handful of runs can all be descheduled; this is
+  // the test's only check that depends on timing).
   bool uneven_lint = has_lint(*uneven, "uneven PARALLEL split");
   for (int attempt = 0; attempt < 20 && !uneven_lint; ++attempt) {
     trace::Session again(quiet());
