@@ -96,25 +96,19 @@ struct alignas(64) TileConfig {
 // A block of C of NA x NB tiles (16 x 16 each) at `c` (row stride `c_stride` bytes) (+)= the
 // 16 * NA rows of A at `a` (row stride `a_stride` bytes, k contiguous) times the B panel `bp` over
 // `steps` tile steps. Tiles 0-3 hold C, 4-5 A, 6-7 B.
-// What the next block reads, prefetched into L1 while this one computes: the tile loads from L2
-// otherwise wait on each line (measured: the block ran at a sixth of the tile unit's rate).
-struct NextBlock {
-  const std::byte* b = nullptr;  // its B panel's run of steps
-  int64_t b_lines = 0;
-  const std::byte* c = nullptr;  // its C rows (null: C is not loaded)
-  int64_t c_stride = 0;
-  int64_t c_rows = 0;
-  int64_t c_row_lines = 0;
-};
-
+//
+// Nothing is prefetched by software: the hardware's prefetchers follow B's panel, which is
+// contiguous, and the block of A stays in L1. Prefetching the next block's B panel and C rows
+// into L1 while a block computes was measured slower (Sapphire Rapids class, 48 KiB L1, bf16,
+// 1 core, (1024, 256) x (256, 1024) accumulated: 750-775 GFLOP/s with both, 840-850 without the
+// B panel's, ~905 without either, 758 with C's prefetched into L2 only; docs/performance.md).
+// A block of 8 steps of A, its B panel and the next one are 16 KiB each, the whole L1, and the
+// next block's C rows, a row of the accumulator apart (4 KiB for 1024 columns), share its sets.
 template <bool kInt8, int NA, int NB>
 [[gnu::target("amx-tile,amx-bf16,amx-int8")]] void block(std::byte* c, int64_t c_stride, bool load,
                                                          const std::byte* a, int64_t a_stride,
-                                                         const uint32_t* bp, int64_t steps,
-                                                         const NextBlock& next = {}) {
+                                                         const uint32_t* bp, int64_t steps) {
   std::byte* c1 = c + 16 * c_stride;
-  const int64_t b_per_step = (next.b_lines + steps - 1) / steps;
-  const int64_t c_per_step = (next.c_rows + steps - 1) / steps;
   if (load) {
     _tile_loadd(0, c, c_stride);
     if constexpr (NB == 2) _tile_loadd(1, c + 64, c_stride);
@@ -132,17 +126,6 @@ template <bool kInt8, int NA, int NB>
     if constexpr (NA == 2) _tile_loadd(5, a1 + s * 64, a_stride);
     _tile_loadd(6, bp + s * 512, 64);
     if constexpr (NB == 2) _tile_loadd(7, bp + s * 512 + 256, 64);
-    for (int64_t l = s * b_per_step; l < std::min(next.b_lines, (s + 1) * b_per_step); ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(next.b + l * 64), _MM_HINT_T0);
-    }
-    if (next.c != nullptr) {
-      for (int64_t r = s * c_per_step; r < std::min(next.c_rows, (s + 1) * c_per_step); ++r) {
-        for (int64_t l = 0; l < next.c_row_lines; ++l) {
-          _mm_prefetch(reinterpret_cast<const char*>(next.c + r * next.c_stride + l * 64),
-                       _MM_HINT_T0);
-        }
-      }
-    }
     if constexpr (kInt8) {
       _tile_dpbssd(0, 4, 6);
       if constexpr (NB == 2) _tile_dpbssd(1, 4, 7);
@@ -549,21 +532,9 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
           transposed_block<kInt8, NA, NB>(d, d_rs, m, n, i0, j0, kRows, accumulate, arow, a_stride,
                                           bpp, ns);
         } else if (i0 + kRows <= m && j0 + 16 * NB <= c_cols) {
-          // The next block: the next panel of this row of blocks, else the first of the next row.
-          const int64_t njp = jp + 1 < panels ? jp + 1 : 0;
-          const int64_t ni0 = jp + 1 < panels ? i0 : i0 + kRows;
-          NextBlock next;
-          next.b = reinterpret_cast<const std::byte*>(bp + (njp * steps + s0) * 512);
-          next.b_lines = ns * NB * 16;
-          if (load && ni0 < m) {
-            next.c = reinterpret_cast<const std::byte*>(c + ni0 * c_rs + njp * 32);
-            next.c_stride = c_rs * static_cast<int64_t>(sizeof(C));
-            next.c_rows = std::min(kRows, m - ni0);
-            next.c_row_lines = NB;
-          }
           block<kInt8, NA, NB>(reinterpret_cast<std::byte*>(c + i0 * c_rs + j0),
                                c_rs * static_cast<int64_t>(sizeof(C)), load, arow, a_stride, bpp,
-                               ns, next);
+                               ns);
         } else {
           edge_block<kInt8, NA, NB>(c, c_rs, m, n, i0, j0, kRows, load, arow, a_stride, bpp, ns);
         }
