@@ -40,10 +40,6 @@ constexpr int64_t kDefaultWaitTimeoutMs = 10000;
 // Deadlines beyond this are treated as this (about 34 years): steady_clock + the timeout must
 // not overflow.
 constexpr int64_t kMaxWaitTimeoutMs = int64_t{1} << 40;
-// How long a blocked wait spins before it sleeps: enough for a signal from a core that is a
-// few hundred instructions behind, short enough not to steal the CPU from the core it waits
-// for when both share one hardware thread (then the pool does not spin at all).
-constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr int64_t kCell = sizeof(SemaphoreCell);
 
 std::string element_of(std::string base, int64_t element, const Shape& shape) {
@@ -170,7 +166,7 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
   LaunchState& state = *ctx.launch;
   const auto start = std::chrono::steady_clock::now();
   if (engine.spin_before_sleep() && CorePool::current().spinning()) {
-    const auto spin_end = start + kSpinFor;
+    const auto spin_end = start + kSpinBeforeSleep;
     do {
       for (int i = 0; i < 64; ++i) {
         if (engine.try_take(ctx, cell, slot, amount, site)) return;

@@ -17,6 +17,12 @@
 #endif
 
 namespace tessera::detail {
+/// How long a blocked wait of a core or a device spins before it sleeps: enough for a signal
+/// from a thread that is a few hundred instructions behind, short enough not to steal the CPU
+/// from the thread it waits for when both share one hardware thread (then nothing spins:
+/// CorePool::spinning()).
+inline constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+
 /// One spin-loop iteration's pause: `pause` on x86 (frees the core's resources for the other
 /// hyperthread and avoids a memory-order flush on exit), a yield elsewhere.
 inline void cpu_relax() noexcept {
