@@ -66,7 +66,10 @@ class InProcessTransport final : public Transport {
     std::atomic<bool> done{false};
     std::atomic<int> bodies{0};           // cores of the running launch past bodies_done()
     std::atomic<uint64_t> bodies_seq{0};  // the last launch all of whose cores got there
+    std::atomic<int> cpu{-1};             // where its thread entered its last launch
   };
+  // Moves device `device`'s thread off device 0's CPU when it entered a launch there.
+  void keep_apart(int device) noexcept;
 
   // Sleeps until `ready()` (re-checked after each wake-up of the event word), the deadline of
   // core/launch `state`, or a failure; `what` describes the wait for the timeout message.
