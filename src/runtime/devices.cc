@@ -345,12 +345,10 @@ class DeviceThreads {
       [[maybe_unused]] const int launcher_cpu = launcher_cpu_;
       lock.unlock();
 #if defined(__linux__)
-      // Woken beside the thread that started the program (device 0's), which the scheduler
-      // favours for a thread its waker wakes, two devices would take turns on one CPU while
-      // another idles, and every exchange between them would wait for a switch (measured: the
-      // ring all-reduce at 1 MiB on 2 devices of a 2-vCPU VM 0.3-0.9 ms a launch with both
-      // threads on one CPU, 0.10-0.15 ms on two). Device d moves off it, as a pool's worker
-      // does (spread_out), when the process has no more threads than CPUs.
+      // The scheduler tends to wake a thread beside its waker, device 0's thread here: device d
+      // moves off that CPU (spread_out) while the process has no more threads than CPUs. Why
+      // devices must not share a CPU, and the same move at each launch:
+      // InProcessTransport::keep_apart (transport_inprocess.cc).
       (void)spread_out(launcher_cpu, d, allowed);
 #endif
       job(d);
