@@ -202,6 +202,7 @@ void MpiRuntime::init() {
   MPI_Comm_free(&node);
   if (win_ != MPI_WIN_NULL) MPI_Win_lock_all(MPI_MODE_NOCHECK, win_);
   auto* dir = new (base) Directory();
+  new (static_cast<std::byte*>(base) + kDirectoryPage) Mailbox();
   if (shm_) bell_ = &dir->bell;
   if (win_ != MPI_WIN_NULL) MPI_Win_sync(win_);
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -340,6 +341,7 @@ std::vector<char> signal_bytes(const Signal& s, const CheckNote* note, int64_t o
 }  // namespace
 
 void MpiRuntime::send_signal(int rank, const Signal& s, const CheckNote* note, int64_t offset) {
+  if (note == nullptr && mail(rank, Mailbox::Letter{Mailbox::Kind::kSignal, rank_, s})) return;
   send_bytes(rank, kTagSignal, signal_bytes(s, note, offset));
 }
 
@@ -578,7 +580,8 @@ void MpiRuntime::engine_main() {
       jobs.swap(jobs_);
     }
     for (auto& job : jobs) job();
-    const bool received = poll_messages();
+    bool received = poll_messages();
+    if (shm_ && transport_ != nullptr && drain_mail(*transport_)) received = true;
     if (transport_ != nullptr) transport_->retry_landings();
     std::erase_if(sends_, [&](Send& send) {
       int done = 0;
@@ -653,6 +656,9 @@ void MpiRuntime::run_program(const Mesh& mesh, FunctionRef<void(int)> job,
   // failed: a failed rank sent its error to all before it got here.
   const auto barrier_done = barrier();
   while (!barrier_done->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  // Every letter any rank sent in the program is in the mailbox now: one that reached this rank
+  // after it left the launch it was for is a failure of the program.
+  if (shm_) call([&] { drain_mail(transport); });
   int failed = transport.failure() ? 1 : 0;
   call([&] { MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm_); });
   while (failed != 0 && !transport.failure()) {

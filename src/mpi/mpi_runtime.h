@@ -9,7 +9,8 @@
 // until touched) and every HBM array of the process comes from it (core/hbm_heap.h). Its first
 // page is the rank's directory: the launch it is in and the offsets of that launch's arrays, so
 // that a sender finds the same array on the target (remote copies land in HBM: an output or an
-// aliased input; another process's VMEM is not reachable).
+// aliased input; another process's VMEM is not reachable). The rank's mailbox follows it
+// (mpi_mailbox.h).
 //   - Same host (the default when every rank shares one node): each rank's segment is mapped in
 //     every rank, from the host's reserved huge pages when it has enough for every rank's window
 //     (mpi_huge_window.h; TESSERA_MPI_HUGE_PAGES=off declines them), otherwise from
@@ -23,13 +24,16 @@
 // small messages that carry semaphore signals and the bytes a copy added to a receive semaphore
 // (a message after the data, so that the target's engine — which wakes the waiting core — learns
 // of it without polling memory) and those of the launches' start barriers (each rank tells every
-// other that it has entered launch n), runs the puts, the barriers that start and end a program
+// other that it has entered launch n) — on one host those go through the ranks' mailboxes
+// instead (mpi_mailbox.h), unless a mailbox is full or the checked engine sends them with its
+// notes — runs the puts, the barriers that start and end a program
 // (MPI_Ibarrier), the cancellation of every rank when one fails, and the exchange of errors at
 // the end of a program.
 // It polls with MPI_Iprobe / MPI_Test and sleeps in between, so it never holds a core that the
 // kernels need. On one host every message rings the target's bell (a futex word in its
-// directory) after it is sent, so the engine sleeps until one comes (5 ms at most, a safety
-// net), polling every 20 µs only while a send, a barrier or a landing is pending. Across hosts
+// directory) after it is sent, and so does a letter while a thread of the target sleeps, so the
+// engine sleeps until one comes (5 ms at most, a safety net), polling every 20 µs only while a
+// send, a barrier or a landing is pending. Across hosts
 // nothing rings it: while a program runs it sleeps 20 µs, then longer each time up to 200 µs
 // (20 µs while a launch waits for messages), and 5 ms between programs. A wake-up costs a
 // machine whose cores all run kernels more than its own few microseconds: the engine takes a
@@ -55,6 +59,7 @@
 
 #include "core/hbm_heap.h"
 #include "mpi/mpi_huge_window.h"
+#include "mpi/mpi_mailbox.h"
 #include "runtime/distributed.h"
 #include "runtime/transport.h"
 
@@ -76,8 +81,12 @@ struct Directory {
   int64_t offset[kMaxArrays] = {};  // byte offset in the window, -1: not in it
   int64_t bytes[kMaxArrays] = {};
 };
-inline constexpr int64_t kDirectoryBytes = 4096;
-static_assert(sizeof(Directory) <= kDirectoryBytes);
+inline constexpr int64_t kDirectoryPage = 4096;
+static_assert(sizeof(Directory) <= kDirectoryPage);
+// The rank's mailbox (mpi_mailbox.h) follows its directory page; the heap of HBM arrays begins
+// after both.
+inline constexpr int64_t kDirectoryBytes =
+    kDirectoryPage + (static_cast<int64_t>(sizeof(Mailbox)) + 4095) / 4096 * 4096;
 
 /// A first-fit heap over the window, for HBM arrays (core/hbm_heap.h).
 class WindowHeap final : public HbmHeap {
@@ -100,16 +109,6 @@ class WindowHeap final : public HbmHeap {
   std::map<int64_t, int64_t> used_;
   bool closed_ = false;
   std::string hint_;
-};
-
-/// A signal for a core's semaphore: a remote signal, or the bytes a copy added to a receive
-/// semaphore.
-struct Signal {
-  int64_t program;  // the program it belongs to (MpiRuntime::program())
-  int64_t seq;      // the launch it belongs to (barrier semaphores: any)
-  int64_t core;
-  int64_t slot;
-  int64_t inc;
 };
 
 /// The checked engine's note on a signal message (after the Signal; CheckNote on the wire),
@@ -215,8 +214,17 @@ class MpiRuntime final : public DistributedRuntime {
   void call(const std::function<void()>& job);
   /// Queues `job` for the engine thread without waiting.
   void post(std::function<void()> job);
-  /// Sends `s` to `rank` (the engine sends it; non-blocking for the caller), with the checked
-  /// engine's `note` when there is one (`offset`: a copy's destination in the target's window).
+  /// Same host: `rank`'s mailbox (mpi_mailbox.h).
+  Mailbox& mailbox(int rank) const noexcept;
+  /// Same host: puts `letter` into `rank`'s mailbox, and rings its engine when a thread of that
+  /// rank sleeps in a wait. False (nothing sent) across hosts or when the mailbox is full.
+  bool mail(int rank, const Mailbox::Letter& letter) noexcept;
+  /// Takes every letter of this rank's mailbox to `t` (the running program's transport): from
+  /// the engine thread, or from a core that polls while it waits. True when one came.
+  bool drain_mail(MpiTransport& t);
+  /// Sends `s` to `rank` (through its mailbox on one host, else the engine sends it;
+  /// non-blocking for the caller), with the checked engine's `note` when there is one, which
+  /// always goes through MPI (`offset`: a copy's destination in the target's window).
   void send_signal(int rank, const Signal& s, const CheckNote* note = nullptr, int64_t offset = -1);
   /// Sends a copy into `rank`'s VMEM or SMEM: `data` (its bytes packed row-major) lands at the
   /// target core's memory when the target applies `s` (the landing); `note` as send_signal's.

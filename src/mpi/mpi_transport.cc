@@ -14,6 +14,7 @@
 #include "runtime/devices.h"
 #include "runtime/engine.h"
 #include "runtime/events.h"
+#include "runtime/spin.h"
 #include "tessera/error.h"
 
 namespace tessera::detail::mpi {
@@ -70,7 +71,19 @@ void MpiTransport::wait_for(CoreContext& ctx, Ready ready, const char* op,
       if (ctx.engine != nullptr) ctx.engine->transport_unblocked(ctx);
     }
   } withdraw{*this, ctx, &still, reported};
-  while (!ready()) {
+  // First spin, taking what arrives (one host), while the process has a CPU for each of its
+  // threads, as a blocked semaphore wait does (runtime/spin.h); then sleep between looks.
+  if (polled() && !report && CorePool::current().spinning()) {
+    const auto spin_end = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    while (!ready() && !failed_.load() && !ctx.launch->cancelled.load() &&
+           std::chrono::steady_clock::now() < spin_end) {
+      poll();
+      for (int i = 0; i < 8; ++i) cpu_relax();
+    }
+  }
+  for (;;) {
+    const uint32_t seen = arrivals_.load();
+    if (ready()) break;
     if (failed_.load() || ctx.launch->cancelled.load()) {
       raise(ErrorKind::kCancelled, op, where,
             "cancelled: a device of the mesh failed, and its error is the one the program reports");
@@ -93,9 +106,37 @@ void MpiTransport::wait_for(CoreContext& ctx, Ready ready, const char* op,
         publish(3, reported, blocked());
       }
     }
-    std::this_thread::sleep_for(pause);
+    // Until something arrives (what `ready` waits for on one host), or a while (a cancellation,
+    // and across hosts what the engine fetches).
+    {
+      const Asleep asleep(this);
+      arrival_sleepers_.fetch_add(1);
+      futex_wait_for(arrivals_, seen,
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(pause).count());
+      arrival_sleepers_.fetch_sub(1);
+    }
     pause = std::min(pause * 2, std::chrono::microseconds(200));
   }
+}
+
+void MpiTransport::sleeping(bool on) noexcept {
+  std::atomic<int32_t>& sleepers = rt_.mailbox(rank_).sleepers();
+  if (!on) {
+    sleepers.fetch_sub(1);
+    return;
+  }
+  sleepers.fetch_add(1);
+  // A letter that came before a sender could see this sleeper rang no bell: it is taken here,
+  // and what comes after rings the engine, which delivers it and wakes this thread.
+  try {
+    rt_.drain_mail(*this);
+  } catch (...) {
+    rt_.wake_engine();  // the engine takes it
+  }
+}
+
+void MpiTransport::poll() {
+  if (rt_.mailbox(rank_).maybe_full()) rt_.drain_mail(*this);
 }
 
 void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
@@ -177,6 +218,11 @@ void MpiTransport::tell_others(int tag, uint64_t seq, bool with_count) {
     put_i64(msg, static_cast<int64_t>(seq));
     // Counted with the signal messages (a message in flight for the snapshots).
     const int64_t count = sent_[static_cast<size_t>(r)].fetch_add(1) + 1;
+    if (tag == kTagEnter &&
+        rt_.mail(r, Mailbox::Letter{Mailbox::Kind::kEnter, rank_,
+                                    Signal{rt_.program(), static_cast<int64_t>(seq), 0, 0, 0}})) {
+      continue;
+    }
     if (with_count) put_i64(msg, count);
     rt_.send_bytes(r, tag, std::move(msg));
   }
@@ -187,6 +233,10 @@ void MpiTransport::entered_message(int rank, const std::vector<char>& bytes) {
   const int64_t program = get_i64(bytes, at);
   const auto seq = static_cast<uint64_t>(get_i64(bytes, at));
   if (program != rt_.program()) return;  // an earlier program's
+  entered(rank, seq);
+}
+
+void MpiTransport::entered(int rank, uint64_t seq) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++received_[static_cast<size_t>(rank)];
@@ -194,6 +244,7 @@ void MpiTransport::entered_message(int rank, const std::vector<char>& bytes) {
     // A snapshot sent before counted one message less from `rank`: blocked cores look again
     // and send a new one.
     version_.fetch_add(1);
+    arrived();
     if (published_stuck_.load()) wake_launch();
   }
 }
@@ -258,6 +309,7 @@ void MpiTransport::bodies_message(int rank, const std::vector<char>& bytes) {
     b.expect[static_cast<size_t>(rank)] = count;
     ++b.ranks;
     version_.fetch_add(1);
+    arrived();
     if (published_stuck_.load()) wake_launch();
   }
 }
@@ -330,6 +382,7 @@ void MpiTransport::deliver(const Signal& s, int from, std::shared_ptr<const Chec
   // After the semaphore changed: a core that found every core blocked before this reads a
   // newer version (wait snapshots).
   version_.fetch_add(1);
+  arrived();
   if (published_stuck_.load()) {
     std::lock_guard<std::mutex> lock(mu_);
     wake_launch();
@@ -358,21 +411,26 @@ void MpiTransport::deliver_locked(const Pending& p, std::exception_ptr& race) {
     early_.push_back(p);
     return;
   }
-  // A signal for a launch this rank has left: nothing will ever take it.
-  if (!failed_.load()) {
-    failure_ = std::make_exception_ptr(KernelError(
+  // A signal for a launch this rank has left: nothing will ever take it. The caller fails the
+  // program with it (deliver), which tells every rank.
+  if (!failed_.load() && !race) {
+    race = std::make_exception_ptr(KernelError(
         ErrorKind::kInvalidArgument,
         fmt::format("tessera: device {} received a signal of {} for its launch #{} after it had "
                     "left that kernel: a device must wait (semaphore_wait / wait_recv) for "
                     "everything sent to it before its kernel ends",
                     mesh_.name(rank_), s.inc, s.seq),
         SourceLocation{}));
-    failed_.store(true);
-    cancel_launch();
   }
 }
 
+void MpiTransport::arrived() noexcept {
+  arrivals_.fetch_add(1);
+  if (arrival_sleepers_.load() != 0) futex_wake(arrivals_, true);
+}
+
 void MpiTransport::cancel_launch() noexcept {
+  arrived();  // waits outside semaphores look at failed_ now
   if (launch_ == nullptr) return;
   launch_->state->cancelled.store(true);
   for (int c = 0; c < launch_->spec->num_cores; ++c) launch_->pool->arena(c).wait_queue().wake();

@@ -56,6 +56,12 @@ class MpiTransport final : public Transport {
   /// From the engine thread: rank `rank` has entered a launch with a start barrier (the message
   /// names the program and the launch).
   void entered_message(int rank, const std::vector<char>& bytes);
+  /// Rank `rank` has entered launch `seq` of the running program, with a start barrier.
+  void entered(int rank, uint64_t seq);
+  /// On one host a waiting thread takes the letters of this rank's mailbox (mpi_mailbox.h).
+  bool polled() const noexcept override { return rt_.shared_memory(); }
+  void sleeping(bool on) noexcept override;
+  void poll() override;
   /// From the engine thread: rank `rank` has run every body of a launch (kTagBodies).
   void bodies_message(int rank, const std::vector<char>& bytes);
   /// From the engine thread: rank `rank` failed with `message`.
@@ -97,7 +103,10 @@ class MpiTransport final : public Transport {
   void snapshot_arrived(int rank, const std::vector<char>& bytes);
   void evaluate_snapshots();
   void deadlock_found();
-  void cancel_launch() noexcept;   // under mu_
+  void cancel_launch() noexcept;  // under mu_
+  // Something reached this rank (a delivery, a rank's entry, a rank's end of its bodies, a
+  // failure): wakes the waits of wait_for.
+  void arrived() noexcept;
   void publish_failed() noexcept;  // in the directory: this rank stopped after a failure
   // Waits (sleeping) until `ready()`; raises kCancelled after a failure, kTimeout at the launch's
   // deadline naming `what`. In checked mode the wait takes part in the deadlock detection over
@@ -136,6 +145,8 @@ class MpiTransport final : public Transport {
   std::atomic<bool> failed_{false};
 
   // Wait snapshots (see publish()).
+  std::atomic<uint32_t> arrivals_{0};         // bumped by arrived(), a futex word
+  std::atomic<int32_t> arrival_sleepers_{0};  // wait_for()s asleep on it
   std::atomic<uint64_t> version_{1};  // bumped after every delivery, and when a wait_for ends
   // The waits of this rank outside semaphore waits that a snapshot counts (wait_for): a
   // confirmation asks each whether it is still not ready.

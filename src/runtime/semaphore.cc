@@ -167,8 +167,13 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
   const auto start = std::chrono::steady_clock::now();
   if (engine.spin_before_sleep() && CorePool::current().spinning()) {
     const auto spin_end = start + kSpinBeforeSleep;
+    // What another device sends may be this core's to take while it spins (MPI ranks on one
+    // host); it is the transport's own thread's once the core sleeps.
+    Transport* polled = ctx.device != nullptr ? ctx.device->transport : nullptr;
+    if (polled != nullptr && !polled->polled()) polled = nullptr;
     do {
       for (int i = 0; i < 64; ++i) {
+        if (polled != nullptr) polled->poll();
         if (engine.try_take(ctx, cell, slot, amount, site)) return;
         // Relaxed: only a hint here; the sleeping phase below re-reads it with seq_cst.
         if (state.cancelled.load(std::memory_order_relaxed)) throw_cancelled(ctx, slot, site);
@@ -179,6 +184,7 @@ void block_until(CoreContext& ctx, SemaphoreCell& cell, int64_t slot, int64_t am
   const int64_t timeout_ms = std::min(state.wait_timeout_ms, kMaxWaitTimeoutMs);
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   SemaphoreWaitQueue& queue = ctx.arena->wait_queue();
+  const Transport::Asleep asleep(ctx.device != nullptr ? ctx.device->transport : nullptr);
   queue.sleepers.fetch_add(1);
   struct Leave {
     SemaphoreWaitQueue& q;

@@ -199,6 +199,30 @@ class Transport {
   /// device from this. Default: nothing (in process the books are shared).
   virtual void stuck(uint64_t version, std::string waits) noexcept;
 
+  // ---- waits that take what arrives themselves (MPI ranks on one host: mpi_mailbox.h) ----
+
+  /// True when a thread of this process's device that spins in a wait should call poll(), so
+  /// that what other devices send reaches it without waking a thread of the transport's own.
+  virtual bool polled() const noexcept { return false; }
+  virtual void poll() {}
+  /// A thread of this process's device goes to sleep in a wait (true; what arrives from then on
+  /// must wake it) or has woken (false). Asleep below calls it for a scope.
+  virtual void sleeping(bool /*on*/) noexcept {}
+  class Asleep {
+   public:
+    explicit Asleep(Transport* t) noexcept : t_(t != nullptr && t->polled() ? t : nullptr) {
+      if (t_ != nullptr) t_->sleeping(true);
+    }
+    ~Asleep() {
+      if (t_ != nullptr) t_->sleeping(false);
+    }
+    Asleep(const Asleep&) = delete;
+    Asleep& operator=(const Asleep&) = delete;
+
+   private:
+    Transport* t_;
+  };
+
   // ---- books an engine shares between devices (the checked engine's) ----
 
   /// The program's books: made by `make` on first use, the same object for every device.
