@@ -92,8 +92,8 @@ class Mailbox {
     }
   }
 
-  /// Whether a letter may be waiting (a cheap look for a spinning core).
-  bool maybe_full() const noexcept {
+  /// Whether a letter may be waiting (a cheap look for a spinning core: two loads).
+  bool may_hold_letters() const noexcept {
     return head_.v.load(std::memory_order_relaxed) != tail_.v.load(std::memory_order_relaxed);
   }
 

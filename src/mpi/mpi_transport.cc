@@ -136,7 +136,7 @@ void MpiTransport::sleeping(bool on) noexcept {
 }
 
 void MpiTransport::poll() {
-  if (rt_.mailbox(rank_).maybe_full()) rt_.drain_mail(*this);
+  if (rt_.mailbox(rank_).may_hold_letters()) rt_.drain_mail(*this);
 }
 
 void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {

@@ -36,13 +36,13 @@ TEST(Mailbox, KeepsOrderAndRefusesWhenFull) {
   Mailbox& box = *p.box;
   Mailbox::Letter out;
   EXPECT_FALSE(box.pop(out));
-  EXPECT_FALSE(box.maybe_full());
+  EXPECT_FALSE(box.may_hold_letters());
   for (int round = 0; round < 5; ++round) {  // the cells are reused round after round
     for (uint64_t i = 0; i < Mailbox::kCells; ++i) {
       ASSERT_TRUE(box.push(letter(round, static_cast<int64_t>(i))));
     }
     EXPECT_FALSE(box.push(letter(round, -1))) << "a full mailbox must refuse";
-    EXPECT_TRUE(box.maybe_full());
+    EXPECT_TRUE(box.may_hold_letters());
     for (uint64_t i = 0; i < Mailbox::kCells; ++i) {
       ASSERT_TRUE(box.pop(out));
       EXPECT_EQ(out.from, round);
