@@ -1,5 +1,6 @@
 // Internal: the mailbox of a rank's directory (mpi_runtime.h), through which ranks on one host
-// hand each other semaphore signals and start-barrier entries without MPI.
+// hand each other semaphore signals and the launches' start-barrier entries and ends of bodies
+// without MPI.
 //
 // A message through MPI passes three threads: the sending core queues it for its rank's engine
 // thread, which sends it and rings the target's bell, and the target's engine receives it and
@@ -38,6 +39,8 @@ class Mailbox {
   enum class Kind : int32_t {
     kSignal,  // `s` is a signal
     kEnter,   // rank `from` has entered launch s.seq of program s.program (its start barrier)
+    kBodies,  // rank `from` has run every body of launch s.seq, having sent this rank s.core
+              // messages and letters by then, s.slot of them letters (this one included)
   };
   struct Letter {
     Kind kind = Kind::kSignal;

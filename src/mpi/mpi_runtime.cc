@@ -340,9 +340,10 @@ std::vector<char> signal_bytes(const Signal& s, const CheckNote* note, int64_t o
 }
 }  // namespace
 
-void MpiRuntime::send_signal(int rank, const Signal& s, const CheckNote* note, int64_t offset) {
-  if (note == nullptr && mail(rank, Mailbox::Letter{Mailbox::Kind::kSignal, rank_, s})) return;
+bool MpiRuntime::send_signal(int rank, const Signal& s, const CheckNote* note, int64_t offset) {
+  if (note == nullptr && mail(rank, Mailbox::Letter{Mailbox::Kind::kSignal, rank_, s})) return true;
   send_bytes(rank, kTagSignal, signal_bytes(s, note, offset));
+  return false;
 }
 
 void MpiRuntime::send_data(int rank, const Signal& s, const DataCopy& data, const CheckNote* note) {

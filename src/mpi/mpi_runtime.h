@@ -224,8 +224,9 @@ class MpiRuntime final : public DistributedRuntime {
   bool drain_mail(MpiTransport& t);
   /// Sends `s` to `rank` (through its mailbox on one host, else the engine sends it;
   /// non-blocking for the caller), with the checked engine's `note` when there is one, which
-  /// always goes through MPI (`offset`: a copy's destination in the target's window).
-  void send_signal(int rank, const Signal& s, const CheckNote* note = nullptr, int64_t offset = -1);
+  /// always goes through MPI (`offset`: a copy's destination in the target's window). True when
+  /// it went as a letter.
+  bool send_signal(int rank, const Signal& s, const CheckNote* note = nullptr, int64_t offset = -1);
   /// Sends a copy into `rank`'s VMEM or SMEM: `data` (its bytes packed row-major) lands at the
   /// target core's memory when the target applies `s` (the landing); `note` as send_signal's.
   void send_data(int rank, const Signal& s, const DataCopy& data, const CheckNote* note = nullptr);
@@ -292,6 +293,9 @@ class MpiRuntime final : public DistributedRuntime {
   std::atomic<uint32_t> kick_{0};  // the engine's bell across hosts (same host: the directory's)
   std::atomic<uint32_t>* bell_ = &kick_;
   std::atomic<int> prompt_{0};  // live Prompts
+  // One thread at a time takes this rank's letters, so that they are applied in the order they
+  // came (MpiTransport::bodies_done counts them).
+  std::mutex mail_mu_;
   struct Send {
     MPI_Request request;
     int target;

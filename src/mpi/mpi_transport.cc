@@ -41,6 +41,9 @@ MpiTransport::MpiTransport(MeshInfo mesh, MpiRuntime& runtime)
   sent_ = std::make_unique<std::atomic<int64_t>[]>(n);
   for (size_t r = 0; r < n; ++r) sent_[r].store(0);
   received_.assign(n, 0);
+  mailed_ = std::make_unique<std::atomic<int64_t>[]>(n);
+  for (size_t r = 0; r < n; ++r) mailed_[r].store(0);
+  received_mailed_.assign(n, 0);
   snapshots_.resize(n);
 }
 
@@ -119,26 +122,6 @@ void MpiTransport::wait_for(CoreContext& ctx, Ready ready, const char* op,
   }
 }
 
-void MpiTransport::sleeping(bool on) noexcept {
-  std::atomic<int32_t>& sleepers = rt_.mailbox(rank_).sleepers();
-  if (!on) {
-    sleepers.fetch_sub(1);
-    return;
-  }
-  sleepers.fetch_add(1);
-  // A letter that came before a sender could see this sleeper rang no bell: it is taken here,
-  // and what comes after rings the engine, which delivers it and wakes this thread.
-  try {
-    rt_.drain_mail(*this);
-  } catch (...) {
-    rt_.wake_engine();  // the engine takes it
-  }
-}
-
-void MpiTransport::poll() {
-  if (rt_.mailbox(rank_).may_hold_letters()) rt_.drain_mail(*this);
-}
-
 void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
   // Publish the launch's arrays: their offsets in this rank's window.
   Directory& dir = *rt_.directory(rank_);
@@ -213,39 +196,24 @@ void MpiTransport::enter(int /*device*/, DeviceLaunch& launch, bool barrier) {
 void MpiTransport::tell_others(int tag, uint64_t seq, bool with_count) {
   for (int r = 0; r < mesh_.size; ++r) {
     if (r == rank_) continue;
+    // Counted with the signal messages (a message in flight for the snapshots).
+    const int64_t count = sent_[static_cast<size_t>(r)].fetch_add(1) + 1;
+    const int64_t mailed = mailed_[static_cast<size_t>(r)].load();
+    const Mailbox::Kind kind = tag == kTagEnter ? Mailbox::Kind::kEnter : Mailbox::Kind::kBodies;
+    if (rt_.mail(r, Mailbox::Letter{
+                        kind, rank_,
+                        Signal{rt_.program(), static_cast<int64_t>(seq), count, mailed + 1, 0}})) {
+      count_mailed(r, true);
+      continue;
+    }
     std::vector<char> msg;
     put_i64(msg, rt_.program());
     put_i64(msg, static_cast<int64_t>(seq));
-    // Counted with the signal messages (a message in flight for the snapshots).
-    const int64_t count = sent_[static_cast<size_t>(r)].fetch_add(1) + 1;
-    if (tag == kTagEnter &&
-        rt_.mail(r, Mailbox::Letter{Mailbox::Kind::kEnter, rank_,
-                                    Signal{rt_.program(), static_cast<int64_t>(seq), 0, 0, 0}})) {
-      continue;
+    if (with_count) {
+      put_i64(msg, count);
+      put_i64(msg, mailed);
     }
-    if (with_count) put_i64(msg, count);
     rt_.send_bytes(r, tag, std::move(msg));
-  }
-}
-
-void MpiTransport::entered_message(int rank, const std::vector<char>& bytes) {
-  size_t at = 0;
-  const int64_t program = get_i64(bytes, at);
-  const auto seq = static_cast<uint64_t>(get_i64(bytes, at));
-  if (program != rt_.program()) return;  // an earlier program's
-  entered(rank, seq);
-}
-
-void MpiTransport::entered(int rank, uint64_t seq) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++received_[static_cast<size_t>(rank)];
-    ++arrived_at_barrier_[seq];  // (kept until this rank passes that launch's barrier)
-    // A snapshot sent before counted one message less from `rank`: blocked cores look again
-    // and send a new one.
-    version_.fetch_add(1);
-    arrived();
-    if (published_stuck_.load()) wake_launch();
   }
 }
 
@@ -269,10 +237,16 @@ void MpiTransport::bodies_done(CoreContext& ctx) {
         std::lock_guard<std::mutex> lock(mu_);
         const auto it = bodies_.find(seq);
         if (it == bodies_.end() || it->second.ranks < mesh_.size - 1) return false;
-        for (int r = 0; r < mesh_.size; ++r) {
-          if (r != rank_ &&
-              received_[static_cast<size_t>(r)] < it->second.expect[static_cast<size_t>(r)])
+        // Each kind in full: a letter of the next launch may arrive before a message of this
+        // one, and the other way round.
+        for (size_t r = 0; r < static_cast<size_t>(mesh_.size); ++r) {
+          const int64_t letters = received_mailed_[r];
+          const int64_t want_letters = it->second.expect_mailed[r];
+          if (static_cast<int>(r) != rank_ &&
+              (letters < want_letters ||
+               received_[r] - letters < it->second.expect[r] - want_letters)) {
             return false;
+          }
         }
         return !landings_waiting_.load();  // copies into a core's memory are stored too
       },
@@ -292,25 +266,6 @@ void MpiTransport::bodies_done(CoreContext& ctx) {
   std::lock_guard<std::mutex> lock(mu_);
   if (++local_passed_ == mine.spec->num_cores) {
     bodies_.erase(bodies_.begin(), bodies_.upper_bound(seq));  // no core of this rank looks again
-  }
-}
-
-void MpiTransport::bodies_message(int rank, const std::vector<char>& bytes) {
-  size_t at = 0;
-  const int64_t program = get_i64(bytes, at);
-  const auto seq = static_cast<uint64_t>(get_i64(bytes, at));
-  const int64_t count = get_i64(bytes, at);
-  if (program != rt_.program()) return;  // an earlier program's
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++received_[static_cast<size_t>(rank)];
-    Bodies& b = bodies_[seq];
-    if (b.expect.empty()) b.expect.assign(static_cast<size_t>(mesh_.size), 0);
-    b.expect[static_cast<size_t>(rank)] = count;
-    ++b.ranks;
-    version_.fetch_add(1);
-    arrived();
-    if (published_stuck_.load()) wake_launch();
   }
 }
 
@@ -376,9 +331,9 @@ bool MpiTransport::apply(const Pending& p, std::exception_ptr& error, bool enter
 }
 
 void MpiTransport::deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note,
-                           std::shared_ptr<const DataCopy> data) {
+                           std::shared_ptr<const DataCopy> data, bool mailed) {
   std::exception_ptr race;
-  deliver_locked(Pending{s, from, std::move(note), std::move(data)}, race);
+  deliver_locked(Pending{s, from, std::move(note), std::move(data), mailed}, race);
   // After the semaphore changed: a core that found every core blocked before this reads a
   // newer version (wait snapshots).
   version_.fetch_add(1);
@@ -398,7 +353,10 @@ void MpiTransport::wake_launch() noexcept {
 void MpiTransport::deliver_locked(const Pending& p, std::exception_ptr& race) {
   const Signal& s = p.s;
   std::lock_guard<std::mutex> lock(mu_);
-  if (p.from != rank_) ++received_[static_cast<size_t>(p.from)];
+  if (p.from != rank_) {
+    ++received_[static_cast<size_t>(p.from)];
+    if (p.mailed) ++received_mailed_[static_cast<size_t>(p.from)];
+  }
   if (apply(p, race)) return;
   if (p.data != nullptr && launch_ != nullptr && launch_->seq == static_cast<uint64_t>(s.seq)) {
     early_.push_back(p);  // its core has not begun yet: retry_landings() applies it
@@ -422,11 +380,6 @@ void MpiTransport::deliver_locked(const Pending& p, std::exception_ptr& race) {
                     mesh_.name(rank_), s.inc, s.seq),
         SourceLocation{}));
   }
-}
-
-void MpiTransport::arrived() noexcept {
-  arrivals_.fetch_add(1);
-  if (arrival_sleepers_.load() != 0) futex_wake(arrivals_, true);
 }
 
 void MpiTransport::cancel_launch() noexcept {
@@ -516,7 +469,7 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
     const int64_t offset = target_offset(ctx, dir, target, copy.dst, op, copy.where);
     put_rma(ctx, copy, offset);
     sent_[static_cast<size_t>(target)].fetch_add(1);
-    rt_.send_signal(target, landed, copy.note, offset);
+    count_mailed(target, rt_.send_signal(target, landed, copy.note, offset));
     return;
   }
   Directory& dir = *rt_.directory(target);
@@ -554,7 +507,7 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
   // The bytes are in the target's memory before the message that tells it so is sent.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   sent_[static_cast<size_t>(target)].fetch_add(1);
-  rt_.send_signal(target, landed, copy.note, offset);
+  count_mailed(target, rt_.send_signal(target, landed, copy.note, offset));
 }
 
 void MpiTransport::put_rma(CoreContext& ctx, const RemoteCopy& copy, int64_t offset) {
@@ -599,7 +552,7 @@ void MpiTransport::signal(CoreContext& ctx, DeviceTarget target, int64_t slot, i
     deliver(s, rank_, note == nullptr ? nullptr : std::make_shared<CheckNote>(*note));
   } else {
     sent_[static_cast<size_t>(target.device)].fetch_add(1);
-    rt_.send_signal(target.device, s, note);
+    count_mailed(target.device, rt_.send_signal(target.device, s, note));
   }
 }
 

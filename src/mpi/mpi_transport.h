@@ -44,7 +44,7 @@ class MpiTransport final : public Transport {
   /// `data`: a copy into this rank's VMEM or SMEM, whose bytes are stored just before the signal
   /// is applied.
   void deliver(const Signal& s, int from, std::shared_ptr<const CheckNote> note,
-               std::shared_ptr<const DataCopy> data = nullptr);
+               std::shared_ptr<const DataCopy> data = nullptr, bool mailed = false);
   /// From the engine thread: applies the copies into VMEM or SMEM of the running launch that
   /// arrived before their core had begun (checked mode makes a core's memories as it begins).
   void retry_landings();
@@ -57,13 +57,17 @@ class MpiTransport final : public Transport {
   /// names the program and the launch).
   void entered_message(int rank, const std::vector<char>& bytes);
   /// Rank `rank` has entered launch `seq` of the running program, with a start barrier.
-  void entered(int rank, uint64_t seq);
+  /// `mailed`: the news came as a letter (mpi_mailbox.h), else as a message.
+  void entered(int rank, uint64_t seq, bool mailed);
   /// On one host a waiting thread takes the letters of this rank's mailbox (mpi_mailbox.h).
   bool polled() const noexcept override { return rt_.shared_memory(); }
   void sleeping(bool on) noexcept override;
   void poll() override;
   /// From the engine thread: rank `rank` has run every body of a launch (kTagBodies).
   void bodies_message(int rank, const std::vector<char>& bytes);
+  /// Rank `rank` has run every body of launch `seq`, having sent this rank `count` messages by
+  /// then (this one included), `count_mailed` of them as letters; `mailed` as for entered().
+  void bodies(int rank, uint64_t seq, int64_t count, int64_t count_mailed, bool mailed);
   /// From the engine thread: rank `rank` failed with `message`.
   void cancelled_by(int rank, int kind, const std::string& message);
   /// True once this rank or another has failed.
@@ -75,6 +79,7 @@ class MpiTransport final : public Transport {
     int from;
     std::shared_ptr<const CheckNote> note;
     std::shared_ptr<const DataCopy> data;
+    bool mailed = false;
   };
   // Stores `p.data` into `arena`'s VMEM or SMEM; the view it filled (for the checked books).
   RawRef store_data(const Pending& p, CoreArena& arena) const;
@@ -86,8 +91,9 @@ class MpiTransport final : public Transport {
   bool apply(const Pending& p, std::exception_ptr& error, bool entering = false);
   void deliver_locked(const Pending& p, std::exception_ptr& race);
   void wake_launch() noexcept;  // under mu_: every core of the running launch looks again
-  // Sends every other rank a message `tag` naming this program and launch `seq`; `with_count`:
-  // and how many messages this rank has sent to that rank, this one included.
+  // Sends every other rank a message `tag` (kTagEnter or kTagBodies) naming this program and
+  // launch `seq` — a letter to its mailbox on one host; `with_count`: and how many messages this
+  // rank has sent to that rank, this one included.
   void tell_others(int tag, uint64_t seq, bool with_count);
   // Deadlock over every rank (checked mode), from wait snapshots: every rank that finds all its
   // cores blocked (in semaphore waits, or for another rank to enter a launch: kind 1), or that
@@ -134,7 +140,8 @@ class MpiTransport final : public Transport {
   // each had sent to this rank by then; this rank's cores past their bodies in the running launch.
   struct Bodies {
     int ranks = 0;
-    std::vector<int64_t> expect;
+    std::vector<int64_t> expect;         // messages and letters from each rank
+    std::vector<int64_t> expect_mailed;  // of which letters
   };
   std::map<uint64_t, Bodies> bodies_;
   uint64_t local_seq_ = 0;
@@ -155,6 +162,15 @@ class MpiTransport final : public Transport {
   std::atomic<bool> published_stuck_{false};
   std::unique_ptr<std::atomic<int64_t>[]> sent_;  // signal messages sent to each rank
   std::vector<int64_t> received_;                 // and received from each (engine thread)
+  // Of those, the letters (mpi_mailbox.h). Messages and letters each arrive in the order they
+  // were sent, but not in order with each other: bodies_done() counts them apart.
+  std::unique_ptr<std::atomic<int64_t>[]> mailed_;
+  std::vector<int64_t> received_mailed_;
+  // Counts a signal or copy sent to `target` (sent_ before it goes, mailed_ once it went as a
+  // letter).
+  void count_mailed(int target, bool mailed) noexcept {
+    if (mailed) mailed_[static_cast<size_t>(target)].fetch_add(1);
+  }
   struct Snapshot {
     int kind = 0;  // 0: unknown or running, 1: every core blocked, 2: the program has returned
     uint64_t version = 0;
