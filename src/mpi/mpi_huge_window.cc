@@ -1,4 +1,4 @@
-// The same-host window in reserved huge pages (mpi_huge_window.h).
+// The same-host window in huge pages (mpi_huge_window.h).
 #include "mpi/mpi_huge_window.h"
 
 #include <fcntl.h>
@@ -40,9 +40,34 @@ bool all_ranks(MPI_Comm comm, bool ok) {
   return all == 1;
 }
 
+constexpr int64_t kHuge = int64_t{2} << 20;  // the PMD size of x86-64
+
+// madvise's synchronous collapse into huge pages (Linux 6.1; glibc 2.36 does not name it yet).
+#if defined(__linux__) && !defined(MADV_COLLAPSE)
+constexpr int MADV_COLLAPSE = 25;
+#endif
+
+// Maps `fd` at an address that is a multiple of kHuge, so that the file's huge pages (offset 0
+// is aligned) can be mapped whole, here as in every other rank.
 std::byte* map_file(int fd, int64_t bytes) {
-  void* p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+  const auto len = static_cast<size_t>(bytes);
+  void* area =
+      ::mmap(nullptr, len + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (area == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(area);
+  const uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
+  void* p = ::mmap(reinterpret_cast<void*>(aligned), len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, fd, 0);
+  // What is left of the reservation on either side goes back.
+  if (aligned > start) ::munmap(area, aligned - start);
+  const uintptr_t end = aligned + len;
+  const uintptr_t area_end = start + len + kHuge;
+  if (area_end > end) ::munmap(reinterpret_cast<void*>(end), area_end - end);
+  if (p == MAP_FAILED) {
+    ::munmap(reinterpret_cast<void*>(aligned), len);
+    return nullptr;
+  }
+  return static_cast<std::byte*>(p);
 }
 
 }  // namespace
@@ -60,24 +85,35 @@ bool huge_window_allowed(std::source_location where) {
   }
   raise(ErrorKind::kInvalidArgument, "MPI start", where,
         fmt::format("TESSERA_MPI_HUGE_PAGES={} is not a setting; use off (or 0, no, false) to "
-                    "keep the ranks' window out of the host's reserved huge pages, or on (1, yes, "
-                    "true, auto: the default) to take them when the pool has room",
+                    "keep the ranks' window in MPI's shared memory of small pages, or on (1, yes, "
+                    "true, auto: the default) to take the host's reserved huge pages when the pool "
+                    "has room and to collapse its shared memory into huge pages otherwise",
                     v));
 }
 
 bool HugeWindow::map(MPI_Comm comm, int64_t bytes, bool allowed) {
+  collapsible_ = false;
+  if (map_files(comm, bytes, allowed, true)) return true;
+  // No reservation: shared memory of small pages, which collapse() turns into huge ones.
+  collapsible_ = map_files(comm, bytes, allowed, false);
+  return collapsible_;
+}
+
+bool HugeWindow::map_files(MPI_Comm comm, int64_t bytes, bool allowed, bool hugetlb) {
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   segments_.assign(static_cast<size_t>(size), nullptr);
   static_cast<void>(allowed);  // (unused where memfd has no MFD_HUGETLB)
+  static_cast<void>(hugetlb);
   int fd = -1;
 #ifdef MFD_HUGETLB
-  const int64_t page = huge_page_bytes();
+  const int64_t page = hugetlb ? huge_page_bytes() : kHuge;
   if (allowed && page > 0) {
     mapped_ = (bytes + page - 1) / page * page;
-    fd = ::memfd_create("tessera-window", MFD_HUGETLB | MFD_CLOEXEC);
+    fd = ::memfd_create(hugetlb ? "tessera-window" : "tessera-window-shm",
+                        (hugetlb ? MFD_HUGETLB : 0) | MFD_CLOEXEC);
     // A shared hugetlb mapping reserves all its pages here: it fails now rather than at a
     // later page fault when the host's pool is short.
     if (fd >= 0 && ::ftruncate(fd, mapped_) == 0) {
@@ -118,6 +154,24 @@ bool HugeWindow::map(MPI_Comm comm, int64_t bytes, bool allowed) {
   ::close(fd);
   if (!ok) unmap();
   return ok;
+}
+
+int64_t HugeWindow::collapse(std::byte* begin, std::byte* end) noexcept {
+#ifdef __linux__
+  if (!collapsible_) return 0;
+  const auto lo = (reinterpret_cast<uintptr_t>(begin) + kHuge - 1) / kHuge * kHuge;
+  const auto hi = reinterpret_cast<uintptr_t>(end) / kHuge * kHuge;
+  if (hi <= lo) return 0;
+  // A page of each: the kernel collapses only ranges that hold one (the rest it fills with
+  // zeros). The block is freshly allocated: its contents are unspecified.
+  for (uintptr_t c = lo; c < hi; c += kHuge) *reinterpret_cast<volatile char*>(c) = 0;
+  if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_COLLAPSE) != 0) return 0;
+  return static_cast<int64_t>(hi - lo);
+#else
+  static_cast<void>(begin);
+  static_cast<void>(end);
+  return 0;
+#endif
 }
 
 void HugeWindow::unmap() noexcept {

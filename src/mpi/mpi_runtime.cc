@@ -63,9 +63,10 @@ std::byte* align_up(std::byte* p, int64_t align) {
 // The window's base need not be aligned beyond 8 or 16 bytes (Open MPI's lies 16 bytes past a
 // cache line for one rank, 8 past one for several): the heap starts at the first page boundary
 // inside it, so that its offsets are aligned exactly as its addresses are.
-WindowHeap::WindowHeap(std::byte* base, int64_t bytes)
+WindowHeap::WindowHeap(std::byte* base, int64_t bytes, HugeWindow* huge)
     : base_(align_up(base, kPageBytes)),
-      bytes_(std::max<int64_t>(bytes - (base_ - base), 0) / 64 * 64) {
+      bytes_(std::max<int64_t>(bytes - (base_ - base), 0) / 64 * 64),
+      huge_(huge != nullptr && huge->collapsible() ? huge : nullptr) {
   if (bytes_ > 0) free_[0] = bytes_;
   hint_ = fmt::format(
       "this MPI rank's window ({} MiB, TESSERA_SYMMETRIC_HEAP): raise it, or "
@@ -81,20 +82,47 @@ void* WindowHeap::allocate(size_t n) noexcept {
   if (n > static_cast<size_t>(bytes_)) return nullptr;
   const int64_t want = std::max<int64_t>(64, (static_cast<int64_t>(n) + 63) / 64 * 64);
   const int64_t align = want >= kLargeBytes ? kPageBytes : 64;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    const int64_t start = it->first, size = it->second;
-    const int64_t pad = (align - start % align) % align;
-    if (size < pad + want) continue;
-    const int64_t off = start + pad;
-    const int64_t left = size - pad - want;
-    free_.erase(it);
-    if (pad > 0) free_[start] = pad;
-    if (left > 0) free_[off + want] = left;
-    used_[off] = want;
-    return base_ + off;
+  int64_t off = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      const int64_t start = it->first, size = it->second;
+      const int64_t pad = (align - start % align) % align;
+      if (size < pad + want) continue;
+      off = start + pad;
+      const int64_t left = size - pad - want;
+      free_.erase(it);
+      if (pad > 0) free_[start] = pad;
+      if (left > 0) free_[off + want] = left;
+      used_[off] = want;
+      break;
+    }
   }
-  return nullptr;
+  if (off < 0) return nullptr;
+  if (huge_ != nullptr) collapse(off, want);
+  return base_ + off;
+}
+
+void WindowHeap::collapse(int64_t off, int64_t bytes) noexcept {
+  constexpr auto kHuge = uintptr_t{2} << 20;
+  const uintptr_t origin = reinterpret_cast<uintptr_t>(base_) / kHuge;
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(base_ + off) + kHuge - 1) / kHuge;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(base_ + off + bytes) / kHuge;
+  if (last <= first) return;
+  bool all = true;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (collapsed_.size() < last - origin) collapsed_.resize(last - origin, false);
+    for (uintptr_t h = first; h < last; ++h) {
+      if (!collapsed_[h - origin]) {
+        all = false;
+        collapsed_[h - origin] = true;  // tried once: a page the kernel refused stays small
+      }
+    }
+  } catch (...) {
+    return;  // no memory for the books: the block stays in small pages
+  }
+  if (!all) huge_->collapse(base_ + off, base_ + off + bytes);
 }
 
 bool WindowHeap::owns(const void* p) const noexcept {
@@ -208,7 +236,7 @@ void MpiRuntime::init() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   MPI_Barrier(comm_);  // every directory exists before anyone reads one
   heap_ = std::make_unique<WindowHeap>(static_cast<std::byte*>(base) + kDirectoryBytes,
-                                       heap_bytes_ - kDirectoryBytes);
+                                       heap_bytes_ - kDirectoryBytes, &huge_);
   set_hbm_heap(heap_.get());
   engine_ = std::thread([this] { engine_main(); });
   std::atexit([] { instance().finalize(); });

@@ -12,10 +12,10 @@
 // aliased input; another process's VMEM is not reachable). The rank's mailbox follows it
 // (mpi_mailbox.h).
 //   - Same host (the default when every rank shares one node): each rank's segment is mapped in
-//     every rank, from the host's reserved huge pages when it has enough for every rank's window
-//     (mpi_huge_window.h; TESSERA_MPI_HUGE_PAGES=off declines them), otherwise from
-//     MPI_Win_allocate_shared; a remote copy is a strided copy by the sending core into the
-//     target's segment.
+//     every rank, from the host's reserved huge pages when it has enough for every rank's window,
+//     otherwise from its shared memory with large blocks collapsed into huge pages
+//     (mpi_huge_window.h; TESSERA_MPI_HUGE_PAGES=off declines both for MPI_Win_allocate_shared);
+//     a remote copy is a strided copy by the sending core into the target's segment.
 //   - Across hosts (or TESSERA_MPI_TRANSPORT=rma): MPI_Win_allocate with a passive-target epoch
 //     (MPI_Win_lock_all) for the whole run; a remote copy is MPI_Put of each contiguous run and
 //     MPI_Win_flush, issued by the rank's engine thread.
@@ -93,7 +93,8 @@ class WindowHeap final : public HbmHeap {
  public:
   static constexpr int64_t kPageBytes = 4096;
   static constexpr auto kLargeBytes = static_cast<int64_t>(kLargeHbmBytes);
-  WindowHeap(std::byte* base, int64_t bytes);
+  /// `huge`: the window, when its blocks are to be collapsed into huge pages (collapsible()).
+  WindowHeap(std::byte* base, int64_t bytes, HugeWindow* huge = nullptr);
   void* allocate(size_t bytes) noexcept override;
   bool owns(const void* p) const noexcept override;
   void free(void* p) noexcept override;
@@ -102,8 +103,12 @@ class WindowHeap final : public HbmHeap {
   void close() noexcept;
 
  private:
+  // Collapses the whole huge pages of a new block that no earlier block has collapsed.
+  void collapse(int64_t off, int64_t bytes) noexcept;
   std::byte* base_;
   int64_t bytes_;
+  HugeWindow* huge_ = nullptr;
+  std::vector<bool> collapsed_;  // per huge page of the window, from its base (under mu_)
   mutable std::mutex mu_;
   std::map<int64_t, int64_t> free_;  // offset -> size
   std::map<int64_t, int64_t> used_;
@@ -209,7 +214,10 @@ class MpiRuntime final : public DistributedRuntime {
   /// MPI's window (none when the same-host segments are huge pages of our own).
   MPI_Win window() const noexcept { return win_; }
   /// Whether the same-host segments are the host's reserved huge pages (mpi_huge_window.h).
-  bool huge_pages() const noexcept { return huge_.mapped(); }
+  bool huge_pages() const noexcept { return huge_.mapped() && !huge_.collapsible(); }
+  /// Whether they are memfds of the host's shared memory whose large blocks the heap collapses
+  /// into huge pages (mpi_huge_window.h; no reservation had room).
+  bool collapsed_pages() const noexcept { return huge_.collapsible(); }
   /// Runs `job` on the engine thread and waits for it (rethrowing what it throws).
   void call(const std::function<void()>& job);
   /// Queues `job` for the engine thread without waiting.

@@ -1,16 +1,22 @@
-// Run by ctest under mpirun (label mpi) with a small window (TESSERA_SYMMETRIC_HEAP): on one
+// Run by ctest under mpirun (label mpi) with a window of TESSERA_SYMMETRIC_HEAP bytes: on one
 // host the ranks' window segments come from the host's reserved huge pages when the pool has
-// room for every rank's segment (src/mpi/mpi_huge_window.h), and from MPI's shared window
-// otherwise or when TESSERA_MPI_HUGE_PAGES=off. Checks, on every rank:
+// room for every rank's segment (src/mpi/mpi_huge_window.h), from memfds of the host's shared
+// memory whose large blocks are collapsed into huge pages otherwise, and from MPI's shared
+// window when TESSERA_MPI_HUGE_PAGES=off. Checks, on every rank:
 //   - the page size the kernel maps this rank's segment and each peer's with (/proc/self/smaps)
 //     is the one the runtime says it chose;
 //   - huge pages were taken exactly when allowed and the pool had room (the pool is read after
-//     the window was made: with the window in it, nothing else, ctest runs this test alone);
-//   - a ring of remote copies (each rank's (64, 1024) block lands on its right neighbour,
-//     twice, into its output in the window) gives the right values.
+//     the window was made: with the window in it, nothing else, ctest runs this test alone), and
+//     MPI's window only when declined;
+//   - rings of remote copies (each rank's (64, 1024) block, and a (1024, 1024) one, lands on its
+//     right neighbour, twice, into its output in the window) give the right values;
+//   - collapsed: the large block is mapped with huge pages in this rank's segment and in the
+//     right neighbour's, which this rank wrote (where the host lets a probe collapse at all).
 // Prints "WRONG" for each unmet expectation, then "mpi_huge_window: all passed (huge pages:
-// yes|no)".
+// yes|collapsed|no)".
+#include <sys/mman.h>
 #include <tessera/tessera.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -49,6 +55,48 @@ int64_t kernel_page_kib(const void* p) {
   return inside ? kib : 0;
 }
 
+// The bytes of `p`'s mapping that the kernel maps with huge pages of shared memory
+// (ShmemPmdMapped in /proc/self/smaps); -1 when not found.
+int64_t shmem_pmd_bytes(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  char line[512];
+  bool inside = false;
+  int64_t kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    uintptr_t lo = 0;
+    uintptr_t hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < line + 17) {
+      inside = a >= lo && a < hi;
+    } else if (inside && std::sscanf(line, "ShmemPmdMapped: %ld kB", &kib) == 1) {
+      break;
+    }
+  }
+  std::fclose(f);
+  return inside ? kib * 1024 : -1;
+}
+
+// Whether this host collapses shared memory into huge pages at all (a memfd of its own).
+bool host_collapses() {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const int fd = ::memfd_create("probe", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, 2 * kHuge) != 0) return false;
+  auto* area =
+      static_cast<char*>(::mmap(nullptr, 3 * kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* at =
+      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(area) + kHuge - 1) / kHuge * kHuge);
+  void* p = ::mmap(at, 2 * kHuge, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  bool ok = false;
+  if (p != MAP_FAILED) {
+    std::memset(p, 1, 2 * kHuge);
+    ok = ::madvise(p, 2 * kHuge, 25 /* MADV_COLLAPSE */) == 0;
+  }
+  ::munmap(area, 3 * kHuge);
+  ::close(fd);
+  return ok;
+}
+
 // A /proc/meminfo field (its number), or -1.
 int64_t meminfo(const char* field) {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -76,6 +124,12 @@ void window_pages() {
   MpiRuntime& rt = MpiRuntime::instance();
   const int size = rt.size();
   const bool huge = rt.huge_pages();
+  if (!huge && !rt.collapsed_pages() && !declined()) {
+    wrong("MPI's window taken although TESSERA_MPI_HUGE_PAGES allows the host's memfds");
+  }
+  if (rt.collapsed_pages() && declined()) {
+    wrong("collapsed pages taken although TESSERA_MPI_HUGE_PAGES declines them");
+  }
   const int64_t page_kib = meminfo("Hugepagesize");
   for (int r = 0; r < size; ++r) {
     const int64_t kib = kernel_page_kib(rt.segment(r));
@@ -101,10 +155,12 @@ void window_pages() {
   }
 }
 
-void ring_of_copies() {
+// Each rank's (rows, 1024) block goes twice to the right; the output of the last program is
+// kept alive in `keep` (so that its pages can be inspected).
+void ring_of_copies(int64_t rows, Array<float>* keep = nullptr) {
   const int rank = jax::process_index();
   const int n = jax::device_count();
-  Array<float> x(Shape{64, 1024});
+  Array<float> x(Shape{rows, 1024});
   for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(rank * x.size() + i);
   auto shift = pl::pallas_call(
       [](pltpu::AnyRef<const float> in, pltpu::AnyRef<float> out, pltpu::DmaSemaphoreRef send,
@@ -115,7 +171,7 @@ void ring_of_copies() {
         copy.start();
         copy.wait();
       },
-      pl::out_shape(ShapeDtypeStruct<float>{{64, 1024}}),
+      pl::out_shape(ShapeDtypeStruct<float>{{rows, 1024}}),
       pltpu::PrefetchScalarGridSpec<0>(
           pl::in_specs(pl::BlockSpec(pl::ANY)), pl::out_specs(pl::BlockSpec(pl::ANY)),
           pl::scratch_shapes(pltpu::SemaphoreType::DMA, pltpu::SemaphoreType::DMA)));
@@ -128,6 +184,27 @@ void ring_of_copies() {
                    ", expected rank " + std::to_string(from) + "'s");
     }
   }
+  if (keep != nullptr) *keep = y;
+}
+
+// Collapsed: the (1024, 1024) output `y` (4 MiB, at least one whole huge page) is mapped with
+// huge pages here, and the right neighbour's segment, which this rank's copies wrote into, has
+// huge pages mapped here too.
+void collapsed_blocks(const Array<float>& y) {
+  MpiRuntime& rt = MpiRuntime::instance();
+  if (!rt.collapsed_pages()) return;
+  if (!host_collapses()) {
+    std::cout << "rank " << rt.rank() << ": this host collapses no shared memory" << std::endl;
+    return;
+  }
+  // (Whole segments: each is one mapping. The ranks need not place their blocks alike.)
+  const int right = (rt.rank() + 1) % rt.size();
+  const int64_t mine = shmem_pmd_bytes(y.data());
+  const int64_t theirs = shmem_pmd_bytes(rt.segment(right));
+  if (mine < (int64_t{2} << 20) || theirs < (int64_t{2} << 20)) {
+    wrong("the 4 MiB block is not in huge pages: " + std::to_string(mine) + " bytes here, " +
+          std::to_string(theirs) + " in the right neighbour's segment");
+  }
 }
 
 }  // namespace
@@ -137,15 +214,22 @@ int main() {
     if (!MpiRuntime::instance().active()) {
       wrong("not started by mpirun");
     } else {
-      ring_of_copies();  // the first program makes the window
+      ring_of_copies(64);  // the first program makes the window
       window_pages();
+      Array<float> y;
+      ring_of_copies(1024, &y);
+      collapsed_blocks(y);
     }
   } catch (const std::exception& e) {
     wrong(std::string("unexpected error: ") + e.what());
   }
   if (g_wrong == 0) {
+    const MpiRuntime& rt = MpiRuntime::instance();
     std::cout << "mpi_huge_window: all passed (huge pages: "
-              << (MpiRuntime::instance().huge_pages() ? "yes" : "no") << ")" << std::endl;
+              << (rt.huge_pages()        ? "yes"
+                  : rt.collapsed_pages() ? "collapsed"
+                                         : "no")
+              << ")" << std::endl;
   }
   return g_wrong == 0 ? 0 : 1;
 }

@@ -160,6 +160,9 @@ std::string cpu_model() {
 std::string window_memory() {
   std::ifstream f("/proc/self/maps");
   for (std::string line; std::getline(f, line);) {
+    if (line.find("memfd:tessera-window-shm") != std::string::npos) {
+      return "the host's shared memory, its blocks collapsed into huge pages";
+    }
     if (line.find("memfd:tessera-window") != std::string::npos) {
       return "huge pages the host reserved (hugetlb)";
     }
