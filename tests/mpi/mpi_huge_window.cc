@@ -18,6 +18,7 @@
 #include <tessera/tessera.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,33 +35,13 @@ using detail::mpi::MpiRuntime;
 using mpi_expect::g_wrong;
 using mpi_expect::wrong;
 
-// The page size (KiB) the kernel maps `p` with, from /proc/self/smaps; 0 when not found.
-int64_t kernel_page_kib(const void* p) {
-  std::FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return 0;
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  char line[512];
-  bool inside = false;
-  int64_t kib = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    uintptr_t lo = 0;
-    uintptr_t hi = 0;
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < line + 17) {
-      inside = a >= lo && a < hi;
-    } else if (inside && std::sscanf(line, "KernelPageSize: %ld kB", &kib) == 1) {
-      break;
-    }
-  }
-  std::fclose(f);
-  return inside ? kib : 0;
-}
-
-// The bytes of `p`'s mapping that the kernel maps with huge pages of shared memory
-// (ShmemPmdMapped in /proc/self/smaps); -1 when not found.
-int64_t shmem_pmd_bytes(const void* p) {
+// A field of the /proc/self/smaps entry of the mapping that holds `p` (its number, in kB, as
+// "KernelPageSize" or "ShmemPmdMapped" is); -1 when not found.
+int64_t smaps_kib(const void* p, const char* field) {
   std::FILE* f = std::fopen("/proc/self/smaps", "r");
   if (f == nullptr) return -1;
   const auto a = reinterpret_cast<uintptr_t>(p);
+  const std::string format = std::string(field) + ": %ld kB";
   char line[512];
   bool inside = false;
   int64_t kib = -1;
@@ -69,12 +50,24 @@ int64_t shmem_pmd_bytes(const void* p) {
     uintptr_t hi = 0;
     if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < line + 17) {
       inside = a >= lo && a < hi;
-    } else if (inside && std::sscanf(line, "ShmemPmdMapped: %ld kB", &kib) == 1) {
+    } else if (inside && std::sscanf(line, format.c_str(), &kib) == 1) {
       break;
     }
   }
   std::fclose(f);
-  return inside ? kib * 1024 : -1;
+  return inside ? kib : -1;
+}
+
+// The page size (KiB) the kernel maps `p` with; 0 when not found.
+int64_t kernel_page_kib(const void* p) {
+  return std::max<int64_t>(smaps_kib(p, "KernelPageSize"), 0);
+}
+
+// The bytes of `p`'s mapping that the kernel maps with huge pages of shared memory; -1 when not
+// found.
+int64_t shmem_pmd_bytes(const void* p) {
+  const int64_t kib = smaps_kib(p, "ShmemPmdMapped");
+  return kib < 0 ? -1 : kib * 1024;
 }
 
 // Whether this host collapses shared memory into huge pages at all (a memfd of its own).

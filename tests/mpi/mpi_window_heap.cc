@@ -1,5 +1,5 @@
 // Run by ctest under mpirun (label mpi): the HBM arrays of an MPI rank come from its window's
-// heap (src/mpi/mpi_runtime.cc, WindowHeap), which must keep hbm_allocate's promises whatever
+// heap (src/mpi/mpi_window_heap.cc), which must keep hbm_allocate's promises whatever
 // alignment MPI gave the window (Open MPI's base for a single rank is only 16-byte aligned):
 //   - a WindowHeap over a buffer 16 bytes past a page boundary: every block 64-byte aligned,
 //     blocks of 4 MiB or more on a page, padding reused by later small blocks, freed blocks

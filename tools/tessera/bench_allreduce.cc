@@ -13,8 +13,8 @@
 // kernel over the ranks themselves (one device per rank: the MPI transport). The in-process kernel
 // is timed outside the job because inside it the other ranks wait meanwhile, and their waits poll
 // (64 MiB on 2 devices of a 2-core VM: 28-31 ms there against 15-16 ms alone; docs/devices.md),
-// and its arrays would lie in the MPI window's heap (src/mpi/mpi_runtime.cc) rather than where an
-// in-process program's lie. Started under mpirun directly, rank 0 times the in-process kernel
+// and its arrays would lie in the MPI window's heap (src/mpi/mpi_window_heap.cc) rather than where
+// an in-process program's lie. Started under mpirun directly, rank 0 times the in-process kernel
 // inside the job, and the JSON says so ("in_process" / "memory"). Without --mpi the figures of
 // record are the in-process kernel's; with --mpi the MPI transport's. Every timing is a median of
 // --repeats, each the slowest device's, of a launch that follows an empty kernel's start barrier
