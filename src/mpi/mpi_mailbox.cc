@@ -59,6 +59,7 @@ void MpiTransport::sleeping(bool on) noexcept {
     return;
   }
   sleepers.fetch_add(1);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the fence in mail()
   // A letter that came before a sender could see this sleeper rang no bell: it is taken here,
   // and what comes after rings the engine, which delivers it and wakes this thread.
   try {

@@ -203,7 +203,7 @@ void MpiTransport::tell_others(int tag, uint64_t seq, bool with_count) {
     if (rt_.mail(r, Mailbox::Letter{
                         kind, rank_,
                         Signal{rt_.program(), static_cast<int64_t>(seq), count, mailed + 1, 0}})) {
-      count_mailed(r, true);
+      mailed_[static_cast<size_t>(r)].fetch_add(1);
       continue;
     }
     std::vector<char> msg;
@@ -468,8 +468,7 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
     }
     const int64_t offset = target_offset(ctx, dir, target, copy.dst, op, copy.where);
     put_rma(ctx, copy, offset);
-    sent_[static_cast<size_t>(target)].fetch_add(1);
-    count_mailed(target, rt_.send_signal(target, landed, copy.note, offset));
+    send_signal(target, landed, copy.note, offset);
     return;
   }
   Directory& dir = *rt_.directory(target);
@@ -506,8 +505,7 @@ void MpiTransport::put(CoreContext& ctx, const RemoteCopy& copy) {
   }
   // The bytes are in the target's memory before the message that tells it so is sent.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  sent_[static_cast<size_t>(target)].fetch_add(1);
-  count_mailed(target, rt_.send_signal(target, landed, copy.note, offset));
+  send_signal(target, landed, copy.note, offset);
 }
 
 void MpiTransport::put_rma(CoreContext& ctx, const RemoteCopy& copy, int64_t offset) {
@@ -551,8 +549,7 @@ void MpiTransport::signal(CoreContext& ctx, DeviceTarget target, int64_t slot, i
   if (target.device == rank_) {
     deliver(s, rank_, note == nullptr ? nullptr : std::make_shared<CheckNote>(*note));
   } else {
-    sent_[static_cast<size_t>(target.device)].fetch_add(1);
-    count_mailed(target.device, rt_.send_signal(target.device, s, note));
+    send_signal(target.device, s, note);
   }
 }
 

@@ -166,10 +166,13 @@ class MpiTransport final : public Transport {
   // were sent, but not in order with each other: bodies_done() counts them apart.
   std::unique_ptr<std::atomic<int64_t>[]> mailed_;
   std::vector<int64_t> received_mailed_;
-  // Counts a signal or copy sent to `target` (sent_ before it goes, mailed_ once it went as a
-  // letter).
-  void count_mailed(int target, bool mailed) noexcept {
-    if (mailed) mailed_[static_cast<size_t>(target)].fetch_add(1);
+  // Sends `s` (with `note`, `offset` as MpiRuntime::send_signal) to `target`, counted in sent_
+  // before it goes and in mailed_ once it went as a letter.
+  void send_signal(int target, const Signal& s, const CheckNote* note, int64_t offset = -1) {
+    sent_[static_cast<size_t>(target)].fetch_add(1);
+    if (rt_.send_signal(target, s, note, offset)) {
+      mailed_[static_cast<size_t>(target)].fetch_add(1);
+    }
   }
   struct Snapshot {
     int kind = 0;  // 0: unknown or running, 1: every core blocked, 2: the program has returned
