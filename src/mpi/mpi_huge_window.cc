@@ -32,6 +32,19 @@ int64_t huge_page_bytes() {
   return kib > 0 ? kib * 1024 : 0;
 }
 
+// The size of a transparent huge page (what MADV_COLLAPSE makes), as the kernel reports it;
+// 2 MiB (x86-64's) when it does not.
+int64_t reported_pmd_bytes() {
+  std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r");
+  long bytes = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%ld", &bytes) != 1) bytes = 0;
+    std::fclose(f);
+  }
+  // A power of two of at least a page, or the default.
+  return bytes >= 4096 && (bytes & (bytes - 1)) == 0 ? bytes : int64_t{2} << 20;
+}
+
 // Every rank's `ok` and-ed together (collective over `comm`; also a barrier).
 bool all_ranks(MPI_Comm comm, bool ok) {
   int mine = ok ? 1 : 0;
@@ -40,28 +53,27 @@ bool all_ranks(MPI_Comm comm, bool ok) {
   return all == 1;
 }
 
-constexpr int64_t kHuge = int64_t{2} << 20;  // the PMD size of x86-64
-
 // madvise's synchronous collapse into huge pages (Linux 6.1; glibc 2.36 does not name it yet).
 #if defined(__linux__) && !defined(MADV_COLLAPSE)
 constexpr int MADV_COLLAPSE = 25;
 #endif
 
-// Maps `fd` at an address that is a multiple of kHuge, so that the file's huge pages (offset 0
-// is aligned) can be mapped whole, here as in every other rank.
-std::byte* map_file(int fd, int64_t bytes) {
+// Maps `fd` at an address that is a multiple of `align` (a power of two), so that the file's
+// huge pages (offset 0 is aligned) can be mapped whole, here as in every other rank.
+std::byte* map_file(int fd, int64_t bytes, int64_t align) {
   const auto len = static_cast<size_t>(bytes);
+  const auto pad = static_cast<size_t>(align);
   void* area =
-      ::mmap(nullptr, len + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      ::mmap(nullptr, len + pad, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (area == MAP_FAILED) return nullptr;
   const auto start = reinterpret_cast<uintptr_t>(area);
-  const uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
+  const uintptr_t aligned = (start + pad - 1) / pad * pad;
   void* p = ::mmap(reinterpret_cast<void*>(aligned), len, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED, fd, 0);
   // What is left of the reservation on either side goes back.
   if (aligned > start) ::munmap(area, aligned - start);
   const uintptr_t end = aligned + len;
-  const uintptr_t area_end = start + len + kHuge;
+  const uintptr_t area_end = start + len + pad;
   if (area_end > end) ::munmap(reinterpret_cast<void*>(end), area_end - end);
   if (p == MAP_FAILED) {
     ::munmap(reinterpret_cast<void*>(aligned), len);
@@ -109,15 +121,16 @@ bool HugeWindow::map_files(MPI_Comm comm, int64_t bytes, bool allowed, bool huge
   static_cast<void>(hugetlb);
   int fd = -1;
 #ifdef MFD_HUGETLB
-  const int64_t page = hugetlb ? huge_page_bytes() : kHuge;
+  const int64_t page = hugetlb ? huge_page_bytes() : pmd_bytes();
   if (allowed && page > 0) {
     mapped_ = (bytes + page - 1) / page * page;
+    page_ = page;
     fd = ::memfd_create(hugetlb ? "tessera-window" : "tessera-window-shm",
                         (hugetlb ? MFD_HUGETLB : 0) | MFD_CLOEXEC);
     // A shared hugetlb mapping reserves all its pages here: it fails now rather than at a
     // later page fault when the host's pool is short.
     if (fd >= 0 && ::ftruncate(fd, mapped_) == 0) {
-      segments_[static_cast<size_t>(rank)] = map_file(fd, mapped_);
+      segments_[static_cast<size_t>(rank)] = map_file(fd, mapped_, page);
     }
   }
 #endif
@@ -146,7 +159,7 @@ bool HugeWindow::map_files(MPI_Comm comm, int64_t bytes, bool allowed, bool huge
       ok = false;
       break;
     }
-    segments_[static_cast<size_t>(r)] = map_file(peer, mapped_);
+    segments_[static_cast<size_t>(r)] = map_file(peer, mapped_, page_);
     ::close(peer);
     ok = segments_[static_cast<size_t>(r)] != nullptr;
   }
@@ -156,15 +169,21 @@ bool HugeWindow::map_files(MPI_Comm comm, int64_t bytes, bool allowed, bool huge
   return ok;
 }
 
+int64_t HugeWindow::pmd_bytes() noexcept {
+  static const int64_t bytes = reported_pmd_bytes();
+  return bytes;
+}
+
 int64_t HugeWindow::collapse(std::byte* begin, std::byte* end) noexcept {
 #ifdef __linux__
   if (!collapsible_) return 0;
-  const auto lo = (reinterpret_cast<uintptr_t>(begin) + kHuge - 1) / kHuge * kHuge;
-  const auto hi = reinterpret_cast<uintptr_t>(end) / kHuge * kHuge;
+  const auto huge = static_cast<uintptr_t>(pmd_bytes());
+  const auto lo = (reinterpret_cast<uintptr_t>(begin) + huge - 1) / huge * huge;
+  const auto hi = reinterpret_cast<uintptr_t>(end) / huge * huge;
   if (hi <= lo) return 0;
   // A page of each: the kernel collapses only ranges that hold one (the rest it fills with
   // zeros). The block is freshly allocated: its contents are unspecified.
-  for (uintptr_t c = lo; c < hi; c += kHuge) *reinterpret_cast<volatile char*>(c) = 0;
+  for (uintptr_t c = lo; c < hi; c += huge) *reinterpret_cast<volatile char*>(c) = 0;
   if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_COLLAPSE) != 0) return 0;
   return static_cast<int64_t>(hi - lo);
 #else

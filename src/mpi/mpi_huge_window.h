@@ -11,8 +11,8 @@
 //   - Otherwise each rank's segment is a memfd of the shared memory's small pages, and the
 //     window's heap asks the kernel to collapse each large block into huge pages as it hands
 //     it out (madvise MADV_COLLAPSE, Linux 6.1: allowed whatever `shmem_enabled` says unless it
-//     is `deny`). Every rank maps every segment at a 2 MiB boundary, so that its huge pages map
-//     whole there too.
+//     is `deny`). Every rank maps every segment at a huge page boundary, so that its huge pages
+//     map whole there too.
 // The other ranks map each rank's file through /proc/<pid>/fd. Either every rank gets such a
 // window or none does (then MPI's).
 #pragma once
@@ -46,6 +46,9 @@ class HugeWindow {
   /// it is `deny`), which every rank's mapping then maps whole. Returns the bytes collapsed (0:
   /// none, or not collapsible).
   int64_t collapse(std::byte* begin, std::byte* end) noexcept;
+  /// The size of the huge pages collapse() makes: the transparent huge page size the kernel
+  /// reports (/sys/kernel/mm/transparent_hugepage/hpage_pmd_size), 2 MiB when it does not.
+  static int64_t pmd_bytes() noexcept;
   /// The segment of `rank` (after a successful map).
   std::byte* segment(int rank) const noexcept { return segments_[static_cast<size_t>(rank)]; }
   /// Unmaps every segment (after the last use of them).
@@ -56,6 +59,7 @@ class HugeWindow {
   bool map_files(MPI_Comm comm, int64_t bytes, bool allowed, bool hugetlb);
   std::vector<std::byte*> segments_;
   int64_t mapped_ = 0;  // bytes of each mapping
+  int64_t page_ = 0;    // the pages they are made of: each is mapped at a multiple of it
   bool collapsible_ = false;
 };
 

@@ -64,10 +64,10 @@ void* WindowHeap::allocate(size_t n) noexcept {
 }
 
 void WindowHeap::collapse(int64_t off, int64_t bytes) noexcept {
-  constexpr auto kHuge = uintptr_t{2} << 20;
-  const uintptr_t origin = reinterpret_cast<uintptr_t>(base_) / kHuge;
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(base_ + off) + kHuge - 1) / kHuge;
-  const uintptr_t last = reinterpret_cast<uintptr_t>(base_ + off + bytes) / kHuge;
+  const auto huge = static_cast<uintptr_t>(HugeWindow::pmd_bytes());
+  const uintptr_t origin = reinterpret_cast<uintptr_t>(base_) / huge;
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(base_ + off) + huge - 1) / huge;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(base_ + off + bytes) / huge;
   if (last <= first) return;
   bool all = true;
   try {
