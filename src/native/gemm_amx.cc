@@ -443,34 +443,34 @@ void transposed_block(C* d, int64_t d_rs, int64_t m, int64_t n, int64_t i0, int6
   transpose_into(d + j0 * d_rs + i0, d_rs, tmp, 32, cols, rows, accumulate);
 }
 
-// One row of blocks (C has at most 16 * NA rows) in one pass over k: B's panels are packed, two
-// at a time where two fit half the L1, just before their blocks run, into a buffer that stays
-// in L1: the tile unit multiplies one pair while the core packs the next, and no packed B is
-// written out to L2 and read back (measured: a (8, 128) x (128, 512) bf16 dot 5.3-5.9 -> 3.2-3.6
-// us). Two panels are 128 bytes of each bfloat16 row of B, a pair of cache lines read together,
-// where one panel read a single line of each row (`bench dot`, bfloat16 x @ y, k 128: 4-16 rows
-// 3.9-4.6 against 4.5-6.4 us, 32 rows 6.2-6.6 against 6.6-7.5; docs/performance.md). int8 always
-// packs two: its packing works 64 columns at a time. Past half the L1 (bfloat16 k over 192 with
-// a 48 KiB L1) a bfloat16 panel goes alone: at k 256 two measured faster with 8 rows and slower
-// with 2.
+// One row of blocks (C has at most 16 * NA rows) in one pass over k: B's panels are packed two
+// at a time just before their blocks run, into a buffer that stays in L1: the tile unit
+// multiplies one pair while the core packs the next, and no packed B is written out to L2 and
+// read back (measured: a (8, 128) x (128, 512) bf16 dot 5.3-5.9 -> 3.2-3.6 us). Two panels are
+// 128 bytes of each bfloat16 row of B (int8's packing works 64 columns at a time anyway), a pair
+// of cache lines read together, where one panel read a single line of each row: when B comes
+// from beyond the L2, as a kernel's next block of B does, that walk was latency-bound
+// (bfloat16, 8 rows, k 256, n 512: 31-33 against 18-19 us; k 384: 48-49 against 26), and from
+// L2 it was mostly no faster (7.1-7.2 against 7.1-9.1 us; k 384: 19-21 against 15; `bench dot`,
+// k 128, 4-16 rows: 4.5-6.4 against 3.9-4.6 us). Slower with pairs: n 128 and k 256 from L2,
+// 2.0 against 2.9 us (oneDNN 3.9-4.1), with only two pairs to overlap; docs/performance.md.
 template <class T, class C, int NA, int NB>
 void amx_one_row(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const MatrixView<T>& b,
                  C* c, int64_t c_rs, int64_t c_cols, bool accumulate, int tile_rows,
                  int64_t steps) {
   constexpr bool kInt8 = sizeof(T) == 1;
   constexpr int64_t kStepK = 64 / sizeof(T);
-  // Panels packed at a time; a panel is steps * 2 KiB.
-  const int64_t per_pack = kInt8 || 2 * steps * 2048 <= gemm_l1d_bytes() / 2 ? 2 : 1;
+  constexpr int64_t kPack = 2;  // panels packed at a time
   const int64_t rows = NA * tile_rows;
   const int64_t panels = (n + 31) / 32;
   const ARows ar = prepare_a(a, m, k, steps * kStepK, rows);
-  uint32_t* buf = tl_amx_b.get<uint32_t>(per_pack * steps * 512);
+  uint32_t* buf = tl_amx_b.get<uint32_t>(kPack * steps * 512);
   const int64_t a_stride = ar.direct_rows > 0 ? ar.stride : ar.tail_stride;
   const std::byte* arow = ar.direct_rows > 0 ? ar.a : ar.tail;
   load_tile_config(tile_rows);
-  for (int64_t jp0 = 0; jp0 < panels; jp0 += per_pack) {
+  for (int64_t jp0 = 0; jp0 < panels; jp0 += kPack) {
     const int64_t j00 = jp0 * 32;
-    const int64_t np = std::min(per_pack, panels - jp0);
+    const int64_t np = std::min(kPack, panels - jp0);
     pack_b(buf, MatrixView<T>{b.data + j00 * b.cs, b.rs, b.cs}, k, std::min(np * 32, n - j00),
            steps, np);
     for (int64_t q = 0; q < np; ++q) {
