@@ -218,6 +218,33 @@ bool xsmm_f32_panels(int64_t m, int64_t n, int64_t k, MatrixView<float> a, Matri
   return true;
 }
 
+// C (+)= A·B for fewer rows of A than the column panels take, with a B larger than half the L2:
+// libxsmm's kernel walks all of B once for every few rows of A (six with AVX-512), so from
+// beyond the L2 B would be read from memory that many times. Cut along k into slabs of B that
+// fit half the L2 and give each slab every row of A: after the first few rows the slab is read
+// from L2. C, a few rows, stays in cache between the slabs, and each slab adds to what the
+// previous ones left there (the kernel's float32 sum continues from C's float32 value). False
+// (nothing done) when it does not apply.
+bool xsmm_f32_k_slabs(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
+                      float* c, int64_t c_rs, bool accumulate) {
+  const int64_t half_l2 = gemm_l2_bytes() / 2;
+  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(float));
+  if (b.cs != 1 || k * row_bytes <= half_l2 || 2 * row_bytes > half_l2) {
+    return false;
+  }
+  const int64_t slab = half_l2 / row_bytes;
+  for (int64_t p = 0; p < k; p += slab) {
+    const int64_t kc = std::min(slab, k - p);
+    const MatrixView<float> as{a.data + p * a.cs, a.rs, a.cs};
+    const MatrixView<float> bs{b.data + p * b.rs, b.rs, 1};
+    if (!xsmm_f32(m, n, kc, as, bs, c, c_rs, accumulate || p > 0)) {
+      if (p == 0) return false;  // nothing written yet: the caller's other paths take it
+      portable_f32(m, n, kc, as, bs, c, c_rs, true);
+    }
+  }
+  return true;
+}
+
 void portable_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b,
                   float* c, int64_t c_rs, bool accumulate) {
   for (int64_t i = 0; i < m; ++i) {
@@ -367,6 +394,7 @@ void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixV
       pack_rows(pb, n, k, b, k, n);
       b = MatrixView<float>{pb, n, 1};
     }
+    if (xsmm_f32_k_slabs(m, n, k, a, b, c, c_rs, accumulate)) return;
     if (xsmm_f32(m, n, k, a, b, c, c_rs, accumulate)) return;
     if (!(a.cs == 1 && a.rs >= k)) {
       float* pa = tl_pack_a.get<float>(m * k);

@@ -335,6 +335,31 @@ TEST(Dot, WideRhsInColumnPanelsThroughViews) {
                       "panels");
 }
 
+TEST(Dot, LongRhsInSlabsOfKThroughViews) {
+  // A B past half the L2 of any current x86 core that the column panels do not take (few rows
+  // of A, or few columns): the GEMM cuts k into slabs of B that fit half the L2 (src/native/
+  // gemm.cc), the last one shorter, each adding to what the earlier ones left in C.
+  check_float32_views(5, 4101, 1000, {7, 4110, 1, 3}, {4105, 1003, 2, 1}, {9, 1010, 2, 4}, 51,
+                      "slabs, few rows");
+  check_float32_views(130, 9000, 96, {131, 9003, 1, 2}, {9001, 100, 1, 3}, {132, 99, 1, 2}, 53,
+                      "slabs, few columns");
+}
+
+TEST(Dot, LongRhsInSlabsOfKWithTransposedLhs) {
+  // x.T @ y with x stored (k, m): the slabs step along x's rows.
+  constexpr int64_t m = 6, k = 5000, n = 640;
+  auto xv = random_values<float>(k * m, 61);
+  auto yv = random_values<float>(k * n, 62);
+  auto x = vref(xv, {k, m});
+  auto y = vref(yv, {k, n});
+  const Reference ref = reference(x, y, 0, 0);
+  std::vector<float> ov(static_cast<size_t>(m * n), 2.0f);
+  auto o = vref(ov, {m, n});
+  o += lax::dot_general<float>(x, y, {{{0}, {0}}});
+  expect_close(o, ref, k, std::vector<double>(static_cast<size_t>(m * n), 2.0), 0.0,
+               "slabs, transposed lhs");
+}
+
 TEST(Dot, StridedRhsOfManyRowsIsPackedFirst) {
   // A B (32 KiB) within the cache, read where it lies in a wider array with a power-of-two row
   // stride (1024), against 128 rows of A (row stride 512): the GEMM packs it contiguously
