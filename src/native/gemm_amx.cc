@@ -591,11 +591,31 @@ bool amx_swapped(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const 
   return true;
 }
 
+// The direct path packs all of B for each call, and a C of at most 32 rows with a k that one pass
+// over the L1 takes runs a panel pair at a time (amx_one_row). With a longer k, a few rows of C
+// would pack a B that goes out to memory and comes back; cut k instead into slabs whose packed B
+// fits the L1 the CPU reports (at least one tile step), each slab adding to what the earlier
+// ones left in C (int8 sums wrap the same way; float32 sums continue from C's float32 value).
+// Each slab then takes the one-row path. Measured in docs/performance.md ("x @ y with a long
+// k"): (8, 4096) x (4096, 256) bfloat16 270 -> 85-92 us, int8 60 -> 37-40 us. A C of more rows
+// reloads and stores itself once a slab, which the packing it saves does not repay.
 template <class T, class C>
 void amx_gemm(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const MatrixView<T>& b, C* c,
               int64_t c_rs, bool accumulate) {
   if (amx_swapped(m, n, k, a, b, c, c_rs, accumulate)) return;
-  amx_direct(m, n, k, a, b, c, c_rs, n, accumulate);
+  constexpr int64_t kStepK = 64 / sizeof(T);
+  const int64_t steps = (k + kStepK - 1) / kStepK;
+  if (m > 32 || steps_per_pass(steps) >= steps) {
+    amx_direct(m, n, k, a, b, c, c_rs, n, accumulate);
+    return;
+  }
+  const int64_t step_bytes = (n + 31) / 32 * 32 * 64;  // one tile step of packed B
+  const int64_t slab = std::max<int64_t>(1, gemm_l1d_bytes() / step_bytes) * kStepK;
+  for (int64_t p = 0; p < k; p += slab) {
+    const MatrixView<T> as{a.data + p * a.cs, a.rs, a.cs};
+    const MatrixView<T> bs{b.data + p * b.rs, b.rs, b.cs};
+    amx_direct(m, n, std::min(slab, k - p), as, bs, c, c_rs, n, accumulate || p > 0);
+  }
 }
 
 }  // namespace

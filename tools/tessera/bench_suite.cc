@@ -205,6 +205,7 @@ std::vector<DotBenchOptions> dot_shapes(bool quick) {
       v.push_back(DotBenchOptions{m, 256, 4096, dtype, true, 7});
     }
     v.push_back(DotBenchOptions{8, 512, 128, dtype, false, 7});
+    v.push_back(DotBenchOptions{8, 256, 4096, dtype, false, 7});  // x @ y with a long k
   }
   return v;
 }
