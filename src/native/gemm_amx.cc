@@ -36,6 +36,7 @@
 #include "native/gemm.h"
 #include "native/gemm_scratch.h"
 #include "native/gemm_transpose.h"
+#include "native/int8_quads-inl.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -217,34 +218,6 @@ inline uint32_t* tile_row(uint32_t* bp, int64_t steps, int64_t jp, int64_t s, in
       d0, _mm512_permutex2var_epi64(lo, _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), hi));
   _mm512_storeu_si512(
       d1, _mm512_permutex2var_epi64(lo, _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4), hi));
-}
-
-// Words of 64 int8 columns of rows p .. p + 3, in column order: byte then 16-bit unpacks build
-// the quads of columns 16L + 4x .. + 3 in lane L of q[x]; a 4 x 4 transpose of 128-bit lanes
-// puts them in order.
-[[gnu::always_inline, gnu::target("avx512f,avx512bw,avx512vl")]] inline void words64_s8(
-    const int8_t* const* r, uint32_t* const* d) {
-  const __mmask64 all8 = ~__mmask64{0};
-  const __mmask32 all16 = ~__mmask32{0};
-  const __m512i x0 = _mm512_loadu_si512(r[0]), x1 = _mm512_loadu_si512(r[1]);
-  const __m512i x2 = _mm512_loadu_si512(r[2]), x3 = _mm512_loadu_si512(r[3]);
-  const __m512i a = _mm512_maskz_unpacklo_epi8(all8, x0, x1),
-                b = _mm512_maskz_unpackhi_epi8(all8, x0, x1);
-  const __m512i c = _mm512_maskz_unpacklo_epi8(all8, x2, x3),
-                e = _mm512_maskz_unpackhi_epi8(all8, x2, x3);
-  const __m512i q0 = _mm512_maskz_unpacklo_epi16(all16, a, c),
-                q1 = _mm512_maskz_unpackhi_epi16(all16, a, c);
-  const __m512i q2 = _mm512_maskz_unpacklo_epi16(all16, b, e),
-                q3 = _mm512_maskz_unpackhi_epi16(all16, b, e);
-  const __mmask16 all = 0xffff;
-  const __m512i t0 = _mm512_maskz_shuffle_i32x4(all, q0, q1, 0x44);
-  const __m512i t1 = _mm512_maskz_shuffle_i32x4(all, q2, q3, 0x44);
-  const __m512i t2 = _mm512_maskz_shuffle_i32x4(all, q0, q1, 0xEE);
-  const __m512i t3 = _mm512_maskz_shuffle_i32x4(all, q2, q3, 0xEE);
-  _mm512_storeu_si512(d[0], _mm512_maskz_shuffle_i32x4(all, t0, t1, 0x88));
-  _mm512_storeu_si512(d[1], _mm512_maskz_shuffle_i32x4(all, t0, t1, 0xDD));
-  _mm512_storeu_si512(d[2], _mm512_maskz_shuffle_i32x4(all, t2, t3, 0x88));
-  _mm512_storeu_si512(d[3], _mm512_maskz_shuffle_i32x4(all, t2, t3, 0xDD));
 }
 
 // B's rows contiguous: whole groups of columns (32 bfloat16, 64 int8: one or two panels) with the

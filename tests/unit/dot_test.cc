@@ -335,6 +335,31 @@ TEST(Dot, WideRhsInColumnPanelsThroughViews) {
                       "panels");
 }
 
+TEST(Dot, Int8TransposedRhsWithAPartialQuad) {
+  // x @ y.T with y a view of a buffer whose rows (12 bytes) are whole 32-bit words and k = 10 is
+  // not: the VNNI packing (src/native/gemm_int8.cc) transposes the whole quads as words and
+  // gathers the last two bytes; also a k below one quad, in every GEMM mode.
+  for (const int64_t k : {int64_t{10}, int64_t{3}}) {
+    constexpr int64_t m = 9, n = 70;
+    auto xv = random_values<int8_t>(m * k, 71);
+    auto yv = random_values<int8_t>(n * 12, 72);
+    auto x = vref(xv, {m, k});
+    auto y = vref(yv, {n, 12}).at(pl::all, pl::ds(1, k));
+    const Reference ref = reference(x, y, 1, 1);
+    for (auto mode :
+         {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+      detail::set_gemm_mode(mode);
+      std::vector<int32_t> ov(static_cast<size_t>(m * n), 7);
+      auto o = vref(ov, {m, n});
+      o = lax::dot_general<int32_t>(x, y, {{{1}, {1}}});
+      for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], ref.value[e]) << k << " " << e;
+      o += lax::dot_general<int32_t>(x, y, {{{1}, {1}}});
+      for (size_t e = 0; e < ov.size(); ++e) ASSERT_EQ(ov[e], 2 * ref.value[e]) << k << " " << e;
+    }
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
 TEST(Dot, LongRhsInSlabsOfKThroughViews) {
   // A B past half the L2 of any current x86 core that the column panels do not take (few rows
   // of A, or few columns): the GEMM cuts k into slabs of B that fit half the L2 (src/native/

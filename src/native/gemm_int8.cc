@@ -1,0 +1,209 @@
+// int8 products on libxsmm's AVX512-VNNI kernels (gemm_int8.h).
+//
+// vpdpbusd multiplies unsigned bytes by signed bytes, and libxsmm 1.17's byte GEMMs take one
+// operand of each. A is made unsigned by adding 128 to each value (a + 128 fits a byte exactly),
+// and 128 times B's column sums are taken off afterwards: (a + 128) · b - 128 · Σb = a · b, in
+// int32 arithmetic that wraps modulo 2^32 like a TPU's accumulator.
+//
+// libxsmm is column-major: our row-major C = A · B is its C' = B' · A', so its "A" is our B,
+// which it wants in VNNI layout: the four bytes of k rows 4q .. 4q + 3 of each column in one
+// 32-bit word, [k/4][n][4], with k padded by zero rows to a multiple of 4. Its "B" is our A + 128,
+// rows of k (padded) bytes.
+#include "native/gemm_int8.h"
+
+#include <immintrin.h>
+#include <libxsmm.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "native/gemm_scratch.h"
+#include "native/gemm_transpose.h"
+#include "native/int8_quads-inl.h"
+
+#define TESSERA_VNNI_TARGET "avx512f,avx512bw,avx512vl,avx512vnni"
+
+namespace tessera::detail {
+
+namespace {
+
+thread_local GemmScratch tl_vnni_b;
+thread_local GemmScratch tl_vnni_a;
+thread_local GemmScratch tl_colsum;
+
+// The kernels dispatched so far on this thread (libxsmm's own registry is behind them).
+struct Kernel {
+  libxsmm_blasint m, n, k, ldc;
+  bool accumulate;
+  libxsmm_subimmfunction fn;
+};
+thread_local Kernel tl_kernels[4];
+thread_local int tl_next = 0;
+
+libxsmm_subimmfunction kernel(libxsmm_blasint m, libxsmm_blasint n, libxsmm_blasint k,
+                              libxsmm_blasint ldc, bool accumulate) {
+  for (const Kernel& e : tl_kernels) {
+    if (e.fn != nullptr && e.m == m && e.n == n && e.k == k && e.ldc == ldc &&
+        e.accumulate == accumulate) {
+      return e.fn;
+    }
+  }
+  const libxsmm_blasint lda = m, ldb = k;
+  const int alpha = 1, beta = accumulate ? 1 : 0;
+  const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
+  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+  libxsmm_subimmfunction fn =
+      libxsmm_subimmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  if (fn != nullptr) {
+    tl_kernels[tl_next] = Kernel{m, n, k, ldc, accumulate, fn};
+    tl_next = (tl_next + 1) % 4;
+  }
+  return fn;
+}
+
+int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
+  return v.data[i * v.rs + j * v.cs];
+}
+
+// B (k x n) into VNNI words: word (q, j) of `out` (row length n) holds B(4q .. 4q + 3, j), zero
+// past k.
+[[gnu::target(TESSERA_VNNI_TARGET)]] void pack_b(uint32_t* out, const MatrixView<int8_t>& b,
+                                                 int64_t k, int64_t n) {
+  const int64_t quads = (k + 3) / 4;
+  alignas(64) static const int8_t kZeros[64] = {};
+  if (b.cs == 1) {
+    // Rows contiguous: four rows at a time, 64 columns in registers.
+    for (int64_t q = 0; q < quads; ++q) {
+      const int8_t* rows[4];
+      for (int g = 0; g < 4; ++g) {
+        rows[g] = 4 * q + g < k ? b.data + (4 * q + g) * b.rs : nullptr;
+      }
+      int64_t j = 0;
+      for (; j + 64 <= n; j += 64) {
+        const int8_t* r[4];
+        for (int g = 0; g < 4; ++g) r[g] = rows[g] != nullptr ? rows[g] + j : kZeros;
+        uint32_t* d[4] = {out + q * n + j, out + q * n + j + 16, out + q * n + j + 32,
+                          out + q * n + j + 48};
+        words64_s8(r, d);
+      }
+      for (; j < n; ++j) {
+        uint32_t w = 0;
+        for (int g = 0; g < 4; ++g) {
+          if (rows[g] != nullptr)
+            w |= static_cast<uint32_t>(static_cast<uint8_t>(rows[g][j])) << 8 * g;
+        }
+        out[q * n + j] = w;
+      }
+    }
+    return;
+  }
+  if (b.rs == 1 && b.cs % 4 == 0 && k >= 4) {
+    // Columns contiguous along k (x @ y.T): each column's whole quads are 32-bit words already,
+    // so the layout is a transpose of words; a last partial quad is gathered below.
+    const int64_t whole = k / 4;
+    transpose_into(reinterpret_cast<int32_t*>(out), n, reinterpret_cast<const int32_t*>(b.data),
+                   b.cs / 4, whole, n, false);
+    if (whole < quads) {
+      for (int64_t j = 0; j < n; ++j) {
+        uint32_t w = 0;
+        for (int64_t p = 4 * whole; p < k; ++p) {
+          w |= static_cast<uint32_t>(static_cast<uint8_t>(elem(b, p, j))) << 8 * (p - 4 * whole);
+        }
+        out[whole * n + j] = w;
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < quads; ++q) {
+    for (int64_t j = 0; j < n; ++j) {
+      uint32_t w = 0;
+      for (int g = 0; g < 4 && 4 * q + g < k; ++g) {
+        w |= static_cast<uint32_t>(static_cast<uint8_t>(elem(b, 4 * q + g, j))) << 8 * g;
+      }
+      out[q * n + j] = w;
+    }
+  }
+}
+
+// sums[j] = Σ over k of B(·, j), from the packed words: vpdpbusd of bytes 1 by each quad, a row
+// of words at a time (walking a column of them instead strides through the L1's sets).
+[[gnu::target(TESSERA_VNNI_TARGET)]] void column_sums(int32_t* sums, const uint32_t* packed,
+                                                      int64_t quads, int64_t n) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  std::fill(sums, sums + n, 0);
+  for (int64_t q = 0; q < quads; ++q) {
+    const uint32_t* row = packed + q * n;
+    for (int64_t j = 0; j < n; j += 16) {
+      const auto mask = static_cast<__mmask16>(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1u);
+      const __m512i acc = _mm512_maskz_loadu_epi32(mask, sums + j);
+      _mm512_mask_storeu_epi32(
+          sums + j, mask, _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi32(mask, row + j)));
+    }
+  }
+}
+
+// A + 128 as unsigned bytes, rows of `ld` bytes (zero past k).
+[[gnu::target(TESSERA_VNNI_TARGET)]] void pack_a(uint8_t* out, int64_t ld,
+                                                 const MatrixView<int8_t>& a, int64_t m,
+                                                 int64_t k) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < m; ++i) {
+    uint8_t* d = out + i * ld;
+    if (a.cs == 1) {
+      const int8_t* r = a.data + i * a.rs;
+      for (int64_t p = 0; p < k; p += 64) {
+        const auto mask =
+            k - p >= 64 ? ~__mmask64{0} : (__mmask64{1} << static_cast<unsigned>(k - p)) - 1;
+        _mm512_mask_storeu_epi8(d + p, mask,
+                                _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, r + p), flip));
+      }
+    } else {
+      for (int64_t p = 0; p < k; ++p) d[p] = static_cast<uint8_t>(elem(a, i, p) ^ 0x80);
+    }
+    std::fill(d + k, d + ld, uint8_t{0});
+  }
+}
+
+// C (m x n) -= 128 · sums[j] in every row, wrapping.
+[[gnu::target(TESSERA_VNNI_TARGET)]] void take_offset(int32_t* c, int64_t c_rs, const int32_t* sums,
+                                                      int64_t m, int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const auto mask = static_cast<__mmask16>(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1u);
+    // The masked form: GCC 12 warns about the unmasked one's undefined pass-through.
+    const __m512i off = _mm512_maskz_slli_epi32(mask, _mm512_maskz_loadu_epi32(mask, sums + j), 7);
+    for (int64_t i = 0; i < m; ++i) {
+      int32_t* row = c + i * c_rs + j;
+      _mm512_mask_storeu_epi32(row, mask,
+                               _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mask, row), off));
+    }
+  }
+}
+
+bool fits(int64_t v) { return v >= 0 && v <= (int64_t{1} << 30); }
+
+}  // namespace
+
+bool xsmm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<int8_t> b,
+             int32_t* c, int64_t c_rs, bool accumulate) {
+  (void)gemm_target();  // initialises libxsmm and its target (gemm.cc)
+  if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX512_CLX || m <= 0 || n <= 0 || k <= 0) {
+    return false;
+  }
+  const int64_t k4 = (k + 3) / 4 * 4;
+  if (!fits(m) || !fits(n) || !fits(k4) || !fits(c_rs) || c_rs < n) return false;
+  const libxsmm_subimmfunction fn =
+      kernel(static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(m),
+             static_cast<libxsmm_blasint>(k4), static_cast<libxsmm_blasint>(c_rs), accumulate);
+  if (fn == nullptr) return false;
+  auto* pb = tl_vnni_b.get<uint32_t>(k4 / 4 * n);
+  pack_b(pb, b, k, n);
+  auto* sums = tl_colsum.get<int32_t>(n);
+  column_sums(sums, pb, k4 / 4, n);
+  auto* pa = tl_vnni_a.get<uint8_t>(m * k4);
+  pack_a(pa, k4, a, m, k);
+  fn(reinterpret_cast<const char*>(pb), pa, c);
+  take_offset(c, c_rs, sums, m, n);
+  return true;
+}
+
+}  // namespace tessera::detail
