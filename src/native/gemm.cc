@@ -412,6 +412,98 @@ void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixV
   portable_f32(m, n, k, a, b, c, c_rs, accumulate);
 }
 
+// Rows [p0, p1) of B (p0 even) into VNNI pairs at `vb`: vb[((p - p0) / 2) * n * 2 + j * 2 + p % 2]
+// = B(p, j), zero for p == k.
+void pack_vnni_bf16(uint16_t* vb, const MatrixView<bfloat16>& b, int64_t p0, int64_t p1, int64_t k,
+                    int64_t n) {
+  // B's columns contiguous along k (x @ y.T): each pair of k in a column is one 32-bit word
+  // already, so the layout is a transpose of words (AVX-512, gemm_transpose.h): x @ y.T with 8
+  // rows, y (512, 128), 52.8 -> 18.7 us where it was gathered element by element.
+  if (b.rs == 1 && b.cs % 2 == 0 && k % 2 == 0) {
+    transpose_into(reinterpret_cast<int32_t*>(vb), n, reinterpret_cast<const int32_t*>(b.data + p0),
+                   b.cs / 2, (p1 - p0) / 2, n, false);
+    return;
+  }
+  for (int64_t p = p0; p < p1; p += 2) {
+    uint16_t* d = vb + (p - p0) * n;
+    const auto* r0 = reinterpret_cast<const uint16_t*>(b.data + p * b.rs);
+    const bool has1 = p + 1 < k;
+    const uint16_t* r1 = has1 ? r0 + b.rs : nullptr;
+    if (b.cs == 1) {
+      interleave_rows_avx512(d, r0, r1, n);
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        d[2 * j] = r0[j * b.cs];
+        d[2 * j + 1] = has1 ? r1[j * b.cs] : uint16_t{0};
+      }
+    }
+  }
+}
+
+// libxsmm's bf16 -> f32 kernel for a (m x kk) · (kk x n) slab, B in VNNI pairs.
+libxsmm_bsmmfunction bf16_kernel(int64_t m, int64_t n, int64_t kk, int64_t lda, int64_t c_rs,
+                                 bool accumulate) {
+  const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
+  const Key key{1,
+                static_cast<libxsmm_blasint>(n),
+                static_cast<libxsmm_blasint>(m),
+                static_cast<libxsmm_blasint>(kk),
+                static_cast<libxsmm_blasint>(n),
+                static_cast<libxsmm_blasint>(lda),
+                static_cast<libxsmm_blasint>(c_rs),
+                flags};
+  return reinterpret_cast<libxsmm_bsmmfunction>(cached(key, [&]() -> void* {
+    init_libxsmm();
+    const float alpha = 1.0f;
+    const float beta = accumulate ? 1.0f : 0.0f;
+    const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+    return reinterpret_cast<void*>(libxsmm_bsmmdispatch(
+        key.m, key.n, key.k, &key.lda, &key.ldb, &key.ldc, &alpha, &beta, &key.flags, &prefetch));
+  }));
+}
+
+// bfloat16 on libxsmm's AVX512-BF16 kernel, our B (libxsmm's "A") in VNNI pairs. A B whose pairs
+// pass half the L2 is packed and multiplied a slab of k at a time, each slab adding to what the
+// earlier ones left in C (float32 sums continue from C's value), so that the packed slab is read
+// from L2 by every few rows of A rather than from memory (docs/performance.md, "Without AMX").
+// False (nothing done) when it does not apply.
+bool xsmm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixView<bfloat16> b,
+               float* c, int64_t c_rs, bool accumulate) {
+  const int64_t k2 = (k + 1) / 2 * 2;  // k padded to pairs
+  if (!gemm_bf16_native() || !fits_blasint(m) || !fits_blasint(n) || !fits_blasint(k2) ||
+      c_rs < n || !fits_blasint(c_rs)) {
+    return false;
+  }
+  // A with k contiguous and k2 columns (a zero column when k is odd).
+  const uint16_t* pa = nullptr;
+  int64_t lda = 0;
+  if (a.cs == 1 && a.rs >= k2 && k2 == k) {
+    pa = reinterpret_cast<const uint16_t*>(a.data);
+    lda = a.rs;
+  } else {
+    auto* buf = tl_pack_a.get<uint16_t>(m * k2);
+    pack_rows(buf, k2, m,
+              MatrixView<uint16_t>{reinterpret_cast<const uint16_t*>(a.data), a.rs, a.cs}, m, k);
+    pa = buf;
+    lda = k2;
+  }
+  const int64_t pair_bytes = 4 * n;  // one VNNI row: two k of every column
+  const int64_t slab = std::min(k2, std::max<int64_t>(1, gemm_l2_bytes() / 2 / pair_bytes) * 2);
+  // Every kernel the slabs need, before anything is written.
+  const libxsmm_bsmmfunction first = bf16_kernel(m, n, slab, lda, c_rs, accumulate);
+  const libxsmm_bsmmfunction rest = slab < k2 ? bf16_kernel(m, n, slab, lda, c_rs, true) : first;
+  const libxsmm_bsmmfunction tail =
+      k2 % slab != 0 && k2 > slab ? bf16_kernel(m, n, k2 % slab, lda, c_rs, true) : rest;
+  if (first == nullptr || rest == nullptr || tail == nullptr) return false;
+  auto* vb = tl_pack_b.get<uint16_t>(slab * n);
+  for (int64_t p0 = 0; p0 < k2; p0 += slab) {
+    const int64_t p1 = std::min(p0 + slab, k2);
+    pack_vnni_bf16(vb, b, p0, p1, k, n);
+    const libxsmm_bsmmfunction fn = p0 == 0 ? first : (p1 - p0 == slab ? rest : tail);
+    fn(vb, pa + p0, c);
+  }
+  return true;
+}
 }  // namespace
 
 void gemm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<float> b, float* c,
@@ -437,68 +529,7 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
     amx_gemm_bf16(m, n, k, a, b, c, c_rs, accumulate);
     return;
   }
-  const int64_t k2 = (k + 1) / 2 * 2;  // k padded to pairs
-  if (gemm_bf16_native() && fits_blasint(m) && fits_blasint(n) && fits_blasint(k2) && c_rs >= n &&
-      fits_blasint(c_rs)) {
-    // B in VNNI layout: vnni[(p / 2) * n * 2 + j * 2 + (p % 2)] = B(p, j), zero for p == k.
-    auto* vb = tl_pack_b.get<uint16_t>(k2 * n);
-    // B's columns contiguous along k (x @ y.T): each pair of k in a column is one 32-bit word
-    // already, so the layout is a transpose of words (AVX-512, gemm_transpose.h): x @ y.T with 8
-    // rows, y (512, 128), 52.8 -> 18.7 us where it was gathered element by element.
-    const bool words = b.rs == 1 && b.cs % 2 == 0 && k2 == k;
-    if (words) {
-      transpose_into(reinterpret_cast<int32_t*>(vb), n, reinterpret_cast<const int32_t*>(b.data),
-                     b.cs / 2, k / 2, n, false);
-    }
-    for (int64_t p = 0; p < k2 && !words; p += 2) {
-      uint16_t* d = vb + p * n;
-      const auto* r0 = reinterpret_cast<const uint16_t*>(b.data + p * b.rs);
-      const bool has1 = p + 1 < k;
-      const uint16_t* r1 = has1 ? r0 + b.rs : nullptr;
-      if (b.cs == 1) {
-        interleave_rows_avx512(d, r0, r1, n);
-      } else {
-        for (int64_t j = 0; j < n; ++j) {
-          d[2 * j] = r0[j * b.cs];
-          d[2 * j + 1] = has1 ? r1[j * b.cs] : uint16_t{0};
-        }
-      }
-    }
-    // A with k contiguous and k2 columns (a zero column when k is odd).
-    const uint16_t* pa = nullptr;
-    int64_t lda = 0;
-    if (a.cs == 1 && a.rs >= k2 && k2 == k) {
-      pa = reinterpret_cast<const uint16_t*>(a.data);
-      lda = a.rs;
-    } else {
-      auto* buf = tl_pack_a.get<uint16_t>(m * k2);
-      pack_rows(buf, k2, m,
-                MatrixView<uint16_t>{reinterpret_cast<const uint16_t*>(a.data), a.rs, a.cs}, m, k);
-      pa = buf;
-      lda = k2;
-    }
-    int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
-    const Key key{1,
-                  static_cast<libxsmm_blasint>(n),
-                  static_cast<libxsmm_blasint>(m),
-                  static_cast<libxsmm_blasint>(k2),
-                  static_cast<libxsmm_blasint>(n),
-                  static_cast<libxsmm_blasint>(lda),
-                  static_cast<libxsmm_blasint>(c_rs),
-                  flags};
-    void* fn = cached(key, [&]() -> void* {
-      init_libxsmm();
-      const float alpha = 1.0f;
-      const float beta = accumulate ? 1.0f : 0.0f;
-      const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
-      return reinterpret_cast<void*>(libxsmm_bsmmdispatch(
-          key.m, key.n, key.k, &key.lda, &key.ldb, &key.ldc, &alpha, &beta, &key.flags, &prefetch));
-    });
-    if (fn != nullptr) {
-      reinterpret_cast<libxsmm_bsmmfunction>(fn)(vb, pa, c);
-      return;
-    }
-  }
+  if (xsmm_bf16(m, n, k, a, b, c, c_rs, accumulate)) return;
   // Exact fallback: widen to float32 (a bfloat16 x bfloat16 product is exact in float32).
   float* fa = tl_pack_a.get<float>(m * k);
   pack_rows(fa, k, m, a, m, k);

@@ -33,29 +33,30 @@ thread_local GemmScratch tl_colsum;
 
 // The kernels dispatched so far on this thread (libxsmm's own registry is behind them).
 struct Kernel {
-  libxsmm_blasint m, n, k, ldc;
+  libxsmm_blasint m, n, k, ldb, ldc;
   bool accumulate;
   libxsmm_subimmfunction fn;
 };
 thread_local Kernel tl_kernels[4];
 thread_local int tl_next = 0;
 
+// libxsmm's (m x k) · (k x n), column-major: its B (our A + 128) has columns ldb bytes apart.
 libxsmm_subimmfunction kernel(libxsmm_blasint m, libxsmm_blasint n, libxsmm_blasint k,
-                              libxsmm_blasint ldc, bool accumulate) {
+                              libxsmm_blasint ldb, libxsmm_blasint ldc, bool accumulate) {
   for (const Kernel& e : tl_kernels) {
-    if (e.fn != nullptr && e.m == m && e.n == n && e.k == k && e.ldc == ldc &&
+    if (e.fn != nullptr && e.m == m && e.n == n && e.k == k && e.ldb == ldb && e.ldc == ldc &&
         e.accumulate == accumulate) {
       return e.fn;
     }
   }
-  const libxsmm_blasint lda = m, ldb = k;
+  const libxsmm_blasint lda = m;
   const int alpha = 1, beta = accumulate ? 1 : 0;
   const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
   const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
   libxsmm_subimmfunction fn =
       libxsmm_subimmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
   if (fn != nullptr) {
-    tl_kernels[tl_next] = Kernel{m, n, k, ldc, accumulate, fn};
+    tl_kernels[tl_next] = Kernel{m, n, k, ldb, ldc, accumulate, fn};
     tl_next = (tl_next + 1) % 4;
   }
   return fn;
@@ -125,12 +126,11 @@ int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
   }
 }
 
-// sums[j] = Σ over k of B(·, j), from the packed words: vpdpbusd of bytes 1 by each quad, a row
-// of words at a time (walking a column of them instead strides through the L1's sets).
+// sums[j] += Σ over k of B(·, j), from the packed words: vpdpbusd of bytes 1 by each quad, a
+// row of words at a time (walking a column of them instead strides through the L1's sets).
 [[gnu::target(TESSERA_VNNI_TARGET)]] void column_sums(int32_t* sums, const uint32_t* packed,
                                                       int64_t quads, int64_t n) {
   const __m512i ones = _mm512_set1_epi8(1);
-  std::fill(sums, sums + n, 0);
   for (int64_t q = 0; q < quads; ++q) {
     const uint32_t* row = packed + q * n;
     for (int64_t j = 0; j < n; j += 16) {
@@ -191,17 +191,33 @@ bool xsmm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   }
   const int64_t k4 = (k + 3) / 4 * 4;
   if (!fits(m) || !fits(n) || !fits(k4) || !fits(c_rs) || c_rs < n) return false;
-  const libxsmm_subimmfunction fn =
-      kernel(static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(m),
-             static_cast<libxsmm_blasint>(k4), static_cast<libxsmm_blasint>(c_rs), accumulate);
-  if (fn == nullptr) return false;
-  auto* pb = tl_vnni_b.get<uint32_t>(k4 / 4 * n);
-  pack_b(pb, b, k, n);
-  auto* sums = tl_colsum.get<int32_t>(n);
-  column_sums(sums, pb, k4 / 4, n);
+  // A B whose quads pass half the L2 is packed and multiplied a slab of k at a time, each slab
+  // adding to what the earlier ones left in C, so that the packed slab is read from L2 by every
+  // few rows of A rather than from memory (docs/performance.md, "Without AMX").
+  const int64_t slab = std::min(k4, std::max<int64_t>(1, gemm_l2_bytes() / 2 / (4 * n)) * 4);
+  auto dispatch = [&](int64_t kk, bool acc) {
+    return kernel(static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(m),
+                  static_cast<libxsmm_blasint>(kk), static_cast<libxsmm_blasint>(k4),
+                  static_cast<libxsmm_blasint>(c_rs), acc);
+  };
+  // Every kernel the slabs need, before anything is written.
+  const libxsmm_subimmfunction first = dispatch(slab, accumulate);
+  const libxsmm_subimmfunction rest = slab < k4 ? dispatch(slab, true) : first;
+  const libxsmm_subimmfunction tail =
+      k4 % slab != 0 && k4 > slab ? dispatch(k4 % slab, true) : rest;
+  if (first == nullptr || rest == nullptr || tail == nullptr) return false;
   auto* pa = tl_vnni_a.get<uint8_t>(m * k4);
   pack_a(pa, k4, a, m, k);
-  fn(reinterpret_cast<const char*>(pb), pa, c);
+  auto* pb = tl_vnni_b.get<uint32_t>(slab / 4 * n);
+  auto* sums = tl_colsum.get<int32_t>(n);
+  std::fill(sums, sums + n, 0);
+  for (int64_t p0 = 0; p0 < k4; p0 += slab) {
+    const int64_t p1 = std::min(p0 + slab, k4);
+    pack_b(pb, MatrixView<int8_t>{b.data + p0 * b.rs, b.rs, b.cs}, std::min(p1, k) - p0, n);
+    column_sums(sums, pb, (p1 - p0) / 4, n);
+    const libxsmm_subimmfunction fn = p0 == 0 ? first : (p1 - p0 == slab ? rest : tail);
+    fn(reinterpret_cast<const char*>(pb), pa + p0, c);
+  }
   take_offset(c, c_rs, sums, m, n);
   return true;
 }

@@ -360,6 +360,41 @@ TEST(Dot, Int8TransposedRhsWithAPartialQuad) {
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
+TEST(Dot, LongLowPrecisionRhsInSlabsOfK) {
+  // bfloat16 and int8 with a B past half the L2 of any current x86 core: without AMX the VNNI
+  // kernels pack and multiply it a slab of k at a time (src/native/gemm.cc, gemm_int8.cc), the
+  // last slab shorter; an odd k pads a pair, a transposed y goes through the word transposes.
+  for (const bool transposed : {false, true}) {
+    for (const int64_t k : {int64_t{4100}, int64_t{4103}}) {
+      constexpr int64_t m = 5, n = 300;
+      auto xv = random_values<bfloat16>(m * k, 81);
+      auto yv = random_values<bfloat16>(k * n, 82);
+      auto qv = random_values<int8_t>(m * k, 83);
+      auto rv = random_values<int8_t>(k * n, 84);
+      const Shape ys = transposed ? Shape{n, k} : Shape{k, n};
+      const int rc = transposed ? 1 : 0;
+      const Reference ref = reference(vref(xv, {m, k}), vref(yv, ys), 1, rc);
+      const Reference iref = reference(vref(qv, {m, k}), vref(rv, ys), 1, rc);
+      for (auto mode :
+           {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+        detail::set_gemm_mode(mode);
+        std::vector<float> ov(static_cast<size_t>(m * n), 1.0f);
+        auto o = vref(ov, {m, n});
+        o += lax::dot_general<float>(vref(xv, {m, k}), vref(yv, ys), {{{1}, {rc}}});
+        expect_close(o, ref, k, std::vector<double>(static_cast<size_t>(m * n), 1.0), 0.0,
+                     "bf16 slabs");
+        std::vector<int32_t> oi(static_cast<size_t>(m * n), 3);
+        auto oir = vref(oi, {m, n});
+        oir = lax::dot_general<int32_t>(vref(qv, {m, k}), vref(rv, ys), {{{1}, {rc}}});
+        for (size_t e = 0; e < oi.size(); ++e) {
+          ASSERT_EQ(oi[e], iref.value[e]) << k << " " << e << " mode " << static_cast<int>(mode);
+        }
+      }
+    }
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
 TEST(Dot, LongRhsInSlabsOfKThroughViews) {
   // A B past half the L2 of any current x86 core that the column panels do not take (few rows
   // of A, or few columns): the GEMM cuts k into slabs of B that fit half the L2 (src/native/
