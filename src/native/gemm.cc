@@ -23,12 +23,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <optional>
+#include <string>
 
 #include "core/simd_target.h"
 #include "native/gemm_amx.h"
@@ -72,7 +75,22 @@ bool portable() noexcept { return g_mode.load(std::memory_order_relaxed) == Gemm
 bool amx_allowed() noexcept {
   static const bool declined = [] {
     const char* v = std::getenv("TESSERA_AMX");
-    return v != nullptr && std::strcmp(v, "off") == 0;
+    if (v == nullptr || *v == '\0') return false;
+    std::string s(v);
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* no : {"0", "off", "no", "false"}) {
+      if (s == no) return true;
+    }
+    for (const char* yes : {"1", "on", "yes", "true", "auto"}) {
+      if (s == yes) return false;
+    }
+    // Read deep inside a GEMM, where nothing can be raised: said once, as TESSERA_SIMD_TARGET is.
+    std::fprintf(stderr,
+                 "tessera: TESSERA_AMX=%s is not a setting; use off (or 0, no, false) to leave "
+                 "AMX tiles unused, or on (1, yes, true, auto: the default); using AMX where the "
+                 "CPU has it\n",
+                 v);
+    return false;
   }();
   return g_mode.load(std::memory_order_relaxed) == GemmMode::kAuto && avx512_allowed() && !declined;
 }
@@ -110,10 +128,11 @@ void pack_rows(U* dst, int64_t ld, int64_t rows_pad, MatrixView<T> v, int64_t ro
 }
 
 // ---- libxsmm kernel cache --------------------------------------------------------------------
+enum class Kind { kF32, kBf16, kS8 };  // smm, bsmm (VNNI "A"), subimm (VNNI "A", unsigned "B")
 struct Key {
-  int kind;  // 0 f32, 1 bf16
+  Kind kind;
   libxsmm_blasint m, n, k, lda, ldb, ldc;
-  int flags;
+  int flags;  // beta is 0 with LIBXSMM_GEMM_FLAG_BETA_0, else 1
   bool operator==(const Key&) const = default;
 };
 struct Cache {
@@ -125,13 +144,31 @@ struct Cache {
 };
 thread_local Cache tl_cache;
 
-template <class Dispatch>
-void* cached(const Key& key, Dispatch&& dispatch) {
+// libxsmm's JIT kernel for `key` (alpha 1), dispatched once per key on this thread; null when
+// libxsmm has none.
+void* xsmm_kernel(const Key& key) {
   Cache& c = tl_cache;
   for (int i = 0; i < c.used; ++i) {
     if (c.keys[i] == key) return c.fns[i];
   }
-  void* fn = dispatch();
+  init_libxsmm();
+  const bool beta0 = (key.flags & LIBXSMM_GEMM_FLAG_BETA_0) != 0;
+  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+  void* fn = nullptr;
+  if (key.kind == Kind::kS8) {
+    const int alpha = 1, beta = beta0 ? 0 : 1;
+    fn = reinterpret_cast<void*>(libxsmm_subimmdispatch(
+        key.m, key.n, key.k, &key.lda, &key.ldb, &key.ldc, &alpha, &beta, &key.flags, &prefetch));
+  } else {
+    const float alpha = 1.0f, beta = beta0 ? 0.0f : 1.0f;
+    fn = key.kind == Kind::kF32
+             ? reinterpret_cast<void*>(libxsmm_smmdispatch(key.m, key.n, key.k, &key.lda, &key.ldb,
+                                                           &key.ldc, &alpha, &beta, &key.flags,
+                                                           &prefetch))
+             : reinterpret_cast<void*>(libxsmm_bsmmdispatch(key.m, key.n, key.k, &key.lda, &key.ldb,
+                                                            &key.ldc, &alpha, &beta, &key.flags,
+                                                            &prefetch));
+  }
   c.keys[c.next] = key;
   c.fns[c.next] = fn;
   c.next = (c.next + 1) % Cache::kSize;
@@ -160,22 +197,10 @@ bool xsmm_f32(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixView<f
       !fits_blasint(ldb) || !fits_blasint(c_rs)) {
     return false;
   }
-  const Key key{0,
-                static_cast<libxsmm_blasint>(n),
-                static_cast<libxsmm_blasint>(m),
-                static_cast<libxsmm_blasint>(k),
-                static_cast<libxsmm_blasint>(b.rs),
-                ldb,
-                static_cast<libxsmm_blasint>(c_rs),
-                flags};
-  void* fn = cached(key, [&]() -> void* {
-    init_libxsmm();
-    const float alpha = 1.0f;
-    const float beta = accumulate ? 1.0f : 0.0f;
-    const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
-    return reinterpret_cast<void*>(libxsmm_smmdispatch(
-        key.m, key.n, key.k, &key.lda, &key.ldb, &key.ldc, &alpha, &beta, &key.flags, &prefetch));
-  });
+  void* fn =
+      xsmm_kernel(Key{Kind::kF32, static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(m),
+                      static_cast<libxsmm_blasint>(k), static_cast<libxsmm_blasint>(b.rs), ldb,
+                      static_cast<libxsmm_blasint>(c_rs), flags});
   if (fn == nullptr) return false;
   reinterpret_cast<libxsmm_smmfunction>(fn)(b.data, a.data, c);
   return true;
@@ -308,6 +333,15 @@ bool empty_product(int64_t m, int64_t n, int64_t k, C* c, int64_t c_rs, bool acc
 }
 
 }  // namespace
+
+void* gemm_s8_kernel(int64_t m, int64_t n, int64_t k, int64_t ldb, int64_t ldc,
+                     bool accumulate) noexcept {
+  const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
+  return xsmm_kernel(Key{Kind::kS8, static_cast<libxsmm_blasint>(m),
+                         static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(k),
+                         static_cast<libxsmm_blasint>(m), static_cast<libxsmm_blasint>(ldb),
+                         static_cast<libxsmm_blasint>(ldc), flags});
+}
 
 void set_gemm_mode(GemmMode mode) noexcept { g_mode.store(mode, std::memory_order_relaxed); }
 GemmMode gemm_mode() noexcept { return g_mode.load(std::memory_order_relaxed); }
@@ -444,22 +478,10 @@ void pack_vnni_bf16(uint16_t* vb, const MatrixView<bfloat16>& b, int64_t p0, int
 libxsmm_bsmmfunction bf16_kernel(int64_t m, int64_t n, int64_t kk, int64_t lda, int64_t c_rs,
                                  bool accumulate) {
   const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
-  const Key key{1,
-                static_cast<libxsmm_blasint>(n),
-                static_cast<libxsmm_blasint>(m),
-                static_cast<libxsmm_blasint>(kk),
-                static_cast<libxsmm_blasint>(n),
-                static_cast<libxsmm_blasint>(lda),
-                static_cast<libxsmm_blasint>(c_rs),
-                flags};
-  return reinterpret_cast<libxsmm_bsmmfunction>(cached(key, [&]() -> void* {
-    init_libxsmm();
-    const float alpha = 1.0f;
-    const float beta = accumulate ? 1.0f : 0.0f;
-    const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
-    return reinterpret_cast<void*>(libxsmm_bsmmdispatch(
-        key.m, key.n, key.k, &key.lda, &key.ldb, &key.ldc, &alpha, &beta, &key.flags, &prefetch));
-  }));
+  return reinterpret_cast<libxsmm_bsmmfunction>(xsmm_kernel(
+      Key{Kind::kBf16, static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(m),
+          static_cast<libxsmm_blasint>(kk), static_cast<libxsmm_blasint>(n),
+          static_cast<libxsmm_blasint>(lda), static_cast<libxsmm_blasint>(c_rs), flags}));
 }
 
 // bfloat16 on libxsmm's AVX512-BF16 kernel, our B (libxsmm's "A") in VNNI pairs. A B whose pairs

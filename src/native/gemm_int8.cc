@@ -31,37 +31,6 @@ thread_local GemmScratch tl_vnni_b;
 thread_local GemmScratch tl_vnni_a;
 thread_local GemmScratch tl_colsum;
 
-// The kernels dispatched so far on this thread (libxsmm's own registry is behind them).
-struct Kernel {
-  libxsmm_blasint m, n, k, ldb, ldc;
-  bool accumulate;
-  libxsmm_subimmfunction fn;
-};
-thread_local Kernel tl_kernels[4];
-thread_local int tl_next = 0;
-
-// libxsmm's (m x k) · (k x n), column-major: its B (our A + 128) has columns ldb bytes apart.
-libxsmm_subimmfunction kernel(libxsmm_blasint m, libxsmm_blasint n, libxsmm_blasint k,
-                              libxsmm_blasint ldb, libxsmm_blasint ldc, bool accumulate) {
-  for (const Kernel& e : tl_kernels) {
-    if (e.fn != nullptr && e.m == m && e.n == n && e.k == k && e.ldb == ldb && e.ldc == ldc &&
-        e.accumulate == accumulate) {
-      return e.fn;
-    }
-  }
-  const libxsmm_blasint lda = m;
-  const int alpha = 1, beta = accumulate ? 1 : 0;
-  const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
-  const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
-  libxsmm_subimmfunction fn =
-      libxsmm_subimmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
-  if (fn != nullptr) {
-    tl_kernels[tl_next] = Kernel{m, n, k, ldb, ldc, accumulate, fn};
-    tl_next = (tl_next + 1) % 4;
-  }
-  return fn;
-}
-
 int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
   return v.data[i * v.rs + j * v.cs];
 }
@@ -196,9 +165,7 @@ bool xsmm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   // few rows of A rather than from memory (docs/performance.md, "Without AMX").
   const int64_t slab = std::min(k4, std::max<int64_t>(1, gemm_l2_bytes() / 2 / (4 * n)) * 4);
   auto dispatch = [&](int64_t kk, bool acc) {
-    return kernel(static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(m),
-                  static_cast<libxsmm_blasint>(kk), static_cast<libxsmm_blasint>(k4),
-                  static_cast<libxsmm_blasint>(c_rs), acc);
+    return reinterpret_cast<libxsmm_subimmfunction>(gemm_s8_kernel(n, m, kk, k4, c_rs, acc));
   };
   // Every kernel the slabs need, before anything is written.
   const libxsmm_subimmfunction first = dispatch(slab, accumulate);

@@ -14,4 +14,11 @@ namespace tessera::detail {
 bool xsmm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<int8_t> b,
              int32_t* c, int64_t c_rs, bool accumulate);
 
+/// libxsmm's unsigned x signed byte kernel (libxsmm_subimmfunction) for its column-major (m x k)
+/// · (k x n), "A" in VNNI quads with lda = m, "B" columns ldb bytes apart; dispatched once and
+/// cached per thread with the other libxsmm kernels (src/native/gemm.cc). Null when libxsmm has
+/// none. Extents must fit libxsmm's (at most 2^30).
+void* gemm_s8_kernel(int64_t m, int64_t n, int64_t k, int64_t ldb, int64_t ldc,
+                     bool accumulate) noexcept;
+
 }  // namespace tessera::detail
