@@ -316,8 +316,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void interleave_rows_avx512
 // kernels of gemm_skinny.h read both where they lie, where packing B would cost as much as the
 // product.
 template <class T>
-bool skinny(int64_t m, const MatrixView<T>& a, const MatrixView<T>& b, int64_t max_rows) {
-  return !portable() && m <= max_rows && a.cs == 1 && b.rs == 1;
+bool skinny(const MatrixView<T>& a, const MatrixView<T>& b, bool rows_allow) {
+  return !portable() && rows_allow && a.cs == 1 && b.rs == 1;
 }
 
 // An empty product (no rows, columns or contraction): C is zero, or unchanged when accumulating.
@@ -412,7 +412,7 @@ void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixV
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
-  if (skinny(m, a, b, kSkinnyMaxRowsF32) &&
+  if (skinny(a, b, m <= kSkinnyMaxRowsF32) &&
       skinny_dot_f32(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;
   }
@@ -539,7 +539,7 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
-  if (skinny(m, a, b, gemm_amx_bf16() ? kSkinnyMaxRowsAmxBf16 : kSkinnyMaxRows) &&
+  if (skinny(a, b, skinny_low_precision(m, k, gemm_amx_bf16())) &&
       skinny_dot_bf16(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;
   }
@@ -566,7 +566,7 @@ void gemm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   a = normalize(a, m, k);
   b = normalize(b, k, n);
   if (m == 1) c_rs = n;
-  if (k > 0 && skinny(m, a, b, gemm_amx_int8() ? kSkinnyMaxRowsAmxInt8 : kSkinnyMaxRows) &&
+  if (k > 0 && skinny(a, b, skinny_low_precision(m, k, gemm_amx_int8())) &&
       skinny_dot_s8(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;
   }

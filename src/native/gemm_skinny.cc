@@ -2,22 +2,31 @@
 // operands read along k where they lie, with AVX-512 (float32 FMA, bfloat16 VDPBF16PS, int8
 // VPDPBUSD).
 //
-// The micro-kernel takes up to 4 rows of A and 4 rows of Bt (columns of B) and keeps the 16
-// products' partial sums in 16 vector accumulators (one lane per k position modulo the vector
-// width), then reduces the 16 vectors to one vector of 16 sums with a shuffle tree (15 adds
-// instead of 16 horizontal reductions). Loop order: a block of 4 rows of Bt is loaded from memory
-// once and meets every row of A while it is in L1; k is split into passes whose rows of A fit in
-// half the L1 data cache the CPU reports, so that A stays in L1 across the whole of B.
+// The micro-kernel takes MR rows of A and NR rows of Bt (columns of B), MR x NR <= 16 (1 x 16,
+// 2 x 8, 3 x 4 or 4 x 4), and keeps the products' partial sums in as many vector accumulators (one
+// lane per k position modulo the vector width), then reduces them to one vector of 16 sums with a
+// shuffle tree (15 adds instead of 16 horizontal reductions). With 4 rows or more, a block of 4
+// rows of Bt is loaded from memory once and meets every block of rows of A while it is in L1; k
+// is split into passes whose rows fit in half the L1 data cache the CPU reports, so that A stays
+// in L1 across the whole of B.
 //
-// int8: VPDPBUSD multiplies unsigned by signed bytes. With a' = a + 128 (a XOR 0x80, unsigned),
-// sum a·b = sum a'·b - 128 · sum b; the column sums of B come from VPDPBUSD against bytes of 1.
-// All of it wraps modulo 2^32, which is the int32 result a TPU gives.
+// The multiply-adds are written as inline assembly: GCC 12 copies the accumulators of the
+// intrinsics between registers (and spills some) on every step of k, which measured 1.1-1.4x
+// slower (docs/performance.md, "Skinny dots in dot-product form").
+//
+// int8: VPDPBUSD multiplies unsigned by signed bytes. With b' = b + 128 (b XOR 0x80, unsigned),
+// sum a·b = sum b'·a - 128 · sum a; the row sums of A (once per row and pass, not per column of
+// B) come from VPDPBUSD against bytes of 1. All of it wraps modulo 2^32, which is the int32 result
+// a TPU gives.
 #include "native/gemm_skinny.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "native/gemm.h"
 
@@ -39,9 +48,12 @@ struct F32 {
   TESSERA_SKINNY_INLINE static V load_tail(const T* p, int64_t count) {
     return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1u), p);
   }
-  TESSERA_SKINNY_INLINE static V prepare_a(V a) { return a; }
+  TESSERA_SKINNY_INLINE static V prepare_b(V b) { return b; }
   TESSERA_SKINNY_INLINE static Acc zero() { return _mm512_setzero_ps(); }
-  TESSERA_SKINNY_INLINE static Acc dot(Acc acc, V a, V b) { return _mm512_fmadd_ps(a, b, acc); }
+  TESSERA_SKINNY_INLINE static Acc dot(Acc acc, V a, V b) {
+    asm("vfmadd231ps %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "vm"(a), [b] "v"(b));
+    return acc;
+  }
   TESSERA_SKINNY_INLINE static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
 };
 
@@ -55,10 +67,11 @@ struct BF16 {
   TESSERA_SKINNY_INLINE static V load_tail(const T* p, int64_t count) {
     return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << count) - 1u), p);
   }
-  TESSERA_SKINNY_INLINE static V prepare_a(V a) { return a; }
+  TESSERA_SKINNY_INLINE static V prepare_b(V b) { return b; }
   TESSERA_SKINNY_INLINE static Acc zero() { return _mm512_setzero_ps(); }
   TESSERA_SKINNY_INLINE static Acc dot(Acc acc, V a, V b) {
-    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+    asm("vdpbf16ps %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "vm"(a), [b] "v"(b));
+    return acc;
   }
   TESSERA_SKINNY_INLINE static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
 };
@@ -74,12 +87,16 @@ struct S8 {
     const __mmask64 mask = count >= 64 ? ~__mmask64{0} : (__mmask64{1} << count) - 1u;
     return _mm512_maskz_loadu_epi8(mask, p);
   }
-  // a + 128 as an unsigned byte (padding lanes become 128 too, against B's zero padding).
-  TESSERA_SKINNY_INLINE static V prepare_a(V a) {
-    return _mm512_xor_si512(a, _mm512_set1_epi8(static_cast<char>(0x80)));
+  // b + 128 as an unsigned byte (padding lanes become 128 too, against A's zero padding).
+  TESSERA_SKINNY_INLINE static V prepare_b(V b) {
+    return _mm512_xor_si512(b, _mm512_set1_epi8(static_cast<char>(0x80)));
   }
   TESSERA_SKINNY_INLINE static Acc zero() { return _mm512_setzero_si512(); }
-  TESSERA_SKINNY_INLINE static Acc dot(Acc acc, V a, V b) { return _mm512_dpbusd_epi32(acc, a, b); }
+  // b (prepared: unsigned) times a (signed).
+  TESSERA_SKINNY_INLINE static Acc dot(Acc acc, V a, V b) {
+    asm("vpdpbusd %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "vm"(a), [b] "v"(b));
+    return acc;
+  }
   TESSERA_SKINNY_INLINE static __m512 add(__m512 x, __m512 y) {
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(x), _mm512_castps_si512(y)));
   }
@@ -126,123 +143,163 @@ TESSERA_SKINNY_INLINE typename Ops::V load_at(const typename Ops::T* x, int64_t 
   }
 }
 
-// One vector step of k at p (`left` elements when kTail) for MR rows of A and 4 rows of Bt.
-template <class Ops, int MR, bool kTail>
+// One vector step of k at p (`left` elements when kTail) for MR rows of A and NR rows of Bt: the
+// MR rows of A are loaded once, then each row of Bt meets all of them.
+template <class Ops, int MR, int NR, bool kTail>
 TESSERA_SKINNY_INLINE void micro_step(typename Ops::Acc* acc, const typename Ops::T* a,
                                       int64_t a_rs, const typename Ops::T* const* b, int64_t p,
                                       int64_t left) {
   using V = typename Ops::V;
-  const V b0 = load_at<Ops, kTail>(b[0] + p, left), b1 = load_at<Ops, kTail>(b[1] + p, left);
-  const V b2 = load_at<Ops, kTail>(b[2] + p, left), b3 = load_at<Ops, kTail>(b[3] + p, left);
-  // Unrolled, so that the accumulators live in registers.
+  V av[MR];
 #pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) {
-    const V av = Ops::prepare_a(load_at<Ops, kTail>(a + i * a_rs + p, left));
-    acc[i * 4 + 0] = Ops::dot(acc[i * 4 + 0], av, b0);
-    acc[i * 4 + 1] = Ops::dot(acc[i * 4 + 1], av, b1);
-    acc[i * 4 + 2] = Ops::dot(acc[i * 4 + 2], av, b2);
-    acc[i * 4 + 3] = Ops::dot(acc[i * 4 + 3], av, b3);
+  for (int i = 0; i < MR; ++i) av[i] = load_at<Ops, kTail>(a + i * a_rs + p, left);
+  // Unrolled, so that the accumulators live in registers.
+#pragma GCC unroll 16
+  for (int j = 0; j < NR; ++j) {
+    const V bv = Ops::prepare_b(load_at<Ops, kTail>(b[j] + p, left));
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[i * NR + j] = Ops::dot(acc[i * NR + j], av[i], bv);
   }
 }
 
-// out[i * 4 + j] = sum_p A(i, p) · B(j, p) for i < MR, j < 4, p < k (the int8 sums still carry
-// the +128 of A: see the file comment).
-template <class Ops, int MR>
-[[gnu::target(TESSERA_SKINNY_TARGET)]] void micro(const typename Ops::T* a, int64_t a_rs,
-                                                  const typename Ops::T* const* b, int64_t k,
-                                                  typename Ops::C* out) {
-  typename Ops::Acc acc[16];
+// Lane i * NR + j of the result = sum_p A(i, p) · B(j, p) for i < MR, j < NR, p < k (the int8
+// sums still carry 128 times A's row sums: see the file comment); lanes past MR * NR are zero.
+template <class Ops, int MR, int NR>
+TESSERA_SKINNY_INLINE __m512 micro(const typename Ops::T* a, int64_t a_rs,
+                                   const typename Ops::T* const* b, int64_t k) {
+  static_assert(MR * NR <= 16, "one vector of 16 sums");
+  typename Ops::Acc acc[MR * NR];
 #pragma GCC unroll 16
-  for (int e = 0; e < 16; ++e) acc[e] = Ops::zero();
+  for (int e = 0; e < MR * NR; ++e) acc[e] = Ops::zero();
   int64_t p = 0;
-  for (; p + Ops::kStep <= k; p += Ops::kStep) micro_step<Ops, MR, false>(acc, a, a_rs, b, p, 0);
-  if (p < k) micro_step<Ops, MR, true>(acc, a, a_rs, b, p, k - p);
+  for (; p + Ops::kStep <= k; p += Ops::kStep) {
+    micro_step<Ops, MR, NR, false>(acc, a, a_rs, b, p, 0);
+  }
+  if (p < k) micro_step<Ops, MR, NR, true>(acc, a, a_rs, b, p, k - p);
   __m512 v[16];
 #pragma GCC unroll 16
-  for (int e = 0; e < 16; ++e) v[e] = as_ps(acc[e]);
-  _mm512_storeu_ps(reinterpret_cast<float*>(out), reduce16<Ops>(v));
+  for (int e = 0; e < 16; ++e) v[e] = e < MR * NR ? as_ps(acc[e]) : _mm512_setzero_ps();
+  return reduce16<Ops>(v);
 }
 
-// 128 · (the sum over p < k of each of the 4 rows of Bt), the int8 correction, modulo 2^32.
-[[gnu::target(TESSERA_SKINNY_TARGET)]] void column_sums_s8(const int8_t* const* b, int64_t k,
-                                                           uint32_t* out) {
+// 128 · (the sum over p < k of each of the `rows` rows of A), the int8 correction, modulo 2^32.
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void row_sums_s8(const int8_t* a, int64_t a_rs,
+                                                        int64_t rows, int64_t k, uint32_t* out) {
   const __m512i ones = _mm512_set1_epi8(1);
-  for (int j = 0; j < 4; ++j) {
+  for (int64_t i = 0; i < rows; ++i) {
     __m512i acc = _mm512_setzero_si512();
     int64_t p = 0;
-    for (; p + 64 <= k; p += 64) acc = _mm512_dpbusd_epi32(acc, ones, S8::load(b[j] + p));
-    if (p < k) acc = _mm512_dpbusd_epi32(acc, ones, S8::load_tail(b[j] + p, k - p));
+    for (; p + 64 <= k; p += 64) acc = _mm512_dpbusd_epi32(acc, ones, S8::load(a + i * a_rs + p));
+    if (p < k) acc = _mm512_dpbusd_epi32(acc, ones, S8::load_tail(a + i * a_rs + p, k - p));
     alignas(64) uint32_t lanes[16];
     _mm512_store_si512(lanes, acc);
     uint32_t sum = 0;
     for (const uint32_t x : lanes) sum += x;
-    out[j] = sum * 128u;
+    out[i] = sum * 128u;
+  }
+}
+
+// C's MR rows and `cols` columns from j0 = the sums `v` (lane i * NR + j), less the int8
+// corrections, plus C's values when `add`.
+template <class Ops, int MR, int NR>
+TESSERA_SKINNY_INLINE void store_block(__m512 v, const uint32_t* corr, int cols,
+                                                        bool add, typename Ops::C* c,
+                                                        int64_t c_rs) {
+  const auto mask = static_cast<__mmask16>((1u << cols) - 1u);
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  for (int i = 0; i < MR; ++i) {
+    const __m512 row =
+        i == 0 ? v
+               : _mm512_maskz_permutexvar_ps(kAll, _mm512_add_epi32(iota, _mm512_set1_epi32(i * NR)),
+                                             v);
+    typename Ops::C* crow = c + i * c_rs;
+    if constexpr (std::is_same_v<typename Ops::C, int32_t>) {
+      // Wraps modulo 2^32 like the int32 a TPU gives.
+      __m512i r = _mm512_sub_epi32(_mm512_castps_si512(row),
+                                   _mm512_set1_epi32(static_cast<int32_t>(corr[i])));
+      if (add) r = _mm512_add_epi32(r, _mm512_maskz_loadu_epi32(mask, crow));
+      _mm512_mask_storeu_epi32(crow, mask, r);
+    } else {
+      const __m512 r = add ? _mm512_add_ps(row, _mm512_maskz_loadu_ps(mask, crow)) : row;
+      _mm512_mask_storeu_ps(crow, mask, r);
+    }
+  }
+}
+
+// MR rows of C over one pass of k (kk elements), NR columns of B at a time; `corr` the rows' int8
+// corrections.
+template <class Ops, int MR, int NR>
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void row_block(int64_t n, int64_t kk, const typename Ops::T* a, int64_t a_rs,
+               const typename Ops::T* bt, int64_t bt_rs, const uint32_t* corr, typename Ops::C* c,
+               int64_t c_rs, bool add) {
+  for (int64_t j0 = 0; j0 < n; j0 += NR) {
+    const int cols = static_cast<int>(std::min<int64_t>(NR, n - j0));
+    const typename Ops::T* b[NR];
+    // Columns past n repeat the last one (computed, never stored).
+    for (int j = 0; j < NR; ++j) b[j] = bt + std::min<int64_t>(j0 + j, n - 1) * bt_rs;
+    store_block<Ops, MR, NR>(micro<Ops, MR, NR>(a, a_rs, b, kk), corr, cols, add, c + j0, c_rs);
   }
 }
 
 // k per pass: the pass's rows of A and of one block of Bt fill at most half the L1 data cache the
 // CPU reports (32 KiB when it reports nothing), in whole vectors.
 template <class Ops>
-int64_t pass_length(int64_t m, int64_t k) {
+int64_t pass_length(int64_t rows, int64_t k) {
   const int64_t l1d = gemm_l1d_bytes();
-  const int64_t fit = l1d / 2 / ((m + 4) * static_cast<int64_t>(sizeof(typename Ops::T)));
+  const int64_t fit = l1d / 2 / (rows * static_cast<int64_t>(sizeof(typename Ops::T)));
   const int64_t len = std::max<int64_t>(Ops::kStep, fit / Ops::kStep * Ops::kStep);
   const int64_t passes = (k + len - 1) / len;
   // Even passes, in whole vectors.
   return std::min(len, ((k + passes - 1) / passes + Ops::kStep - 1) / Ops::kStep * Ops::kStep);
 }
 
-template <class Ops>
-void micro_rows(int rows, const typename Ops::T* a, int64_t a_rs, const typename Ops::T* const* b,
-                int64_t k, typename Ops::C* out) {
-  switch (rows) {
-    case 1:
-      micro<Ops, 1>(a, a_rs, b, k, out);
-      return;
-    case 2:
-      micro<Ops, 2>(a, a_rs, b, k, out);
-      return;
-    case 3:
-      micro<Ops, 3>(a, a_rs, b, k, out);
-      return;
-    default:
-      micro<Ops, 4>(a, a_rs, b, k, out);
-  }
-}
-
+// Blocks of rows: one row meets 16 columns of B at a time, two rows 8, three or more 4 (the 16
+// sums of one vector reduction). With four rows or more, each block of 4 columns of B is read
+// from memory once and meets every block of 4 rows while it is in L1.
 template <class Ops>
 void skinny(int64_t m, int64_t n, int64_t k, const typename Ops::T* a, int64_t a_rs,
             const typename Ops::T* bt, int64_t bt_rs, typename Ops::C* c, int64_t c_rs,
             bool accumulate) {
-  using T = typename Ops::T;
-  using C = typename Ops::C;
-  const int64_t pass = pass_length<Ops>(m, k);
+  const int64_t nr = m == 1 ? 16 : m == 2 ? 8 : 4;
+  const int64_t pass = pass_length<Ops>(m + nr, k);
+  // The int8 corrections of every row for the current pass.
+  std::array<uint32_t, 64> few{};
+  std::vector<uint32_t> many;
+  uint32_t* corr = few.data();
+  if (std::is_same_v<Ops, S8> && m > static_cast<int64_t>(few.size())) {
+    many.resize(static_cast<size_t>(m));
+    corr = many.data();
+  }
   for (int64_t p0 = 0; p0 < k; p0 += pass) {
     const int64_t kk = std::min(pass, k - p0);
     const bool add = accumulate || p0 > 0;
+    if constexpr (std::is_same_v<Ops, S8>) row_sums_s8(a + p0, a_rs, m, kk, corr);
+    if (m == 1) {
+      row_block<Ops, 1, 16>(n, kk, a + p0, a_rs, bt + p0, bt_rs, corr, c, c_rs, add);
+      continue;
+    }
+    if (m == 2) {
+      row_block<Ops, 2, 8>(n, kk, a + p0, a_rs, bt + p0, bt_rs, corr, c, c_rs, add);
+      continue;
+    }
     for (int64_t j0 = 0; j0 < n; j0 += 4) {
-      const int cols = static_cast<int>(std::min<int64_t>(4, n - j0));
-      const T* b[4];
-      // Columns past n repeat the last one (computed, never stored).
-      for (int j = 0; j < 4; ++j) b[j] = bt + std::min<int64_t>(j0 + j, n - 1) * bt_rs + p0;
-      uint32_t corr[4] = {0, 0, 0, 0};
-      if constexpr (std::is_same_v<Ops, S8>) column_sums_s8(b, kk, corr);
+      const int64_t cols = std::min<int64_t>(4, n - j0);
+      const typename Ops::T* b = bt + j0 * bt_rs + p0;
       for (int64_t i0 = 0; i0 < m; i0 += 4) {
-        const int rows = static_cast<int>(std::min<int64_t>(4, m - i0));
-        alignas(64) C out[16];
-        micro_rows<Ops>(rows, a + i0 * a_rs + p0, a_rs, b, kk, out);
-        for (int i = 0; i < rows; ++i) {
-          C* crow = c + (i0 + i) * c_rs + j0;
-          for (int j = 0; j < cols; ++j) {
-            if constexpr (std::is_same_v<C, int32_t>) {
-              // Unsigned arithmetic: wraps modulo 2^32, defined in C++.
-              uint32_t v = static_cast<uint32_t>(out[i * 4 + j]) - corr[j];
-              if (add) v += static_cast<uint32_t>(crow[j]);
-              crow[j] = static_cast<int32_t>(v);
-            } else {
-              crow[j] = add ? crow[j] + out[i * 4 + j] : out[i * 4 + j];
-            }
-          }
+        const typename Ops::T* ai = a + i0 * a_rs + p0;
+        typename Ops::C* ci = c + i0 * c_rs + j0;
+        switch (std::min<int64_t>(4, m - i0)) {
+          case 1:
+            row_block<Ops, 1, 4>(cols, kk, ai, a_rs, b, bt_rs, corr + i0, ci, c_rs, add);
+            break;
+          case 2:
+            row_block<Ops, 2, 4>(cols, kk, ai, a_rs, b, bt_rs, corr + i0, ci, c_rs, add);
+            break;
+          case 3:
+            row_block<Ops, 3, 4>(cols, kk, ai, a_rs, b, bt_rs, corr + i0, ci, c_rs, add);
+            break;
+          default:
+            row_block<Ops, 4, 4>(cols, kk, ai, a_rs, b, bt_rs, corr + i0, ci, c_rs, add);
         }
       }
     }

@@ -16,19 +16,29 @@
 
 namespace tessera::detail {
 
-/// The most rows of A for which gemm.cc takes these kernels, measured on a Sapphire Rapids class
-/// Xeon against the alternative, x @ y.T computed as C^T = y · x^T (gemm.cc, gemm_amx.cc):
-/// - float32: 8, two blocks of the micro-kernel's 4 rows ((8, 4096) x (256, 4096).T 176-182 us
-///   here, 336-352 us swapped; (8, 128) x (512, 128).T 10.0 against 12.3 us; with 16 rows the
-///   swapped product wins, 12.1 against 18.8 us);
-/// - without AMX, bfloat16 and int8: 4, one block of rows (B is then read once);
-/// - with AMX, bfloat16: 1 ((1, 4096) 35 us here, 67 us on tiles; with 2 to 4 rows the tiles
-///   win, 2.2 against 3.3-6.0 us at k = 128); int8: none (the tiles win from 1 row on: 1.6
-///   against 2.4 us).
+/// The most rows of A for which gemm.cc takes these kernels for float32: 8, two blocks of the
+/// micro-kernel's 4 rows, measured on a Sapphire Rapids class Xeon against the alternative, x @ y.T
+/// computed as C^T = y · x^T (gemm.cc): (8, 4096) x (256, 4096).T 176-182 us here, 336-352 us
+/// swapped; (8, 128) x (512, 128).T 10.0 against 12.3 us; with 16 rows the swapped product wins,
+/// 12.1 against 18.8 us.
 inline constexpr int64_t kSkinnyMaxRowsF32 = 8;
-inline constexpr int64_t kSkinnyMaxRows = 4;
-inline constexpr int64_t kSkinnyMaxRowsAmxBf16 = 1;
-inline constexpr int64_t kSkinnyMaxRowsAmxInt8 = 0;
+
+/// Whether gemm.cc takes these kernels for a bfloat16 or int8 product of m rows and a contraction
+/// of k, measured on a Sapphire Rapids class Xeon (and, with TESSERA_AMX=off, as a CPU without AMX)
+/// against the alternatives (docs/performance.md, "Skinny dots in dot-product form"):
+/// - with AMX tiles, up to 2 rows: int8 (1, 128) x (512, 128).T 1.0-1.8 against 2.6-3.7 us on
+///   tiles, 2 rows 1.5-2.2 against 2.6-4.0 us; with 3 rows the tiles are as fast (int8) or faster
+///   (bfloat16 5.9 against 9.7 us).
+/// - without, up to 4 rows, and up to 16 where k is at least 32 per row: libxsmm's kernels first
+///   pack all of B, these reduce a vector per 16 sums, so a long k favours these and many rows
+///   libxsmm's faster multiply. int8 (8, 4096) x (256, 4096).T 42-44 against 114-116 us, (8, 256)
+///   x (512, 256).T 10.9 against 12.3 us, but (8, 128) 7.2 against 6.0 us; 16 rows: k 512 40.6
+///   against 42.8 us, k 256 29.1 against 21.4 us; 32 rows, k 4096: 622 against 598 us. bfloat16
+///   gains more on each of these shapes.
+inline bool skinny_low_precision(int64_t m, int64_t k, bool amx) {
+  if (amx) return m <= 2;
+  return m <= 4 || (m <= 16 && k >= 32 * m);
+}
 
 bool skinny_dot_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, const float* bt,
                     int64_t bt_rs, float* c, int64_t c_rs, bool accumulate);

@@ -363,10 +363,11 @@ TEST(Dot, Int8TransposedRhsWithAPartialQuad) {
 TEST(Dot, LongLowPrecisionRhsInSlabsOfK) {
   // bfloat16 and int8 with a B past half the L2 of any current x86 core: without AMX the VNNI
   // kernels pack and multiply it a slab of k at a time (src/native/gemm.cc, gemm_int8.cc), the
-  // last slab shorter; an odd k pads a pair, a transposed y goes through the word transposes.
+  // last slab shorter; an odd k pads a pair, a transposed y goes through the word transposes
+  // (17 rows: fewer would take the dot-product kernels of src/native/gemm_skinny.h).
   for (const bool transposed : {false, true}) {
     for (const int64_t k : {int64_t{4100}, int64_t{4103}}) {
-      constexpr int64_t m = 5, n = 300;
+      constexpr int64_t m = 17, n = 300;
       auto xv = random_values<bfloat16>(m * k, 81);
       auto yv = random_values<bfloat16>(k * n, 82);
       auto qv = random_values<int8_t>(m * k, 83);
@@ -391,6 +392,71 @@ TEST(Dot, LongLowPrecisionRhsInSlabsOfK) {
         }
       }
     }
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
+TEST(Dot, FewRowsAgainstTransposedRhsInEveryRowBlock) {
+  // x @ y.T with 1 to 16 rows, the dot-product kernels' row blocks (1 x 16, 2 x 8, 3 x 4 and 4 x 4
+  // with a tail of rows, src/native/gemm_skinny.cc), columns that end inside a block, k below,
+  // at and past one vector and past one pass of the L1; x a view whose rows are not k apart.
+  // float32, bfloat16 and int8, assigned and accumulated, in every GEMM mode.
+  uint32_t seed = 900;
+  for (const int64_t m : {1, 2, 3, 4, 5, 8, 12, 16}) {
+    for (const int64_t n : {1, 15, 17, 33}) {
+      for (const int64_t k : {1, 63, 65, 600, 3000}) {
+        auto fx = random_values<float>(m * (k + 3), seed++);
+        auto fy = random_values<float>(n * k, seed++);
+        auto bx = random_values<bfloat16>(m * (k + 3), seed++);
+        auto by = random_values<bfloat16>(n * k, seed++);
+        auto ix = random_values<int8_t>(m * (k + 3), seed++);
+        auto iy = random_values<int8_t>(n * k, seed++);
+        auto fxr = vref(fx, {m, k + 3}).at(pl::all, pl::ds(2, k));
+        auto bxr = vref(bx, {m, k + 3}).at(pl::all, pl::ds(2, k));
+        auto ixr = vref(ix, {m, k + 3}).at(pl::all, pl::ds(2, k));
+        const Reference fref = reference(fxr, vref(fy, {n, k}), 1, 1);
+        const Reference bref = reference(bxr, vref(by, {n, k}), 1, 1);
+        const Reference iref = reference(ixr, vref(iy, {n, k}), 1, 1);
+        const std::string what = "(" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
+                                 std::to_string(n) + ", " + std::to_string(k) + ").T";
+        for (auto mode :
+             {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+          detail::set_gemm_mode(mode);
+          std::vector<float> fo(static_cast<size_t>(m * n), 3.0f), bo(fo);
+          auto for_ = vref(fo, {m, n});
+          auto bor = vref(bo, {m, n});
+          for_ = lax::dot_general<float>(fxr, vref(fy, {n, k}), {{{1}, {1}}});
+          expect_close(for_, fref, k, {}, 0.0, "f32 " + what);
+          bor += lax::dot_general<float>(bxr, vref(by, {n, k}), {{{1}, {1}}});
+          // Added to 3.0: one more float32 rounding.
+          expect_close(bor, bref, k, std::vector<double>(bo.size(), 3.0), std::ldexp(1.0, -24),
+                       "bf16 " + what);
+          std::vector<int32_t> io(static_cast<size_t>(m * n), 5);
+          auto ior = vref(io, {m, n});
+          ior = lax::dot_general<int32_t>(ixr, vref(iy, {n, k}), {{{1}, {1}}});
+          ior += lax::dot_general<int32_t>(ixr, vref(iy, {n, k}), {{{1}, {1}}});
+          for (size_t e = 0; e < io.size(); ++e) {
+            ASSERT_EQ(io[e], 2 * iref.value[e]) << "int8 " << what << " element " << e;
+          }
+        }
+      }
+    }
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
+TEST(Dot, FewInt8RowsAgainstTransposedRhsWrap) {
+  // 127 x -128 summed over k = 140000 leaves int32: the dot-product kernels' offset of B and
+  // correction by the rows of A (src/native/gemm_skinny.cc) wrap modulo 2^32 like the sum.
+  constexpr int64_t m = 2, k = 140000, n = 3;
+  std::vector<int8_t> xv(static_cast<size_t>(m * k), 127), yv(static_cast<size_t>(n * k), -128);
+  for (auto mode :
+       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+    detail::set_gemm_mode(mode);
+    std::vector<int32_t> ov(static_cast<size_t>(m * n));
+    vref(ov, {m, n}) = lax::dot_general<int32_t>(vref(xv, {m, k}), vref(yv, {n, k}), {{{1}, {1}}});
+    const auto want = static_cast<int32_t>(static_cast<uint32_t>(k) * static_cast<uint32_t>(-16256));
+    for (int32_t v : ov) ASSERT_EQ(v, want) << static_cast<int>(mode);
   }
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
