@@ -153,7 +153,7 @@ TESSERA_SKINNY_INLINE void micro_step(typename Ops::Acc* acc, const typename Ops
   V av[MR];
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) av[i] = load_at<Ops, kTail>(a + i * a_rs + p, left);
-  // Unrolled, so that the accumulators live in registers.
+    // Unrolled, so that the accumulators live in registers.
 #pragma GCC unroll 16
   for (int j = 0; j < NR; ++j) {
     const V bv = Ops::prepare_b(load_at<Ops, kTail>(b[j] + p, left));
@@ -183,8 +183,8 @@ TESSERA_SKINNY_INLINE __m512 micro(const typename Ops::T* a, int64_t a_rs,
 }
 
 // 128 · (the sum over p < k of each of the `rows` rows of A), the int8 correction, modulo 2^32.
-[[gnu::target(TESSERA_SKINNY_TARGET)]] void row_sums_s8(const int8_t* a, int64_t a_rs,
-                                                        int64_t rows, int64_t k, uint32_t* out) {
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void row_sums_s8(const int8_t* a, int64_t a_rs, int64_t rows,
+                                                        int64_t k, uint32_t* out) {
   const __m512i ones = _mm512_set1_epi8(1);
   for (int64_t i = 0; i < rows; ++i) {
     __m512i acc = _mm512_setzero_si512();
@@ -202,16 +202,14 @@ TESSERA_SKINNY_INLINE __m512 micro(const typename Ops::T* a, int64_t a_rs,
 // C's MR rows and `cols` columns from j0 = the sums `v` (lane i * NR + j), less the int8
 // corrections, plus C's values when `add`.
 template <class Ops, int MR, int NR>
-TESSERA_SKINNY_INLINE void store_block(__m512 v, const uint32_t* corr, int cols,
-                                                        bool add, typename Ops::C* c,
-                                                        int64_t c_rs) {
+TESSERA_SKINNY_INLINE void store_block(__m512 v, const uint32_t* corr, int cols, bool add,
+                                       typename Ops::C* c, int64_t c_rs) {
   const auto mask = static_cast<__mmask16>((1u << cols) - 1u);
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   for (int i = 0; i < MR; ++i) {
-    const __m512 row =
-        i == 0 ? v
-               : _mm512_maskz_permutexvar_ps(kAll, _mm512_add_epi32(iota, _mm512_set1_epi32(i * NR)),
-                                             v);
+    const __m512 row = i == 0 ? v
+                              : _mm512_maskz_permutexvar_ps(
+                                    kAll, _mm512_add_epi32(iota, _mm512_set1_epi32(i * NR)), v);
     typename Ops::C* crow = c + i * c_rs;
     if constexpr (std::is_same_v<typename Ops::C, int32_t>) {
       // Wraps modulo 2^32 like the int32 a TPU gives.
@@ -229,9 +227,11 @@ TESSERA_SKINNY_INLINE void store_block(__m512 v, const uint32_t* corr, int cols,
 // MR rows of C over one pass of k (kk elements), NR columns of B at a time; `corr` the rows' int8
 // corrections.
 template <class Ops, int MR, int NR>
-[[gnu::target(TESSERA_SKINNY_TARGET)]] void row_block(int64_t n, int64_t kk, const typename Ops::T* a, int64_t a_rs,
-               const typename Ops::T* bt, int64_t bt_rs, const uint32_t* corr, typename Ops::C* c,
-               int64_t c_rs, bool add) {
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void row_block(int64_t n, int64_t kk,
+                                                      const typename Ops::T* a, int64_t a_rs,
+                                                      const typename Ops::T* bt, int64_t bt_rs,
+                                                      const uint32_t* corr, typename Ops::C* c,
+                                                      int64_t c_rs, bool add) {
   for (int64_t j0 = 0; j0 < n; j0 += NR) {
     const int cols = static_cast<int>(std::min<int64_t>(NR, n - j0));
     const typename Ops::T* b[NR];

@@ -455,7 +455,8 @@ TEST(Dot, FewInt8RowsAgainstTransposedRhsWrap) {
     detail::set_gemm_mode(mode);
     std::vector<int32_t> ov(static_cast<size_t>(m * n));
     vref(ov, {m, n}) = lax::dot_general<int32_t>(vref(xv, {m, k}), vref(yv, {n, k}), {{{1}, {1}}});
-    const auto want = static_cast<int32_t>(static_cast<uint32_t>(k) * static_cast<uint32_t>(-16256));
+    const auto want =
+        static_cast<int32_t>(static_cast<uint32_t>(k) * static_cast<uint32_t>(-16256));
     for (int32_t v : ov) ASSERT_EQ(v, want) << static_cast<int>(mode);
   }
   detail::set_gemm_mode(detail::GemmMode::kAuto);
