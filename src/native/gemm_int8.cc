@@ -18,10 +18,10 @@
 #include <cstring>
 
 #include "native/gemm_scratch.h"
-#include "native/gemm_transpose.h"
 #include "native/int8_quads-inl.h"
+#include "native/transpose16-inl.h"
 
-#define TESSERA_VNNI_TARGET "avx512f,avx512bw,avx512vl,avx512vnni"
+#define TESSERA_VNNI_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
 
 namespace tessera::detail {
 
@@ -35,10 +35,60 @@ int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
   return v.data[i * v.rs + j * v.cs];
 }
 
+// sums[j] += Σ over k of B(·, j), from the packed words: vpdpbusd of bytes 1 by each quad, a
+// row of words at a time (walking a column of them instead strides through the L1's sets).
+[[gnu::target(TESSERA_VNNI_TARGET)]] void column_sums(int32_t* sums, const uint32_t* packed,
+                                                      int64_t quads, int64_t n) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t q = 0; q < quads; ++q) {
+    const uint32_t* row = packed + q * n;
+    for (int64_t j = 0; j < n; j += 16) {
+      const auto mask = static_cast<__mmask16>(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1u);
+      const __m512i acc = _mm512_maskz_loadu_epi32(mask, sums + j);
+      _mm512_mask_storeu_epi32(
+          sums + j, mask, _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi32(mask, row + j)));
+    }
+  }
+}
+
+// out (quads x n words, row length n) = the transpose of t (n x quads words, rows t_rs words
+// apart), 16 x 16 words at a time, adding each column's bytes into sums[j] on the way (vpdpbusd
+// of bytes 1 by the transposed rows while they are in registers; a second pass over the packed
+// words cost 13% of an (8, 128) x (512, 128).T call).
+[[gnu::target(TESSERA_VNNI_TARGET)]] void transpose_quads(uint32_t* out, const int32_t* t,
+                                                          int64_t t_rs, int64_t quads, int64_t n,
+                                                          int32_t* sums) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, n - j0);  // rows of t in this block
+    const auto jmask = static_cast<__mmask16>(rows >= 16 ? 0xffffu : (1u << rows) - 1u);
+    __m512i acc = _mm512_maskz_loadu_epi32(jmask, sums + j0);
+    for (int64_t i0 = 0; i0 < quads; i0 += 16) {
+      const int64_t cols = std::min<int64_t>(16, quads - i0);
+      const auto imask = static_cast<__mmask16>(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        r[j] =
+            j < rows ? _mm512_maskz_loadu_ps(imask, t + (j0 + j) * t_rs + i0) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        if (i >= cols) break;
+        const __m512i w = _mm512_castps_si512(r[i]);
+        _mm512_mask_storeu_epi32(out + (i0 + i) * n + j0, jmask, w);
+        acc = _mm512_dpbusd_epi32(acc, ones, w);
+      }
+    }
+    _mm512_mask_storeu_epi32(sums + j0, jmask, acc);
+  }
+}
+
 // B (k x n) into VNNI words: word (q, j) of `out` (row length n) holds B(4q .. 4q + 3, j), zero
-// past k.
+// past k; sums[j] += the sum of column j.
 [[gnu::target(TESSERA_VNNI_TARGET)]] void pack_b(uint32_t* out, const MatrixView<int8_t>& b,
-                                                 int64_t k, int64_t n) {
+                                                 int64_t k, int64_t n, int32_t* sums) {
   const int64_t quads = (k + 3) / 4;
   alignas(64) static const int8_t kZeros[64] = {};
   if (b.cs == 1) {
@@ -65,14 +115,14 @@ int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
         out[q * n + j] = w;
       }
     }
+    column_sums(sums, out, quads, n);
     return;
   }
   if (b.rs == 1 && b.cs % 4 == 0 && k >= 4) {
     // Columns contiguous along k (x @ y.T): each column's whole quads are 32-bit words already,
     // so the layout is a transpose of words; a last partial quad is gathered below.
     const int64_t whole = k / 4;
-    transpose_into(reinterpret_cast<int32_t*>(out), n, reinterpret_cast<const int32_t*>(b.data),
-                   b.cs / 4, whole, n, false);
+    transpose_quads(out, reinterpret_cast<const int32_t*>(b.data), b.cs / 4, whole, n, sums);
     if (whole < quads) {
       for (int64_t j = 0; j < n; ++j) {
         uint32_t w = 0;
@@ -81,6 +131,7 @@ int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
         }
         out[whole * n + j] = w;
       }
+      column_sums(sums, out + whole * n, 1, n);
     }
     return;
   }
@@ -93,22 +144,7 @@ int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
       out[q * n + j] = w;
     }
   }
-}
-
-// sums[j] += Σ over k of B(·, j), from the packed words: vpdpbusd of bytes 1 by each quad, a
-// row of words at a time (walking a column of them instead strides through the L1's sets).
-[[gnu::target(TESSERA_VNNI_TARGET)]] void column_sums(int32_t* sums, const uint32_t* packed,
-                                                      int64_t quads, int64_t n) {
-  const __m512i ones = _mm512_set1_epi8(1);
-  for (int64_t q = 0; q < quads; ++q) {
-    const uint32_t* row = packed + q * n;
-    for (int64_t j = 0; j < n; j += 16) {
-      const auto mask = static_cast<__mmask16>(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1u);
-      const __m512i acc = _mm512_maskz_loadu_epi32(mask, sums + j);
-      _mm512_mask_storeu_epi32(
-          sums + j, mask, _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi32(mask, row + j)));
-    }
-  }
+  column_sums(sums, out, quads, n);
 }
 
 // A + 128 as unsigned bytes, rows of `ld` bytes (zero past k).
@@ -180,8 +216,7 @@ bool xsmm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   std::fill(sums, sums + n, 0);
   for (int64_t p0 = 0; p0 < k4; p0 += slab) {
     const int64_t p1 = std::min(p0 + slab, k4);
-    pack_b(pb, MatrixView<int8_t>{b.data + p0 * b.rs, b.rs, b.cs}, std::min(p1, k) - p0, n);
-    column_sums(sums, pb, (p1 - p0) / 4, n);
+    pack_b(pb, MatrixView<int8_t>{b.data + p0 * b.rs, b.rs, b.cs}, std::min(p1, k) - p0, n, sums);
     const libxsmm_subimmfunction fn = p0 == 0 ? first : (p1 - p0 == slab ? rest : tail);
     fn(reinterpret_cast<const char*>(pb), pa + p0, c);
   }

@@ -9,46 +9,13 @@
 #include <type_traits>
 
 #include "native/gemm.h"
+#include "native/transpose16-inl.h"
 
 #define TESSERA_TRANSPOSE_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
 
 namespace tessera::detail {
 
 namespace {
-
-// The zero-masked shuffles with every lane selected (the same instructions): GCC 12's unmasked
-// intrinsics pass an uninitialised vector through and warn about it.
-constexpr __mmask16 kAll = 0xffff;
-
-// r[0..15] (rows of a 16 x 16 block) become its columns: r[c][i] = old r[i][c].
-[[gnu::always_inline, gnu::target(TESSERA_TRANSPOSE_TARGET)]] inline void transpose16(__m512* r) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_maskz_unpacklo_ps(kAll, r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[2 * i], r[2 * i + 1]);
-  }
-  // u[4g + q], 128-bit lane L: column 4L + q of rows 4g .. 4g + 3.
-  __m512 u[16];
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_maskz_shuffle_ps(kAll, t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm512_maskz_shuffle_ps(kAll, t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm512_maskz_shuffle_ps(kAll, t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm512_maskz_shuffle_ps(kAll, t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    const __m512 v0 = _mm512_maskz_shuffle_f32x4(kAll, u[q], u[4 + q], 0x88);
-    const __m512 w0 = _mm512_maskz_shuffle_f32x4(kAll, u[q], u[4 + q], 0xDD);
-    const __m512 v1 = _mm512_maskz_shuffle_f32x4(kAll, u[8 + q], u[12 + q], 0x88);
-    const __m512 w1 = _mm512_maskz_shuffle_f32x4(kAll, u[8 + q], u[12 + q], 0xDD);
-    r[q] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0x88);
-    r[4 + q] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0x88);
-    r[8 + q] = _mm512_maskz_shuffle_f32x4(kAll, v0, v1, 0xDD);
-    r[12 + q] = _mm512_maskz_shuffle_f32x4(kAll, w0, w1, 0xDD);
-  }
-}
 
 template <class C>
 [[gnu::target(TESSERA_TRANSPOSE_TARGET)]] void transpose_avx512(C* c, int64_t c_rs, const C* t,
