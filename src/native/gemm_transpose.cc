@@ -23,17 +23,11 @@ template <class C>
                                                                 bool accumulate) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t rows = std::min<int64_t>(16, n - j0);  // rows of T in this block
-    const auto jmask = static_cast<__mmask16>(rows >= 16 ? 0xffffu : (1u << rows) - 1u);
+    const __mmask16 jmask = lanes16(rows);
     for (int64_t i0 = 0; i0 < m; i0 += 16) {
       const int64_t cols = std::min<int64_t>(16, m - i0);
-      const auto imask = static_cast<__mmask16>(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
       __m512 r[16];
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) {
-        r[j] =
-            j < rows ? _mm512_maskz_loadu_ps(imask, t + (j0 + j) * t_rs + i0) : _mm512_setzero_ps();
-      }
-      transpose16(r);
+      load_transposed16(r, t + j0 * t_rs + i0, t_rs, rows, lanes16(cols));
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i) {
         if (i >= cols) break;

@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace tessera::detail {
 
 // The zero-masked shuffles with every lane selected (the same instructions): GCC 12's unmasked
@@ -39,6 +41,24 @@ inline constexpr __mmask16 kAll16Lanes = 0xffff;
     r[8 + q] = _mm512_maskz_shuffle_f32x4(kAll16Lanes, v0, v1, 0xDD);
     r[12 + q] = _mm512_maskz_shuffle_f32x4(kAll16Lanes, w0, w1, 0xDD);
   }
+}
+
+// The mask of the first `count` of 16 lanes (all of them from 16 on).
+inline __mmask16 lanes16(int64_t count) {
+  return static_cast<__mmask16>(count >= 16 ? 0xffffu : (1u << count) - 1u);
+}
+
+// r[c] = column c of the 16 x 16 block of 32-bit elements at t (rows t_rs elements apart): its
+// first `rows` rows and the columns under `cols`, zero elsewhere.
+template <class T>
+[[gnu::always_inline, gnu::target("avx512f,avx512bw,avx512vl,avx512dq")]] inline void
+load_transposed16(__m512* r, const T* t, int64_t t_rs, int64_t rows, __mmask16 cols) {
+  static_assert(sizeof(T) == 4, "32-bit elements");
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {
+    r[j] = j < rows ? _mm512_maskz_loadu_ps(cols, t + j * t_rs) : _mm512_setzero_ps();
+  }
+  transpose16(r);
 }
 
 }  // namespace tessera::detail
