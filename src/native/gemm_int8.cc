@@ -43,7 +43,7 @@ int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
   for (int64_t q = 0; q < quads; ++q) {
     const uint32_t* row = packed + q * n;
     for (int64_t j = 0; j < n; j += 16) {
-      const auto mask = static_cast<__mmask16>(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1u);
+      const __mmask16 mask = lanes16(n - j);
       const __m512i acc = _mm512_maskz_loadu_epi32(mask, sums + j);
       _mm512_mask_storeu_epi32(
           sums + j, mask, _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi32(mask, row + j)));
@@ -167,7 +167,7 @@ int8_t elem(const MatrixView<int8_t>& v, int64_t i, int64_t j) {
 [[gnu::target(TESSERA_VNNI_TARGET)]] void take_offset(int32_t* c, int64_t c_rs, const int32_t* sums,
                                                       int64_t m, int64_t n) {
   for (int64_t j = 0; j < n; j += 16) {
-    const auto mask = static_cast<__mmask16>(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1u);
+    const __mmask16 mask = lanes16(n - j);
     // The masked form: GCC 12 warns about the unmasked one's undefined pass-through.
     const __m512i off = _mm512_maskz_slli_epi32(mask, _mm512_maskz_loadu_epi32(mask, sums + j), 7);
     for (int64_t i = 0; i < m; ++i) {

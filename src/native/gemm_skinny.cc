@@ -263,7 +263,7 @@ void skinny(int64_t m, int64_t n, int64_t k, const typename Ops::T* a, int64_t a
   const int64_t nr = m == 1 ? 16 : m == 2 ? 8 : 4;
   const int64_t pass = pass_length<Ops>(m + nr, k);
   // The int8 corrections of every row for the current pass.
-  std::array<uint32_t, 64> few{};
+  std::array<uint32_t, 64> few;  // written by row_sums_s8 before any read; unread otherwise
   std::vector<uint32_t> many;
   uint32_t* corr = few.data();
   if (std::is_same_v<Ops, S8> && m > static_cast<int64_t>(few.size())) {
