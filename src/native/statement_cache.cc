@@ -204,6 +204,77 @@ bool evaluate_statement(const StatementView& s, void* dst, DType dtype, MemorySp
   return true;
 }
 
+namespace {
+
+// The bytes a float32 view covers: from its first element at `data`, `n` axes of extents `shape`
+// (none empty) and element strides `strides`.
+Span float_span(const void* data, int n, const int64_t* shape, const int64_t* strides) {
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < n; ++d) {
+    const int64_t e = (shape[d] - 1) * strides[d];
+    (e < 0 ? lo : hi) += e;
+  }
+  return {static_cast<const std::byte*>(data) + lo * 4, (hi - lo + 1) * 4};
+}
+
+// A direct statement's operand: a ref of the destination's shape with contiguous rows that
+// overlaps the destination only element for element, or a scalar.
+bool direct_operand(const StatementRef* r, float value, int n, const int64_t* shape,
+                    const int64_t* strides, const void* dst, const Span& dspan, FusedOperand& out) {
+  if (r == nullptr) {
+    out = FusedOperand{FusedArg::kScalar, nullptr, nullptr, value};
+    return true;
+  }
+  if (r->shape->rank() != n || r->strides->size() != n) return false;
+  const int64_t* rshape = r->shape->begin();
+  const int64_t* rstrides = r->strides->data();
+  bool same_strides = true;
+  for (int d = 0; d < n; ++d) {
+    if (rshape[d] != shape[d]) return false;
+    same_strides = same_strides && rstrides[d] == strides[d];
+  }
+  if (rstrides[n - 1] != 1) return false;
+  if (!(r->data == dst && same_strides)) {
+    // With the destination's strides it spans as many bytes, from as far before its first element.
+    const Span s = same_strides ? Span{static_cast<const std::byte*>(r->data) +
+                                           (dspan.first - static_cast<const std::byte*>(dst)),
+                                       dspan.second}
+                                : float_span(r->data, n, shape, rstrides);
+    if (ranges_overlap(s.first, s.second, dspan.first, dspan.second)) return false;
+  }
+  out = FusedOperand{FusedArg::kRow, static_cast<const float*>(r->data), rstrides, 0};
+  return true;
+}
+
+}  // namespace
+
+bool evaluate_binary_f32(OpCode op, const StatementRef* a, float av, const StatementRef* b,
+                         float bv, void* dst, const Shape& shape, const SmallVec& strides) {
+  // As evaluate_statement: engines that look at each program, and traces, get the program.
+  if (events_on()) return false;
+  if (const CoreContext* ctx = current_context();
+      ctx != nullptr && ctx->engine->observes_evaluate())
+    return false;
+  const int n = shape.rank();
+  if (n == 0 || strides.size() != n) return false;
+  const int64_t* ext = shape.begin();
+  const int64_t* st = strides.data();
+  if (st[n - 1] != 1) return false;
+  for (int d = 0; d < n; ++d) {
+    if (ext[d] <= 0) return false;
+  }
+  const Span dspan = float_span(dst, n, ext, st);
+  FusedOperand fa, fb;
+  if (!direct_operand(a, av, n, ext, st, dst, dspan, fa) ||
+      !direct_operand(b, bv, n, ext, st, dst, dspan, fb))
+    return false;
+  FusedDst d{n, ext, static_cast<float*>(dst), st, false, nullptr};
+  take_step_hints(dspan, d.stream, d.prefetch);
+  if (!run_fused_binary(d, op, fa, fb)) return false;
+  ++t_stats.direct;
+  return true;
+}
+
 StatementCacheStats statement_cache_stats() noexcept { return t_stats; }
 
 }  // namespace tessera::detail

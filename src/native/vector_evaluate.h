@@ -53,18 +53,21 @@ inline bool ranges_overlap(const std::byte* a, int64_t alen, const std::byte* b,
 
 /// A running pipeline step may ask for streaming stores into this destination (an output block
 /// written once in place) and for its next blocks to be prefetched as tiles are stored.
-inline void apply_step_hints(const Span& dspan, plan::Plan& p) {
-  p.stream = false;
-  p.prefetch = nullptr;
+inline void take_step_hints(const Span& dspan, bool& stream, PrefetchQueue*& prefetch) {
+  stream = false;
+  prefetch = nullptr;
   if (StepHints* h = step_hints(); h != nullptr) {
     for (int i = 0; i < h->num_stream; ++i) {
       if (dspan.first >= h->stream_lo[i] && dspan.first + dspan.second <= h->stream_hi[i]) {
-        p.stream = true;
+        stream = true;
         h->streamed = true;
       }
     }
-    if (h->prefetch.active()) p.prefetch = &h->prefetch;
+    if (h->prefetch.active()) prefetch = &h->prefetch;
   }
+}
+inline void apply_step_hints(const Span& dspan, plan::Plan& p) {
+  take_step_hints(dspan, p.stream, p.prefetch);
 }
 
 }  // namespace tessera::detail

@@ -37,6 +37,7 @@
 #include <hwy/highway.h>
 
 #include "native/vector_convert-inl.h"
+#include "native/vector_fused-inl.h"
 #include "native/vector_fused_iota-inl.h"
 #include "native/vector_lanes-inl.h"
 #include "native/vector_ops-inl.h"
@@ -46,210 +47,8 @@ namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using plan::kTile;
 
-// ---- fused fast path ---------------------------------------------------------------------------
-// The commonest programs — a float32 copy, or one float32 binary op of two operands that are
-// rows of refs, per-row scalars or constants, into a float32 destination with contiguous rows —
-// are evaluated in registers, a vector at a time, without the per-node lane buffers.
-enum class FusedArg : uint8_t { kRow, kScalar };
-
-struct FusedOperand {
-  FusedArg kind = FusedArg::kScalar;
-  const plan::Node* node = nullptr;  // a kLoad, or null for a constant
-  float value = 0;                   // the constant
-};
-
-inline bool fusable_operand(const plan::Node& n, int nd, FusedOperand& out) {
-  if (n.dtype != DType::kFloat32) return false;
-  if (n.op == OpCode::kConst) {
-    out = FusedOperand{FusedArg::kScalar, nullptr, n.fval};
-    return true;
-  }
-  if (n.op != OpCode::kLoad) return false;
-  const int64_t s = n.stride[nd - 1];
-  if (s != 0 && s != 1) return false;
-  out = FusedOperand{s == 1 ? FusedArg::kRow : FusedArg::kScalar, &n, 0};
-  return true;
-}
-
-// One row: d[j] = op(a[j], b[j]) for j < len, where an operand that is not a row (`ARow` /
-// `BRow` false) is the single value it points to.
-template <bool ARow, bool BRow, class DF, class Op>
-HWY_INLINE void fused_row(DF df, const float* a, const float* b, float* d, int64_t len, bool stream,
-                          Op op) {
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto va = hn::Set(df, ARow ? 0.0f : *a);
-  const auto vb = hn::Set(df, BRow ? 0.0f : *b);
-  auto value = [&](int64_t j) HWY_ATTR {
-    if constexpr (ARow && BRow)
-      return op(hn::LoadU(df, a + j), hn::LoadU(df, b + j));
-    else if constexpr (ARow)
-      return op(hn::LoadU(df, a + j), vb);
-    else
-      return op(va, hn::LoadU(df, b + j));
-  };
-  int64_t j = 0;
-  if (stream && reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0) {
-    for (; j + 4 * N <= len; j += 4 * N) {
-      const auto v0 = value(j), v1 = value(j + N), v2 = value(j + 2 * N), v3 = value(j + 3 * N);
-      hn::Stream(v0, df, d + j);
-      hn::Stream(v1, df, d + j + N);
-      hn::Stream(v2, df, d + j + 2 * N);
-      hn::Stream(v3, df, d + j + 3 * N);
-    }
-    for (; j + N <= len; j += N) hn::Stream(value(j), df, d + j);
-  } else {
-    // Four vectors an iteration here too: a (8, 128) float32 block's rows are 16 AVX2 vectors,
-    // and a loop of one vector spends as many instructions on the loop as on the sum.
-    for (; j + 4 * N <= len; j += 4 * N) {
-      const auto v0 = value(j), v1 = value(j + N), v2 = value(j + 2 * N), v3 = value(j + 3 * N);
-      hn::StoreU(v0, df, d + j);
-      hn::StoreU(v1, df, d + j + N);
-      hn::StoreU(v2, df, d + j + 2 * N);
-      hn::StoreU(v3, df, d + j + 3 * N);
-    }
-    for (; j + N <= len; j += N) hn::StoreU(value(j), df, d + j);
-  }
-  if (j < len) {  // the tail, through a vector of lanes so that it rounds exactly as the body
-    HWY_ALIGN float ta[hn::MaxLanes(df)] = {};
-    HWY_ALIGN float tb[hn::MaxLanes(df)] = {};
-    HWY_ALIGN float to[hn::MaxLanes(df)];
-    const size_t rest = static_cast<size_t>(len - j) * sizeof(float);
-    if (ARow) std::memcpy(ta, a + j, rest);
-    if (BRow) std::memcpy(tb, b + j, rest);
-    hn::Store(op(ARow ? hn::Load(df, ta) : va, BRow ? hn::Load(df, tb) : vb), df, to);
-    std::memcpy(d + j, to, rest);
-  }
-}
-
-// The next step's input blocks, row by row: when each queued block has as many rows as this
-// evaluation, row r of every block is prefetched while row r is computed.
-struct RowPrefetch {
-  int num = 0;
-  const std::byte* base[PrefetchQueue::kMaxBlocks] = {};
-  int64_t stride[PrefetchQueue::kMaxBlocks] = {};  // bytes from one row to the next
-  int64_t bytes[PrefetchQueue::kMaxBlocks] = {};   // a row's bytes
-  bool to_l2 = false;
-};
-
-HWY_INLINE void prefetch_line(const std::byte* p, bool to_l2) {
-  // GCC and Clang map locality 2 to prefetcht1 (L2 and outwards) and 3 to prefetcht0.
-  if (to_l2)
-    __builtin_prefetch(p, 0, 2);
-  else
-    __builtin_prefetch(p, 0, 3);
-}
-
-HWY_INLINE void prefetch_row(const RowPrefetch& pf, int64_t r) {
-  for (int i = 0; i < pf.num; ++i) {
-    const auto start = reinterpret_cast<uintptr_t>(pf.base[i] + r * pf.stride[i]);
-    const uintptr_t end = start + static_cast<uintptr_t>(pf.bytes[i]);
-    for (uintptr_t line = start & ~uintptr_t{63}; line < end; line += 64) {
-      prefetch_line(reinterpret_cast<const std::byte*>(line), pf.to_l2);
-    }
-  }
-}
-
-// The rows of one 2-D slab: `rows` rows, each operand advancing by its row stride (elements; a
-// constant's stride is 0, so it keeps pointing at its value); `row0` is the slab's first row
-// among all the evaluation's rows.
-//
-// Inside a pipeline step, the next step's input blocks are prefetched as the rows are computed
-// (`row_pf`, row for row, or else `queue`, paced by the bytes stored, step_hints.h): the next
-// blocks are read from memory while this block computes, the DMA of the next step running ahead
-// as on a TPU. Without it every block starts cold: rows of a block read in place are short runs
-// a large stride apart, which the hardware prefetchers barely follow.
-template <bool ARow, bool BRow, class DF, class Op>
-void fused_slab(DF df, const float* a, int64_t sa, const float* b, int64_t sb, float* d, int64_t sd,
-                int64_t rows, int64_t len, bool stream, int64_t row0, const RowPrefetch* row_pf,
-                PrefetchQueue* queue, Op op) {
-  const int64_t row_bytes = len * static_cast<int64_t>(sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    if (row_pf != nullptr) prefetch_row(*row_pf, row0 + r);
-    fused_row<ARow, BRow>(df, a, b, d, len, stream, op);
-    if (queue != nullptr) drain_prefetch(*queue, row_bytes);
-    a += sa;
-    b += sb;
-    d += sd;
-  }
-}
-
-// Walks the rows of a fusable plan; `op` combines the two operands (a copy ignores the second).
-template <bool ARow, bool BRow, class DF, class Op>
-void fused_rows(DF df, const plan::Plan& p, const FusedOperand& fa, const FusedOperand& fb, Op op) {
-  const int nd = p.extent.size();
-  const int64_t len = p.extent[nd - 1];
-  const int64_t rows = nd >= 2 ? p.extent[nd - 2] : 1;
-  // An operand's element stride along axis `d`; a constant stays where it is.
-  auto stride = [&](const FusedOperand& f, int d) -> int64_t {
-    return f.node == nullptr || d < 0 ? 0 : f.node->stride[d];
-  };
-  auto base = [&](const FusedOperand& f) -> const float* {
-    return f.node == nullptr ? &f.value : reinterpret_cast<const float*>(f.node->data);
-  };
-  const int row_axis = nd - 2;
-  const int64_t sa = stride(fa, row_axis), sb = stride(fb, row_axis);
-  const int64_t sd = row_axis >= 0 ? p.dst_stride[row_axis] : 0;
-  // The next step's blocks to prefetch: row for row when they have as many rows as this
-  // evaluation (then the queue is used up here), else paced through the queue.
-  RowPrefetch row_pf;
-  PrefetchQueue* queue = p.prefetch;
-  if (queue != nullptr) {
-    queue->materialize();
-    int64_t total_rows = 1;
-    for (int d = 0; d + 1 < nd; ++d) total_rows *= p.extent[d];
-    bool matched = queue->cur == 0 && queue->r1 == 0 && queue->byte == 0 && queue->num > 0;
-    for (int i = 0; i < queue->num && matched; ++i) {
-      const PrefetchQueue::Block& qb = queue->blocks[i];
-      matched = qb.n2 == 1 && qb.n1 == total_rows;
-      row_pf.base[i] = qb.base;
-      row_pf.stride[i] = qb.s1;
-      row_pf.bytes[i] = qb.row_bytes;
-    }
-    if (matched) {
-      row_pf.num = queue->num;
-      row_pf.to_l2 = queue->to_l2;
-      queue->cur = queue->num;
-      queue = nullptr;
-    } else if (!queue->active()) {
-      queue = nullptr;
-    }
-  }
-  const RowPrefetch* rp = row_pf.num > 0 ? &row_pf : nullptr;
-  int64_t row0 = 0;
-  SmallVec idx(std::max(nd - 2, 1), 0);  // the slab's index over the axes outside the rows
-  for (;;) {
-    int64_t oa = 0, ob = 0, od = 0;
-    for (int d = 0; d < nd - 2; ++d) {
-      oa += idx[d] * stride(fa, d);
-      ob += idx[d] * stride(fb, d);
-      od += idx[d] * p.dst_stride[d];
-    }
-    fused_slab<ARow, BRow>(df, base(fa) + oa, sa, base(fb) + ob, sb,
-                           reinterpret_cast<float*>(p.dst) + od, sd, rows, len, p.stream, row0, rp,
-                           queue, op);
-    row0 += rows;
-    int d = nd - 3;
-    for (; d >= 0; --d) {
-      if (++idx[d] < p.extent[d]) break;
-      idx[d] = 0;
-    }
-    if (d < 0) break;
-  }
-}
-
-template <class DF, class Op>
-void fused_dispatch(DF df, const plan::Plan& p, const FusedOperand& fa, const FusedOperand& fb,
-                    Op op) {
-  const bool ar = fa.kind == FusedArg::kRow, br = fb.kind == FusedArg::kRow;
-  if (ar && br)
-    fused_rows<true, true>(df, p, fa, fb, op);
-  else if (ar)
-    fused_rows<true, false>(df, p, fa, fb, op);
-  else
-    fused_rows<false, true>(df, p, fa, fb, op);
-}
-
-// Evaluates `p` on the fused path when its program has one of the fused forms; false otherwise.
+// Evaluates `p` on the fused path (vector_fused-inl.h) when its program has one of the fused
+// forms; false otherwise.
 bool EvaluateFused(const plan::Plan& p) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
@@ -259,9 +58,15 @@ bool EvaluateFused(const plan::Plan& p) {
   if (p.dst_dtype != DType::kFloat32 || p.dst_stride[nd - 1] != 1) return false;
   FusedOperand fa, fb;
   if (EvaluateFusedIota(p)) return true;
+  const FusedDst dst{.nd = nd,
+                     .extent = p.extent.data(),
+                     .data = reinterpret_cast<float*>(p.dst),
+                     .stride = p.dst_stride.data(),
+                     .stream = p.stream,
+                     .prefetch = p.prefetch};
   if (p.nodes.size() == 1) {
     if (!fusable_operand(p.nodes[0], nd, fa) || fa.kind != FusedArg::kRow) return false;
-    fused_rows<true, true>(df, p, fa, fa, [](V x, V) HWY_ATTR { return x; });
+    fused_rows<true, true>(df, dst, fa, fa, [](V x, V) HWY_ATTR { return x; });
     return true;
   }
   if (p.nodes.size() != 3) return false;
@@ -270,29 +75,13 @@ bool EvaluateFused(const plan::Plan& p) {
   if (!fusable_operand(p.nodes[static_cast<size_t>(n.a)], nd, fa) ||
       !fusable_operand(p.nodes[static_cast<size_t>(n.b)], nd, fb))
     return false;
-  if (fa.kind != FusedArg::kRow && fb.kind != FusedArg::kRow) return false;
-  switch (n.op) {
-    case OpCode::kAdd:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Add(x, y); });
-      return true;
-    case OpCode::kSub:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Sub(x, y); });
-      return true;
-    case OpCode::kMul:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); });
-      return true;
-    case OpCode::kDiv:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Div(x, y); });
-      return true;
-    case OpCode::kMax:
-      fused_dispatch(df, p, fa, fb, [df](V x, V y) HWY_ATTR { return MaxNaN(df, x, y); });
-      return true;
-    case OpCode::kMin:
-      fused_dispatch(df, p, fa, fb, [df](V x, V y) HWY_ATTR { return MinNaN(df, x, y); });
-      return true;
-    default:
-      return false;
-  }
+  return fused_binary(df, dst, n.op, fa, fb);
+}
+
+// A statement's binary op that needs no plan (run_fused_binary).
+bool FusedBinaryF32(const FusedDst& d, OpCode op, const FusedOperand& a, const FusedOperand& b) {
+  const hn::ScalableTag<float> df;
+  return fused_binary(df, d, op, a, b);
 }
 
 // ---- the evaluator -----------------------------------------------------------------------------
@@ -635,6 +424,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tessera::detail {
 HWY_EXPORT(EvaluatePlan);
+HWY_EXPORT(FusedBinaryF32);
 
 namespace {
 using EvaluateFn = void (*)(const plan::Plan&, float*);
@@ -643,17 +433,30 @@ using EvaluateFn = void (*)(const plan::Plan&, float*);
 // set_vector_targets_for_test). Relaxed is enough: any thread that sees null resolves the same
 // pointer itself.
 std::atomic<EvaluateFn> g_evaluate{nullptr};
-}  // namespace
+using FusedBinaryFn = bool (*)(const FusedDst&, OpCode, const FusedOperand&, const FusedOperand&);
+std::atomic<FusedBinaryFn> g_fused_binary{nullptr};
 
-void run_plan(const plan::Plan& p, float* lanes) {
-  EvaluateFn f = g_evaluate.load(std::memory_order_relaxed);
+// `slot`'s function, resolved by `pick` (a HWY_DYNAMIC_DISPATCH) on first use.
+template <class F, class Pick>
+F resolved(std::atomic<F>& slot, Pick pick) {
+  F f = slot.load(std::memory_order_relaxed);
   if (f == nullptr) {
     apply_simd_target_override();
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    f = HWY_DYNAMIC_DISPATCH(EvaluatePlan);
-    g_evaluate.store(f, std::memory_order_relaxed);
+    f = pick();
+    slot.store(f, std::memory_order_relaxed);
   }
-  f(p, lanes);
+  return f;
+}
+}  // namespace
+
+void run_plan(const plan::Plan& p, float* lanes) {
+  resolved(g_evaluate, [] { return &HWY_DYNAMIC_DISPATCH(EvaluatePlan); })(p, lanes);
+}
+
+bool run_fused_binary(const FusedDst& d, OpCode op, const FusedOperand& a, const FusedOperand& b) {
+  const auto f = resolved(g_fused_binary, [] { return &HWY_DYNAMIC_DISPATCH(FusedBinaryF32); });
+  return f(d, op, a, b);
 }
 
 std::vector<std::pair<int64_t, std::string>> vector_targets() {
@@ -666,6 +469,7 @@ void set_vector_targets_for_test(int64_t targets) {
   hwy::SetSupportedTargetsForTest(targets);
   hwy::GetChosenTarget().Update(hwy::SupportedTargets());
   g_evaluate.store(nullptr, std::memory_order_relaxed);
+  g_fused_binary.store(nullptr, std::memory_order_relaxed);
   reset_reduce_dispatch();
 }
 

@@ -41,6 +41,29 @@ struct Plan {
 
 }  // namespace plan
 
+/// The fused form of an evaluation (vector_fused-inl.h): a float32 destination with contiguous
+/// rows, written from one or two float32 operands, each a row of a ref or a single value.
+struct FusedDst {
+  int nd = 1;                       // axes, outermost first; the last is the contiguous row
+  const int64_t* extent = nullptr;  // per axis
+  float* data = nullptr;
+  const int64_t* stride = nullptr;  // per axis, in elements (the last is 1)
+  bool stream = false;              // streaming (non-temporal) stores
+  PrefetchQueue* prefetch = nullptr;
+};
+enum class FusedArg : uint8_t { kRow, kScalar };
+struct FusedOperand {
+  FusedArg kind = FusedArg::kScalar;
+  const float* data = nullptr;      // a ref's first element (null for a constant)
+  const int64_t* stride = nullptr;  // a ref's element strides per axis (null for a constant)
+  float value = 0;                  // the constant
+};
+
+/// d = a `op` b on the fused path, with the best SIMD target of this CPU; false (nothing done)
+/// for an op it does not fuse (add, sub, mul, div, max and min are fused) or when neither
+/// operand is a row.
+bool run_fused_binary(const FusedDst& d, OpCode op, const FusedOperand& a, const FusedOperand& b);
+
 /// The calling thread's lane buffers for a plan of `nodes` nodes: one kTile buffer per node,
 /// 64-byte aligned, reused across calls (vector_evaluate.cc).
 float* lane_buffers(size_t nodes);

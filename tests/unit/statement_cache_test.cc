@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/checked_support.h"
+#include "support/view_elements.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -27,10 +28,11 @@ pltpu::VmemRef<T> vref(T* p, Shape s, detail::SmallVec strides) {
   return pltpu::VmemRef<T>(p, std::move(s), std::move(strides));
 }
 
-// Each of these is one statement at one call site, whatever refs it is given.
+// Each of these is one statement at one call site, whatever refs it is given. (A single binary
+// op of float32 refs, `o = x + y`, takes no plan at all: direct_binary_test.cc.)
 [[gnu::noinline]] void add_site(pltpu::VmemRef<const float> x, pltpu::VmemRef<const float> y,
                                 pltpu::VmemRef<float> o) {
-  o = x + y;
+  o = x + y * 2.0f;
 }
 [[gnu::noinline]] void affine_site(pltpu::VmemRef<const float> x, pltpu::VmemRef<float> o, float s,
                                    float c) {
@@ -56,23 +58,6 @@ pltpu::VmemRef<T> vref(T* p, Shape s, detail::SmallVec strides) {
 
 float value_at(int64_t i, float scale) { return static_cast<float>(i % 97) * scale - 3.0f; }
 
-// The elements of a view (shape, strides) of `p`, in row-major order of the view.
-template <class T>
-std::vector<T> elements(const T* p, const Shape& s, const detail::SmallVec& st) {
-  std::vector<T> out;
-  std::vector<int64_t> idx(static_cast<size_t>(s.rank()), 0);
-  for (int64_t n = 0; n < s.size(); ++n) {
-    int64_t off = 0;
-    for (int d = 0; d < s.rank(); ++d) off += idx[static_cast<size_t>(d)] * st[d];
-    out.push_back(p[off]);
-    for (int d = s.rank() - 1; d >= 0; --d) {
-      if (++idx[static_cast<size_t>(d)] < s[d]) break;
-      idx[static_cast<size_t>(d)] = 0;
-    }
-  }
-  return out;
-}
-
 TEST(StatementCache, ARepeatedStatementReusesItsPlanWithNewData) {
   std::vector<float> x(4096), y(4096), o(4096);
   const auto before = statement_cache_stats();
@@ -86,7 +71,8 @@ TEST(StatementCache, ARepeatedStatementReusesItsPlanWithNewData) {
     add_site(vref(x.data() + at, {8, 128}), vref(y.data() + at, {8, 128}),
              vref(o.data(), {8, 128}));
     for (int64_t i = 0; i < 1024; ++i) {
-      ASSERT_EQ(o[static_cast<size_t>(i)], value_at(i + run, 1.0f) + value_at(i, 0.5f)) << run;
+      ASSERT_EQ(o[static_cast<size_t>(i)], value_at(i + run, 1.0f) + value_at(i, 0.5f) * 2.0f)
+          << run;
     }
   }
   const auto after = statement_cache_stats();
@@ -118,9 +104,10 @@ TEST(StatementCache, AnotherShapeOrStridePlansAgain) {
     std::fill(o.begin(), o.end(), 0.0f);
     add_site(vref(x.data(), w.shape, w.strides), vref(y.data() + 1, w.shape, w.strides),
              vref(o.data(), w.shape, rm));
-    const auto ex = elements(x.data(), w.shape, w.strides);
-    const auto ey = elements(y.data() + 1, w.shape, w.strides);  // another alignment, too
-    for (size_t i = 0; i < ex.size(); ++i) ASSERT_EQ(o[i], ex[i] + ey[i]) << "view " << v;
+    const auto ex = tessera::testing::view_elements(x.data(), w.shape, w.strides);
+    const auto ey = tessera::testing::view_elements(y.data() + 1, w.shape,
+                                                    w.strides);  // another alignment, too
+    for (size_t i = 0; i < ex.size(); ++i) ASSERT_EQ(o[i], ex[i] + ey[i] * 2.0f) << "view " << v;
   }
 }
 
@@ -254,9 +241,9 @@ struct Counts {
   std::atomic<int64_t> planned{0};
 };
 
-// The pipelined add over (bm, bn) blocks on `cores` cores; `c` sums the cores' plan counters.
-Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int cores, int64_t bm,
-                           int64_t bn, Counts& c) {
+// x + 2y pipelined over (bm, bn) blocks on `cores` cores; `c` sums the cores' plan counters.
+Array<float> pipelined_axpy(const Array<float>& x, const Array<float>& y, int cores, int64_t bm,
+                            int64_t bn, Counts& c) {
   const int64_t m = x.shape()[0];
   const int64_t n = x.shape()[1];
   auto k = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", cores))(
@@ -266,7 +253,7 @@ Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int cor
         const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
         pltpu::emit_pipeline(
             [](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
-               pltpu::VmemRef<float> ov) { ov = xv + yv; },
+               pltpu::VmemRef<float> ov) { ov = xv + yv * 2.0f; },
             pltpu::grid({(m + bm - 1) / bm, (n + bn - 1) / bn}), pl::in_specs(spec, spec),
             pl::out_specs(spec), pltpu::core_axis_name("core"),
             pltpu::dimension_semantics(pltpu::PARALLEL, pltpu::ARBITRARY))(xh, yh, oh);
@@ -284,8 +271,10 @@ TEST(StatementCacheKernels, RaggedEdgesOnOneAndTwoCores) {
   for (int cores : {1, 2}) {
     for (const auto& [bm, bn] : {std::pair<int64_t, int64_t>{8, 128}, {16, 64}, {8, 128}}) {
       Counts c;
-      const Array<float> o = pipelined_add(x, y, cores, bm, bn, c);
-      for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] + y[i]) << cores << " " << i;
+      const Array<float> o = pipelined_axpy(x, y, cores, bm, bn, c);
+      for (int64_t i = 0; i < o.size(); ++i) {
+        ASSERT_EQ(o[i], x[i] + y[i] * 2.0f) << cores << " " << i;
+      }
       EXPECT_GT(c.reused.load(), 0) << cores;
       EXPECT_LE(c.planned.load(), 2 * cores) << cores;  // one plan per layout and core
     }

@@ -108,11 +108,24 @@ struct StatementView {
 bool evaluate_statement(const StatementView& s, void* dst, DType dtype, MemorySpace space,
                         const Shape& shape, const SmallVec& strides);
 
+/// A float32 statement `dst = a op b` of one elementwise op (add, sub, mul, div, max, min) whose
+/// operands are float32 refs of the destination's own shape or float32 scalars (`o = x + y`,
+/// `o = x * 2.0f`), evaluated on the native engine's fused loops with no plan: the plan it would
+/// make is the fused loop itself, and finding it in the cache (signature, table, plan set-up)
+/// cost more than an (8, 128) block's add. A ref is `a`/`b` (`av`/`bv` unused), a scalar is
+/// null with its value. False when the statement is not of that form here (a broadcast operand, a
+/// row that is not contiguous, an operand that overlaps the destination other than element for
+/// element, an empty or rank-0 destination) or the engine observes evaluations or tracing is on;
+/// then nothing was done and the caller evaluates it as any statement.
+bool evaluate_binary_f32(OpCode op, const StatementRef* a, float av, const StatementRef* b,
+                         float bv, void* dst, const Shape& shape, const SmallVec& strides);
+
 /// The calling thread's plan cache counters, for tests: statements run from a kept plan, and
 /// statements planned (whether or not the plan could be kept).
 struct StatementCacheStats {
   int64_t reused = 0;
   int64_t planned = 0;
+  int64_t direct = 0;  // float32 binary statements run with no plan (evaluate_binary_f32)
 };
 StatementCacheStats statement_cache_stats() noexcept;
 
@@ -207,6 +220,48 @@ struct StatementLeaves<SelectExpr<T, M, A, B>> : LeafCounts<0, 0, 0, 0, M, A, B>
     StatementLeaves<M>::collect(e.m, k);
     StatementLeaves<A>::collect(e.a, k);
     StatementLeaves<B>::collect(e.b, k);
+  }
+};
+
+/// Statements evaluate_binary_f32 may take: a float32 BinaryExpr of one of its ops over float32
+/// ref leaves and scalars, not both scalars. `run` tries it.
+template <class X>
+struct DirectBinary {
+  static constexpr bool kApplies = false;
+};
+template <class L>
+struct DirectOperand {
+  static constexpr bool kRef = false, kScalar = false;
+};
+template <class T, MemorySpace S>
+struct DirectOperand<RefLeaf<T, S>> {
+  static constexpr bool kRef = std::is_same_v<std::remove_cv_t<T>, float>, kScalar = false;
+  static const StatementRef* ref(const RefLeaf<T, S>& e, StatementRef& keep) {
+    keep = StatementRef{e.ref.data(), &e.ref.shape(), &e.ref.strides()};
+    return &keep;
+  }
+  static float value(const RefLeaf<T, S>&) { return 0.0f; }
+};
+template <class T>
+struct DirectOperand<ScalarExpr<T>> {
+  static constexpr bool kRef = false, kScalar = std::is_same_v<T, float>;
+  static const StatementRef* ref(const ScalarExpr<T>&, StatementRef&) { return nullptr; }
+  static float value(const ScalarExpr<T>& e) { return static_cast<float>(e.value); }
+};
+template <OpCode Op, class L, class R>
+struct DirectBinary<BinaryExpr<Op, float, L, R, float>> {
+  static constexpr bool kApplies =
+      (Op == OpCode::kAdd || Op == OpCode::kSub || Op == OpCode::kMul || Op == OpCode::kDiv ||
+       Op == OpCode::kMax || Op == OpCode::kMin) &&
+      (DirectOperand<L>::kRef || DirectOperand<L>::kScalar) &&
+      (DirectOperand<R>::kRef || DirectOperand<R>::kScalar) &&
+      (DirectOperand<L>::kRef || DirectOperand<R>::kRef);
+  static bool run(const BinaryExpr<Op, float, L, R, float>& e, void* dst, const Shape& shape,
+                  const SmallVec& strides) {
+    StatementRef ka, kb;
+    return evaluate_binary_f32(Op, DirectOperand<L>::ref(e.l, ka), DirectOperand<L>::value(e.l),
+                               DirectOperand<R>::ref(e.r, kb), DirectOperand<R>::value(e.r), dst,
+                               shape, strides);
   }
 };
 
