@@ -170,22 +170,8 @@ bool RevisitTracker::contains(const Entry& e, const SmallVec& b) noexcept {
   return true;
 }
 
-void RevisitTracker::written_back(const pl::Indices& block, int64_t first, int64_t step) {
-  if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_) &&
-      step - first == expect_span_ &&
-      (expect_first_ >= 0 ? first == expect_first_ : first > log_.back().visit.first)) {
-    // The block the last run predicts, at the step it predicts (any later step for the second
-    // block of a run): the run grows by one.
-    Entry& back = log_.back();
-    if (back.axis < 0) {
-      back.axis = expect_axis_;
-      back.step_stride = first - back.visit.first;
-    }
-    ++back.length;
-    expect_block_[back.axis] += 1;
-    expect_first_ = first + back.step_stride;
-    return;
-  }
+void RevisitTracker::written_back_unpredicted(const pl::Indices& block, int64_t first,
+                                              int64_t step) {
   written_back_slow(block, first, step);
   expect_valid_ = false;
   if (sorted_ && !log_.empty()) {
@@ -259,9 +245,8 @@ void RevisitTracker::written_back_slow(const pl::Indices& block, int64_t first, 
   done_.insert_or_assign(block.v, Visit{first, step});
 }
 
-std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit(const pl::Indices& block) const {
-  // The block the last run predicts comes after every logged block: never a revisit.
-  if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_)) return std::nullopt;
+std::optional<RevisitTracker::Visit> RevisitTracker::earlier_visit_search(
+    const pl::Indices& block) const {
   if (sorted_) {
     // After the last run (the next row of blocks, the second block of a run): never a revisit,
     // found without searching the log.

@@ -119,13 +119,35 @@ class PipelineCursor {
 class RevisitTracker {
  public:
   /// Records that `block` was written back after step `step` (first visit began at `first`).
-  void written_back(const pl::Indices& block, int64_t first, int64_t step);
+  /// (The predicted block is handled inline: it is every step's case in a grid walked in order.)
+  void written_back(const pl::Indices& block, int64_t first, int64_t step) {
+    if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_) &&
+        step - first == expect_span_ &&
+        (expect_first_ >= 0 ? first == expect_first_ : first > log_.back().visit.first)) {
+      // The block the last run predicts, at the step it predicts (any later step for the second
+      // block of a run): the run grows by one.
+      Entry& back = log_.back();
+      if (back.axis < 0) {
+        back.axis = expect_axis_;
+        back.step_stride = first - back.visit.first;
+      }
+      ++back.length;
+      expect_block_[back.axis] += 1;
+      expect_first_ = first + back.step_stride;
+      return;
+    }
+    written_back_unpredicted(block, first, step);
+  }
   /// If `block` was already written back, the steps of that earlier visit.
   struct Visit {
     int64_t first;
     int64_t last;
   };
-  std::optional<Visit> earlier_visit(const pl::Indices& block) const;
+  std::optional<Visit> earlier_visit(const pl::Indices& block) const {
+    // The block the last run predicts comes after every logged block: never a revisit.
+    if (sorted_ && expect_valid_ && same_indices(block.v, expect_block_)) return std::nullopt;
+    return earlier_visit_search(block);
+  }
   /// Forgets every block, keeping the log's storage (a thread reuses its trackers).
   void reset() noexcept;
 
@@ -156,7 +178,9 @@ class RevisitTracker {
   struct Eq {
     bool operator()(const SmallVec& a, const SmallVec& b) const noexcept { return a == b; }
   };
+  void written_back_unpredicted(const pl::Indices& block, int64_t first, int64_t step);
   void written_back_slow(const pl::Indices& block, int64_t first, int64_t step);
+  std::optional<Visit> earlier_visit_search(const pl::Indices& block) const;
   bool sorted_ = true;
   std::vector<Entry> log_;  // while sorted_
   // While sorted_: the block that would extend the last run (along its axis, or along the last
