@@ -484,6 +484,9 @@ void assign(const pl::Ref<T, S>& dst, const E& expr) {
     if constexpr (DirectBinary<X>::kApplies) {  // statement_cache.h
       if (DirectBinary<X>::run(expr, dst.data(), dst.shape(), dst.strides())) return;
     }
+    if constexpr (DirectIota<X>::kApplies) {  // statement_cache.h
+      if (DirectIota<X>::run(expr, dst.data(), dst.shape(), dst.strides())) return;
+    }
     if constexpr (StatementLeaves<X>::kCacheable) {  // statement_cache.h
       const StatementArgs<X> args(expr, emit);
       if (evaluate_statement(args.view(), dst.data(), dst.dtype, S, dst.shape(), dst.strides()))

@@ -275,6 +275,30 @@ bool evaluate_binary_f32(OpCode op, const StatementRef* a, float av, const State
   return true;
 }
 
+bool evaluate_iota_f32(OpCode op, int axis, const Shape& iota_shape, float value, bool iota_first,
+                       void* dst, const Shape& shape, const SmallVec& strides) {
+  if (events_on()) return false;
+  if (const CoreContext* ctx = current_context();
+      ctx != nullptr && ctx->engine->observes_evaluate())
+    return false;
+  constexpr int kMaxIotaRank = 8;
+  const int n = shape.rank();
+  if (n == 0 || n > kMaxIotaRank || strides.size() != n || !(iota_shape == shape) || axis < 0 ||
+      axis >= n || strides[n - 1] != 1)
+    return false;
+  const int64_t* ext = shape.begin();
+  int64_t coef[kMaxIotaRank];  // the iota's value per unit of each axis: 1 along its own
+  for (int d = 0; d < n; ++d) {
+    if (ext[d] <= 0) return false;
+    coef[d] = d == axis ? 1 : 0;
+  }
+  const FusedDst d{
+      .nd = n, .extent = ext, .data = static_cast<float*>(dst), .stride = strides.data()};
+  if (!run_fused_iota(d, coef, op, value, iota_first)) return false;
+  ++t_stats.direct;
+  return true;
+}
+
 StatementCacheStats statement_cache_stats() noexcept { return t_stats; }
 
 }  // namespace tessera::detail

@@ -78,6 +78,12 @@ bool EvaluateFused(const plan::Plan& p) {
   return fused_binary(df, dst, n.op, fa, fb);
 }
 
+// A statement's iota that needs no plan (run_fused_iota).
+bool FusedIotaF32(const FusedDst& d, const int64_t* coef, OpCode op, float value, bool iota_first) {
+  const hn::ScalableTag<float> df;
+  return fused_iota_op(df, d, coef, op, value, iota_first);
+}
+
 // A statement's binary op that needs no plan (run_fused_binary).
 bool FusedBinaryF32(const FusedDst& d, OpCode op, const FusedOperand& a, const FusedOperand& b) {
   const hn::ScalableTag<float> df;
@@ -425,6 +431,7 @@ HWY_AFTER_NAMESPACE();
 namespace tessera::detail {
 HWY_EXPORT(EvaluatePlan);
 HWY_EXPORT(FusedBinaryF32);
+HWY_EXPORT(FusedIotaF32);
 
 namespace {
 using EvaluateFn = void (*)(const plan::Plan&, float*);
@@ -435,6 +442,8 @@ using EvaluateFn = void (*)(const plan::Plan&, float*);
 std::atomic<EvaluateFn> g_evaluate{nullptr};
 using FusedBinaryFn = bool (*)(const FusedDst&, OpCode, const FusedOperand&, const FusedOperand&);
 std::atomic<FusedBinaryFn> g_fused_binary{nullptr};
+using FusedIotaFn = bool (*)(const FusedDst&, const int64_t*, OpCode, float, bool);
+std::atomic<FusedIotaFn> g_fused_iota{nullptr};
 
 // `slot`'s function, resolved by `pick` (a HWY_DYNAMIC_DISPATCH) on first use.
 template <class F, class Pick>
@@ -459,6 +468,12 @@ bool run_fused_binary(const FusedDst& d, OpCode op, const FusedOperand& a, const
   return f(d, op, a, b);
 }
 
+bool run_fused_iota(const FusedDst& d, const int64_t* coef, OpCode op, float value,
+                    bool iota_first) {
+  const auto f = resolved(g_fused_iota, [] { return &HWY_DYNAMIC_DISPATCH(FusedIotaF32); });
+  return f(d, coef, op, value, iota_first);
+}
+
 std::vector<std::pair<int64_t, std::string>> vector_targets() {
   std::vector<std::pair<int64_t, std::string>> out;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) out.emplace_back(t, hwy::TargetName(t));
@@ -470,6 +485,7 @@ void set_vector_targets_for_test(int64_t targets) {
   hwy::GetChosenTarget().Update(hwy::SupportedTargets());
   g_evaluate.store(nullptr, std::memory_order_relaxed);
   g_fused_binary.store(nullptr, std::memory_order_relaxed);
+  g_fused_iota.store(nullptr, std::memory_order_relaxed);
   reset_reduce_dispatch();
 }
 

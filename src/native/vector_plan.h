@@ -63,6 +63,11 @@ struct FusedOperand {
 /// for an op it does not fuse (add, sub, mul, div, max and min are fused) or when neither
 /// operand is a row.
 bool run_fused_binary(const FusedDst& d, OpCode op, const FusedOperand& a, const FusedOperand& b);
+/// d = a float32 iota whose value at an index is the sum of index * coef over d's axes (`op`
+/// kIota), or that iota `op` value (`iota_first`) or value `op` iota for op add, sub or mul, on
+/// the fused path with the best SIMD target of this CPU; false (nothing done) for another op.
+bool run_fused_iota(const FusedDst& d, const int64_t* coef, OpCode op, float value,
+                    bool iota_first);
 
 /// The calling thread's lane buffers for a plan of `nodes` nodes: one kTile buffer per node,
 /// 64-byte aligned, reused across calls (vector_evaluate.cc).

@@ -29,7 +29,7 @@ pltpu::VmemRef<T> vref(T* p, Shape s, detail::SmallVec strides) {
 }
 
 // Each of these is one statement at one call site, whatever refs it is given. (A single binary
-// op of float32 refs, `o = x + y`, takes no plan at all: direct_binary_test.cc.)
+// op of float32 refs, `o = x + y`, takes no plan at all: direct_statement_test.cc.)
 [[gnu::noinline]] void add_site(pltpu::VmemRef<const float> x, pltpu::VmemRef<const float> y,
                                 pltpu::VmemRef<float> o) {
   o = x + y * 2.0f;

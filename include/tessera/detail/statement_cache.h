@@ -120,12 +120,21 @@ bool evaluate_statement(const StatementView& s, void* dst, DType dtype, MemorySp
 bool evaluate_binary_f32(OpCode op, const StatementRef* a, float av, const StatementRef* b,
                          float bv, void* dst, const Shape& shape, const SmallVec& strides);
 
+/// A float32 iota statement with no plan: `o = iota` or `o = iota op c` / `o = c op iota` (op
+/// add, sub or mul; `op` kIota for the iota alone), the iota along `axis` of the destination's
+/// own shape, evaluated on the native engine's fused iota loop (the plan's own fused path, found
+/// without the cache). False when it is not of that form here (another shape, rows that are not
+/// contiguous, an empty, rank-0 or rank > 8 destination) or the engine observes evaluations or
+/// tracing is on; then nothing was done.
+bool evaluate_iota_f32(OpCode op, int axis, const Shape& iota_shape, float value, bool iota_first,
+                       void* dst, const Shape& shape, const SmallVec& strides);
+
 /// The calling thread's plan cache counters, for tests: statements run from a kept plan, and
 /// statements planned (whether or not the plan could be kept).
 struct StatementCacheStats {
   int64_t reused = 0;
   int64_t planned = 0;
-  int64_t direct = 0;  // float32 binary statements run with no plan (evaluate_binary_f32)
+  int64_t direct = 0;  // float32 statements run with no plan (evaluate_binary_f32, _iota_f32)
 };
 StatementCacheStats statement_cache_stats() noexcept;
 
@@ -262,6 +271,43 @@ struct DirectBinary<BinaryExpr<Op, float, L, R, float>> {
     return evaluate_binary_f32(Op, DirectOperand<L>::ref(e.l, ka), DirectOperand<L>::value(e.l),
                                DirectOperand<R>::ref(e.r, kb), DirectOperand<R>::value(e.r), dst,
                                shape, strides);
+  }
+};
+
+/// Statements evaluate_iota_f32 may take: a float32 iota alone, or under add, sub or mul with a
+/// float32 scalar on either side. `run` tries it.
+template <class X>
+struct DirectIota {
+  static constexpr bool kApplies = false;
+};
+template <class T>
+struct DirectIota<IotaExpr<T>> {
+  static constexpr bool kApplies = std::is_same_v<T, float>;
+  static bool run(const IotaExpr<T>& e, void* dst, const Shape& shape, const SmallVec& strides) {
+    return evaluate_iota_f32(OpCode::kIota, e.axis, e.shape(), 0.0f, true, dst, shape, strides);
+  }
+};
+template <OpCode Op>
+inline constexpr bool kDirectIotaOp =
+    Op == OpCode::kAdd || Op == OpCode::kSub || Op == OpCode::kMul;
+template <OpCode Op, class T, class S>
+struct DirectIota<BinaryExpr<Op, float, IotaExpr<T>, ScalarExpr<S>, float>> {
+  static constexpr bool kApplies =
+      kDirectIotaOp<Op> && std::is_same_v<T, float> && std::is_same_v<S, float>;
+  static bool run(const BinaryExpr<Op, float, IotaExpr<T>, ScalarExpr<S>, float>& e, void* dst,
+                  const Shape& shape, const SmallVec& strides) {
+    return evaluate_iota_f32(Op, e.l.axis, e.l.shape(), static_cast<float>(e.r.value), true, dst,
+                             shape, strides);
+  }
+};
+template <OpCode Op, class T, class S>
+struct DirectIota<BinaryExpr<Op, float, ScalarExpr<S>, IotaExpr<T>, float>> {
+  static constexpr bool kApplies =
+      kDirectIotaOp<Op> && std::is_same_v<T, float> && std::is_same_v<S, float>;
+  static bool run(const BinaryExpr<Op, float, ScalarExpr<S>, IotaExpr<T>, float>& e, void* dst,
+                  const Shape& shape, const SmallVec& strides) {
+    return evaluate_iota_f32(Op, e.r.axis, e.r.shape(), static_cast<float>(e.l.value), false, dst,
+                             shape, strides);
   }
 };
 

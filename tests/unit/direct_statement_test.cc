@@ -1,7 +1,8 @@
-// Float32 statements of one binary op over refs of the destination's shape and scalars
-// (`o = x + y`, `o = x * 2.0f`) run on the native engine's fused loops with no plan
-// (evaluate_binary_f32, tessera/detail/statement_cache.h). Each must give the bits the planned
-// statement gives, on every SIMD target; statements it cannot take (broadcasts, strided rows,
+// Float32 statements that run on the native engine's fused loops with no plan
+// (tessera/detail/statement_cache.h): one binary op over refs of the destination's shape and
+// scalars (`o = x + y`, `o = x * 2.0f`; evaluate_binary_f32), and an iota alone or with a scalar
+// (`o = jnp::arange<float>(n) + c`; evaluate_iota_f32). Each must give the bits the planned
+// statement gives, on every SIMD target; statements they cannot take (broadcasts, strided rows,
 // overlaps) must be planned as before and still be right; the checked engine must still see
 // every evaluation.
 #include <gtest/gtest.h>
@@ -245,6 +246,138 @@ TEST(DirectBinary, BroadcastsStridedRowsAndOverlapsArePlanned) {
       cref(b.data(), {8, 128}, {128, 1}) * cref(y.data(), {8, 128}, {128, 1});
   EXPECT_EQ(direct_runs(), d0 + 1);
   for (size_t i = 0; i < 1024; ++i) ASSERT_EQ(b[i], buf[i] * y[i]) << i;
+}
+
+// Iotas: alone, and under +, - and * with a scalar on either side, along every axis of several
+// shapes (and a destination with strided rows); the bits of the planned statement, and the
+// value index op c, exact below 2^24.
+template <class Form>
+void expect_same_iota_bits(const char* what, Form form) {
+  struct Dst {
+    Shape shape;
+    detail::SmallVec strides;
+  };
+  const std::vector<Dst> dsts = {{{128}, {1}},
+                                 {{1000}, {1}},
+                                 {{3, 37}, {37, 1}},
+                                 {{8, 128}, {160, 1}},
+                                 {{2, 3, 40}, {120, 40, 1}},
+                                 {{1, 1}, {1, 1}}};
+  for (const Dst& d : dsts) {
+    for (int axis = 0; axis < d.shape.rank(); ++axis) {
+      std::vector<float> direct(1400, -1.0f), plan(1400, -2.0f);
+      const auto before = statement_cache_stats();
+      form(vref(direct.data(), d.shape, d.strides), axis, false);
+      const auto after = statement_cache_stats();
+      EXPECT_EQ(after.direct - before.direct, 1) << what << " " << d.shape.to_string() << axis;
+      EXPECT_EQ(after.planned, before.planned) << what << " " << d.shape.to_string() << axis;
+      form(vref(plan.data(), d.shape, d.strides), axis, true);
+      const auto got = tessera::testing::view_elements(direct.data(), d.shape, d.strides);
+      const auto want = tessera::testing::view_elements(plan.data(), d.shape, d.strides);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(bits(got[i]), bits(want[i]))
+            << what << " " << d.shape.to_string() << " axis " << axis << " element " << i;
+      }
+      // Elements outside the view (between strided rows, past its end) are untouched.
+      std::vector<float> offsets(direct.size());
+      for (size_t k = 0; k < offsets.size(); ++k) offsets[k] = static_cast<float>(k);
+      std::vector<bool> inside(direct.size(), false);
+      for (float k : tessera::testing::view_elements(offsets.data(), d.shape, d.strides)) {
+        inside[static_cast<size_t>(k)] = true;
+      }
+      for (size_t k = 0; k < direct.size(); ++k) {
+        if (!inside[k]) {
+          ASSERT_EQ(direct[k], -1.0f) << what << " " << d.shape.to_string() << " " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(DirectIota, EveryFormGivesThePlannedBitsOnEveryTarget) {
+  tessera::testing::on_every_vector_target([](const char* target) {
+    SCOPED_TRACE(target);
+    expect_same_iota_bits("iota", [](auto o, int axis, bool plan) {
+      auto e = lax::broadcasted_iota<float>(o.shape(), axis);
+      if (plan)
+        planned(o, e);
+      else
+        o = e;
+    });
+    expect_same_iota_bits("iota + c", [](auto o, int axis, bool plan) {
+      auto e = lax::broadcasted_iota<float>(o.shape(), axis) + 0.5f;
+      if (plan)
+        planned(o, e);
+      else
+        o = e;
+    });
+    expect_same_iota_bits("c - iota", [](auto o, int axis, bool plan) {
+      auto e = 100.0f - lax::broadcasted_iota<float>(o.shape(), axis);
+      if (plan)
+        planned(o, e);
+      else
+        o = e;
+    });
+    expect_same_iota_bits("iota * c", [](auto o, int axis, bool plan) {
+      auto e = lax::broadcasted_iota<float>(o.shape(), axis) * -0.25f;
+      if (plan)
+        planned(o, e);
+      else
+        o = e;
+    });
+  });
+}
+
+TEST(DirectIota, ValuesAreTheIndexAndOtherFormsArePlanned) {
+  std::vector<float> o(2048, 0.0f);
+  auto direct_runs = [] { return statement_cache_stats().direct; };
+  int64_t d0 = direct_runs();
+  vref(o.data(), {1024}, {1}) = jnp::arange<float>(1024) * 3.0f;
+  EXPECT_EQ(direct_runs(), d0 + 1);
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(o[static_cast<size_t>(i)], 3.0f * float(i)) << i;
+  d0 = direct_runs();
+  vref(o.data(), {8, 128}, {128, 1}) = lax::broadcasted_iota<float>(Shape{8, 128}, 0) + 2;
+  EXPECT_EQ(direct_runs(), d0 + 1);
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 128; ++c) ASSERT_EQ(o[static_cast<size_t>(r * 128 + c)], float(r + 2));
+  // Division is not a fused iota form; an iota of another shape broadcasts; a destination with
+  // strided elements: all planned.
+  d0 = direct_runs();
+  vref(o.data(), {2, 128}, {128, 1}) = lax::broadcasted_iota<float>(Shape{2, 128}, 1) / 4.0f;
+  vref(o.data() + 256, {2, 128}, {128, 1}) = lax::broadcasted_iota<float>(Shape{1, 128}, 1) + 1.0f;
+  vref(o.data() + 512, {2, 64}, {128, 2}) = lax::broadcasted_iota<float>(Shape{2, 64}, 1) * 2.0f;
+  EXPECT_EQ(direct_runs(), d0);
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 128; ++c) {
+      ASSERT_EQ(o[static_cast<size_t>(r * 128 + c)], float(c) / 4.0f);
+      ASSERT_EQ(o[static_cast<size_t>(256 + r * 128 + c)], float(c) + 1.0f);
+    }
+    for (int c = 0; c < 64; ++c)
+      ASSERT_EQ(o[static_cast<size_t>(512 + r * 128 + 2 * c)], 2.0f * float(c));
+  }
+}
+
+// The quickstart's kernel (an iota plus each core's offset, copied out) on 2 cores: the iota
+// takes no plan natively; the checked engine evaluates it itself and gives the same array.
+TEST(DirectIotaKernels, QuickstartIotaTakesNoPlanAndCheckedModeAgrees) {
+  std::atomic<int64_t> direct{0};
+  auto k = pl::kernel(pl::out_type<float>({256}), pltpu::TensorCoreMesh("core", 2),
+                      pl::scratch_types(pltpu::VMEM<float>({128})))(
+      [&direct](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
+        const auto before = statement_cache_stats().direct;
+        const int i = lax::axis_index("core");
+        o_vmem = jnp::arange<float>(128) + float(i * 128);
+        direct += statement_cache_stats().direct - before;
+        pltpu::sync_copy(o_vmem, o_ref.at(pl::ds(i * 128, 128)));
+      });
+  const Array<float> native = k();
+  for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(native[i], float(i));
+  EXPECT_EQ(direct.load(), 2);
+  direct = 0;
+  const pltpu::ForceTpuInterpretMode force(checked_testing::checked());
+  const Array<float> checked = k();
+  for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(checked[i], float(i));
+  EXPECT_EQ(direct.load(), 0);
 }
 
 // The pipelined add of the tutorial: full blocks read and written where they lie, ragged edge
