@@ -152,8 +152,10 @@ TESSERA_SKINNY_INLINE void micro_step(typename Ops::Acc* acc, const typename Ops
   using V = typename Ops::V;
   V av[MR];
 #pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) av[i] = load_at<Ops, kTail>(a + i * a_rs + p, left);
-    // Unrolled, so that the accumulators live in registers.
+  for (int i = 0; i < MR; ++i) {
+    av[i] = load_at<Ops, kTail>(a + i * a_rs + p, left);
+  }
+  // Unrolled, so that the accumulators live in registers.
 #pragma GCC unroll 16
   for (int j = 0; j < NR; ++j) {
     const V bv = Ops::prepare_b(load_at<Ops, kTail>(b[j] + p, left));

@@ -11,16 +11,14 @@
 #include "native/gemm.h"
 #include "native/transpose16-inl.h"
 
-#define TESSERA_TRANSPOSE_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
-
 namespace tessera::detail {
 
 namespace {
 
 template <class C>
-[[gnu::target(TESSERA_TRANSPOSE_TARGET)]] void transpose_avx512(C* c, int64_t c_rs, const C* t,
-                                                                int64_t t_rs, int64_t m, int64_t n,
-                                                                bool accumulate) {
+[[gnu::target(TESSERA_TRANSPOSE16_TARGET)]] void transpose_avx512(C* c, int64_t c_rs, const C* t,
+                                                                  int64_t t_rs, int64_t m,
+                                                                  int64_t n, bool accumulate) {
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t rows = std::min<int64_t>(16, n - j0);  // rows of T in this block
     const __mmask16 jmask = lanes16(rows);

@@ -49,6 +49,14 @@ using Table = std::array<Set, size_t{1} << kSetBits>;
 thread_local std::unique_ptr<Table> t_table;
 thread_local StatementCacheStats t_stats;
 
+// Whether this statement's program must be built and evaluated as such: engines that look at
+// each program (the checked engine) and traces get it; none of the plan-free paths apply then.
+bool program_observed() {
+  if (events_on()) return true;
+  const CoreContext* ctx = current_context();
+  return ctx != nullptr && ctx->engine->observes_evaluate();
+}
+
 Set& set_for(const void* tag, const void* site) {
   if (!t_table) t_table = std::make_unique<Table>();
   const auto key = reinterpret_cast<uintptr_t>(tag) ^ (reinterpret_cast<uintptr_t>(site) << 1);
@@ -157,11 +165,7 @@ bool leaves_agree(const CapturedPlan& c, const StatementView& s) {
 
 bool evaluate_statement(const StatementView& s, void* dst, DType dtype, MemorySpace space,
                         const Shape& shape, const SmallVec& strides) {
-  // Engines that look at each program (the checked engine) and traces get the program itself.
-  if (events_on()) return false;
-  if (const CoreContext* ctx = current_context();
-      ctx != nullptr && ctx->engine->observes_evaluate())
-    return false;
+  if (program_observed()) return false;
   const void* site = t_statement;
   Set& set = set_for(s.tag, site);
   int victim = 1 - set.last;  // the way to plan into: the older one, or one that failed
@@ -206,17 +210,6 @@ bool evaluate_statement(const StatementView& s, void* dst, DType dtype, MemorySp
 
 namespace {
 
-// The bytes a float32 view covers: from its first element at `data`, `n` axes of extents `shape`
-// (none empty) and element strides `strides`.
-Span float_span(const void* data, int n, const int64_t* shape, const int64_t* strides) {
-  int64_t lo = 0, hi = 0;
-  for (int d = 0; d < n; ++d) {
-    const int64_t e = (shape[d] - 1) * strides[d];
-    (e < 0 ? lo : hi) += e;
-  }
-  return {static_cast<const std::byte*>(data) + lo * 4, (hi - lo + 1) * 4};
-}
-
 // A direct statement's operand: a ref of the destination's shape with contiguous rows that
 // overlaps the destination only element for element, or a scalar.
 bool direct_operand(const StatementRef* r, float value, int n, const int64_t* shape,
@@ -239,7 +232,7 @@ bool direct_operand(const StatementRef* r, float value, int n, const int64_t* sh
     const Span s = same_strides ? Span{static_cast<const std::byte*>(r->data) +
                                            (dspan.first - static_cast<const std::byte*>(dst)),
                                        dspan.second}
-                                : float_span(r->data, n, shape, rstrides);
+                                : span_of(r->data, *r->shape, *r->strides, 4);
     if (ranges_overlap(s.first, s.second, dspan.first, dspan.second)) return false;
   }
   out = FusedOperand{FusedArg::kRow, static_cast<const float*>(r->data), rstrides, 0};
@@ -250,11 +243,7 @@ bool direct_operand(const StatementRef* r, float value, int n, const int64_t* sh
 
 bool evaluate_binary_f32(OpCode op, const StatementRef* a, float av, const StatementRef* b,
                          float bv, void* dst, const Shape& shape, const SmallVec& strides) {
-  // As evaluate_statement: engines that look at each program, and traces, get the program.
-  if (events_on()) return false;
-  if (const CoreContext* ctx = current_context();
-      ctx != nullptr && ctx->engine->observes_evaluate())
-    return false;
+  if (program_observed()) return false;
   const int n = shape.rank();
   if (n == 0 || strides.size() != n) return false;
   const int64_t* ext = shape.begin();
@@ -263,7 +252,7 @@ bool evaluate_binary_f32(OpCode op, const StatementRef* a, float av, const State
   for (int d = 0; d < n; ++d) {
     if (ext[d] <= 0) return false;
   }
-  const Span dspan = float_span(dst, n, ext, st);
+  const Span dspan = span_of(dst, shape, strides, 4);
   FusedOperand fa, fb;
   if (!direct_operand(a, av, n, ext, st, dst, dspan, fa) ||
       !direct_operand(b, bv, n, ext, st, dst, dspan, fb))
@@ -277,10 +266,7 @@ bool evaluate_binary_f32(OpCode op, const StatementRef* a, float av, const State
 
 bool evaluate_iota_f32(OpCode op, int axis, const Shape& iota_shape, float value, bool iota_first,
                        void* dst, const Shape& shape, const SmallVec& strides) {
-  if (events_on()) return false;
-  if (const CoreContext* ctx = current_context();
-      ctx != nullptr && ctx->engine->observes_evaluate())
-    return false;
+  if (program_observed()) return false;
   constexpr int kMaxIotaRank = 8;
   const int n = shape.rank();
   if (n == 0 || n > kMaxIotaRank || strides.size() != n || !(iota_shape == shape) || axis < 0 ||

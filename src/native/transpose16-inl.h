@@ -8,13 +8,15 @@
 
 namespace tessera::detail {
 
+// The instructions these need (and what a caller's own target attribute must include).
+#define TESSERA_TRANSPOSE16_TARGET "avx512f,avx512bw,avx512vl,avx512dq"
+
 // The zero-masked shuffles with every lane selected (the same instructions): GCC 12's unmasked
 // intrinsics pass an uninitialised vector through and warn about it.
 inline constexpr __mmask16 kAll16Lanes = 0xffff;
 
 // r[0..15] (rows of a 16 x 16 block) become its columns: r[c][i] = old r[i][c].
-[[gnu::always_inline, gnu::target("avx512f,avx512bw,avx512vl,avx512dq")]] inline void transpose16(
-    __m512* r) {
+[[gnu::always_inline, gnu::target(TESSERA_TRANSPOSE16_TARGET)]] inline void transpose16(__m512* r) {
   __m512 t[16];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
@@ -51,8 +53,8 @@ inline __mmask16 lanes16(int64_t count) {
 // r[c] = column c of the 16 x 16 block of 32-bit elements at t (rows t_rs elements apart): its
 // first `rows` rows and the columns under `cols`, zero elsewhere.
 template <class T>
-[[gnu::always_inline, gnu::target("avx512f,avx512bw,avx512vl,avx512dq")]] inline void
-load_transposed16(__m512* r, const T* t, int64_t t_rs, int64_t rows, __mmask16 cols) {
+[[gnu::always_inline, gnu::target(TESSERA_TRANSPOSE16_TARGET)]] inline void load_transposed16(
+    __m512* r, const T* t, int64_t t_rs, int64_t rows, __mmask16 cols) {
   static_assert(sizeof(T) == 4, "32-bit elements");
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) {

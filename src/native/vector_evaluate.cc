@@ -59,22 +59,6 @@ SmallVec broadcast_strides(const Shape& leaf, const SmallVec* strides, const Sha
   return out;
 }
 
-// [first byte, byte length] that a strided view covers.
-std::pair<const std::byte*, int64_t> span_of(const void* data, const Shape& shape,
-                                             const SmallVec& strides, int item) {
-  int64_t lo = 0;
-  int64_t hi = 0;
-  for (int d = 0; d < shape.rank(); ++d) {
-    if (shape[d] == 0) return {static_cast<const std::byte*>(data), 0};
-    const int64_t e = (shape[d] - 1) * strides[d];
-    if (e < 0)
-      lo += e;
-    else
-      hi += e;
-  }
-  return {static_cast<const std::byte*>(data) + lo * item, (hi - lo + 1) * item};
-}
-
 thread_local std::vector<float> t_lanes;
 
 /// The temporaries of one assignment. Inside a kernel: pushed on the core's stack and released
