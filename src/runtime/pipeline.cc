@@ -158,6 +158,7 @@ class PipelineRun {
   int64_t output_bytes_ = 0;
   int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
   bool stream_outputs_ = false;
+  bool prefetch_next_ = false;  // the next step's input blocks are prefetched (step_hints.h)
   bool observes_steps_ = true;  // the engine's fresh and pipeline_step_begins do something
 };
 
@@ -396,7 +397,7 @@ void PipelineRun::set_hints(const PipelineCursor& cursor) {
     hints_.stream_hi[hints_.num_stream] = empty ? nullptr : data + st.span_hi;
     ++hints_.num_stream;
   }
-  if (cursor.has_next() && prefetch_next_blocks()) {
+  if (cursor.has_next() && prefetch_next_) {
     prefetch_.paid_by = output_bytes_ > 0 ? output_bytes_ : window_bytes_;
     hints_.prefetch.fill = &PrefetchSource::fill_queue;
     hints_.prefetch.fill_ctx = &prefetch_;
@@ -443,6 +444,16 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     in_place_outputs = in_place_outputs || state_[k].may_alias;
   }
   stream_outputs_ = in_place_outputs && !stays_in_cache(array_bytes_);
+  // The lines a step's input blocks span (a full block's rows as queue_prefetch counts them, or
+  // the window's bytes), which decide whether the next ones are prefetched in software.
+  int64_t input_lines = 0;
+  for (size_t k = 0; k < static_cast<size_t>(g_.num_inputs); ++k) {
+    const OperandState& st = state_[k];
+    if (st.resident) continue;
+    input_lines +=
+        st.prefetch_lines > 0 ? st.prefetch_lines : (g_.blocks[k].window_bytes + 63) / 64;
+  }
+  prefetch_next_ = prefetch_next_blocks(input_lines);
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
   const std::vector<int64_t> outer_step = ctx_.grid_step;

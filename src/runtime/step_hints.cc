@@ -28,28 +28,10 @@ void set_prefetch_next_blocks_for_test(int mode) noexcept {
   g_prefetch_override.store(mode, std::memory_order_relaxed);
 }
 
-bool prefetch_next_blocks() noexcept {
-  const int forced = g_prefetch_override.load(std::memory_order_relaxed);
-  if (forced >= 0) return forced == 1;
-  static const bool on = [] {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return true;
-    char vendor[13] = {};
-    std::memcpy(vendor, &b, 4);
-    std::memcpy(vendor + 4, &d, 4);
-    std::memcpy(vendor + 8, &c, 4);
-    return std::strcmp(vendor, "GenuineIntel") != 0;
-#else
-    return true;
-#endif
-  }();
-  return on;
-}
-
-void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
-  // The L1 data cache as the CPU reports it (sysfs / sysconf, read once); 32 KiB, the smallest
-  // of current x86 and Arm server cores, when it reports nothing.
+namespace {
+// The L1 data cache as the CPU reports it (sysfs / sysconf, read once); 32 KiB, the smallest of
+// current x86 and Arm server cores, when it reports nothing.
+int64_t l1d_bytes() noexcept {
   static const int64_t l1d = [] {
     try {
       const auto cpu = pltpu::get_tpu_info().cpu;
@@ -59,7 +41,35 @@ void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
       return int64_t{32} << 10;
     }
   }();
-  q.to_l2 = lines * 64 > l1d / 2;
+  return l1d;
+}
+
+bool intel_cpu() noexcept {
+  static const bool intel = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    return std::strcmp(vendor, "GenuineIntel") == 0;
+#else
+    return false;
+#endif
+  }();
+  return intel;
+}
+}  // namespace
+
+bool prefetch_next_blocks(int64_t step_lines) noexcept {
+  const int forced = g_prefetch_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  return !intel_cpu() || step_lines * 64 <= l1d_bytes() / 4;
+}
+
+void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
+  q.to_l2 = lines * 64 > l1d_bytes() / 2;
 }
 
 HintsScope::HintsScope(StepHints* h) noexcept : saved_(t_step_hints) { t_step_hints = h; }

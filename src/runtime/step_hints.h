@@ -56,13 +56,17 @@ struct PrefetchQueue {
 /// Prefetches the lines that `stored_bytes` of evaluator output pay for (see PrefetchQueue).
 void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept;
 
-/// Whether this CPU's pipelines prefetch the next step's blocks in software. Intel cores do not:
-/// their L2 streamer follows a block's rows once the first lines of a row are read, and
-/// software prefetches of every line only compete with it for the L1 fill buffers (measured on a
-/// Sapphire Rapids class Xeon: the (128, 128) pipelined add 0.86x the plain loop with them,
-/// 1.02x without; on an AMD Zen 4 class EPYC the same prefetches took it from 0.8x to 1.15x,
-/// docs/performance.md). Decided from CPUID's vendor, once.
-bool prefetch_next_blocks() noexcept;
+/// Whether a pipeline whose input blocks span `step_lines` cache lines a grid step prefetches
+/// the next step's blocks in software. Other CPUs than Intel's always do (on an AMD Zen 4 class
+/// EPYC the prefetches took the (128, 128) pipelined add from 0.8x to 1.15x the plain loop).
+/// Intel cores do only when those lines are few, at most a quarter of the L1 data cache the CPU
+/// reports: their L2 streamer follows a large block's rows once the first lines of a row are
+/// read, and software prefetches of every line only compete with it for the L1 fill buffers (a
+/// Sapphire Rapids class Xeon: (128, 128) blocks 0.86x the plain loop with them, 1.02x
+/// without), but a small block's step is short enough that its fixed work leaves the memory idle
+/// between the streamer's bursts, and the next block requested during the compute fills that gap
+/// ((8, 128) blocks 5-6% faster, (4, 128) 14-16%; docs/performance.md). Decided per pipeline.
+bool prefetch_next_blocks(int64_t step_lines) noexcept;
 /// Test hook: 1 makes every CPU's pipelines prefetch the next blocks, 0 makes none, -1 restores
 /// the CPU's choice. Not for use while a pipeline runs.
 void set_prefetch_next_blocks_for_test(int mode) noexcept;

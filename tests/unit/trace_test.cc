@@ -282,7 +282,7 @@ TEST_P(TraceDmaModes, DmaModesSayWhatTheNativeEngineDid) {
   EXPECT_EQ(ks->bytes_copied, 0);  // nothing copied: inputs read and the output written in place
   // After the first step the next blocks are queued for prefetching, on CPUs whose pipelines
   // prefetch them in software (runtime/step_hints.h); the first step's blocks never are.
-  const bool prefetching = detail::prefetch_next_blocks();
+  const bool prefetching = detail::prefetch_next_blocks(2 * 128 * 128 * 4 / 64);
   if (prefetching) {
     EXPECT_GT(ks->bytes_prefetched, 0);
   } else {
@@ -296,6 +296,37 @@ TEST_P(TraceDmaModes, DmaModesSayWhatTheNativeEngineDid) {
   EXPECT_EQ(modes["copied"], 0);
   EXPECT_EQ(modes["prefetched"] > 0, prefetching);
   EXPECT_GT(modes["elided"], 0);
+}
+
+// Every CPU prefetches the next blocks of a pipeline whose input blocks span few lines (here 2 x
+// 4 KiB, at most a quarter of any current L1 data cache); large blocks only where the CPU's
+// rule says so (runtime/step_hints.h).
+TEST(Trace, SmallBlocksArePrefetchedOnEveryCpu) {
+  SKIP_IF_COMPILED_OUT();
+  EXPECT_TRUE(detail::prefetch_next_blocks(2 * 8 * 128 * 4 / 64));
+  EXPECT_TRUE(detail::prefetch_next_blocks(1));
+  const int64_t m = 64, n = 512;
+  auto k = pl::kernel(
+      pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1),
+      pl::name("small_blocks"))([=](pltpu::HbmRef<const float> x_hbm,
+                                    pltpu::HbmRef<const float> y_hbm, pltpu::HbmRef<float> o_hbm) {
+    const pl::BlockSpec spec({8, 128}, [](int i, int j) { return pl::idx(i, j); });
+    pltpu::emit_pipeline([](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
+                            pltpu::VmemRef<float> ov) { ov = xv * 2.0f + yv; },
+                         pltpu::grid({m / 8, n / 128}), pl::in_specs(spec, spec),
+                         pl::out_specs(spec))(x_hbm, y_hbm, o_hbm);
+  });
+  const Array<float> x = random_array({m, n}, 23);
+  const Array<float> y = random_array({m, n}, 24);
+  trace::Session s(quiet());
+  const Array<float> o = k(x, y);
+  s.stop();
+  for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] * 2.0f + y[i]);
+  const trace::KernelSummary* ks = find_kernel(s, "small_blocks");
+  ASSERT_NE(ks, nullptr);
+  EXPECT_EQ(ks->bytes_copied, 0);
+  // Every step's blocks but the first step's were prefetched during the step before.
+  EXPECT_EQ(ks->bytes_prefetched, ks->bytes_in - 2 * 8 * 128 * 4);
 }
 
 TEST(Trace, MxuFlopsAreCounted) {
