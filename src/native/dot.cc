@@ -16,6 +16,7 @@
 #include <new>
 #include <vector>
 
+#include "core/byte_span.h"
 #include "core/check.h"
 #include "core/dot_rules.h"
 #include "native/gemm.h"
@@ -46,20 +47,10 @@ MatrixView<T> rhs_view(const RawRef& r, int rc) {
                  : MatrixView<T>{static_cast<const T*>(r.data), s1, s0};
 }
 
-// The byte range a view covers (first byte, one past the last).
-std::pair<const std::byte*, const std::byte*> extent_of(const RawRef& r) {
-  const auto* p = static_cast<const std::byte*>(r.data);
-  int64_t last = 0;
-  for (int d = 0; d < r.shape.rank(); ++d) {
-    if (r.shape[d] == 0) return {p, p};
-    last += (r.shape[d] - 1) * r.strides[d];
-  }
-  return {p, p + (last + 1) * itemsize(r.dtype)};
-}
 bool overlaps(const RawRef& a, const RawRef& b) {
-  const auto [a0, a1] = extent_of(a);
-  const auto [b0, b1] = extent_of(b);
-  return a0 < b1 && b0 < a1;
+  const ByteSpan sa = byte_span(a);
+  const ByteSpan sb = byte_span(b);
+  return sa.first < sb.last && sb.first < sa.last;
 }
 
 class Temp {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/byte_span.h"
 #include "native/vector_plan.h"
 #include "runtime/step_hints.h"
 #include "tessera/detail/expr_program.h"
@@ -49,17 +50,8 @@ using Span = std::pair<const std::byte*, int64_t>;
 
 /// The bytes a strided view covers: [first byte, byte length] (length 0 for an empty view).
 inline Span span_of(const void* data, const Shape& shape, const SmallVec& strides, int item) {
-  int64_t lo = 0;
-  int64_t hi = 0;
-  for (int d = 0; d < shape.rank(); ++d) {
-    if (shape[d] == 0) return {static_cast<const std::byte*>(data), 0};
-    const int64_t e = (shape[d] - 1) * strides[d];
-    if (e < 0)
-      lo += e;
-    else
-      hi += e;
-  }
-  return {static_cast<const std::byte*>(data) + lo * item, (hi - lo + 1) * item};
+  const ByteSpan s = byte_span(data, shape, strides, item);
+  return {s.first, s.bytes()};
 }
 
 inline bool ranges_overlap(const std::byte* a, int64_t alen, const std::byte* b, int64_t blen) {

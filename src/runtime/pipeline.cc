@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/byte_span.h"
 #include "runtime/block_mapping.h"
 #include "runtime/cache_fit.h"
 #include "runtime/context.h"
@@ -46,29 +47,10 @@ std::string indices_str(const SmallVec& v) {
   return fmt::format("({})", fmt::join(x, ", "));
 }
 
-// [first byte, one past the last byte] of a strided view (taken apart, so that a caller per
-// step builds no RawRef).
-std::pair<const std::byte*, const std::byte*> span_of(const void* data, DType dtype,
-                                                      const Shape& shape, const SmallVec& strides) {
-  int64_t lo = 0;
-  int64_t hi = 0;
-  for (int d = 0; d < shape.rank(); ++d) {
-    if (shape[d] == 0) return {nullptr, nullptr};
-    const int64_t e = (shape[d] - 1) * strides[d];
-    (e < 0 ? lo : hi) += e;
-  }
-  const int item = itemsize(dtype);
-  const auto* base = static_cast<const std::byte*>(data);
-  return {base + lo * item, base + (hi + 1) * item};
-}
-std::pair<const std::byte*, const std::byte*> span_of(const RawRef& r) {
-  return span_of(r.data, r.dtype, r.shape, r.strides);
-}
-
 bool overlaps(const RawRef& a, const RawRef& b) {
-  const auto sa = span_of(a);
-  const auto sb = span_of(b);
-  return sa.first != nullptr && sb.first != nullptr && sa.first < sb.second && sb.first < sa.second;
+  const ByteSpan sa = byte_span(a);
+  const ByteSpan sb = byte_span(b);
+  return !sa.empty() && !sb.empty() && sa.first < sb.last && sb.first < sa.last;
 }
 
 // Sets up `st`'s fast full-block addresses when every axis of `m`'s blocks is blocked or squeezed.
@@ -241,10 +223,10 @@ void PipelineRun::allocate_windows() {
         st.hbm_strides.push_back(m.hbm.strides[d]);
       }
     }
-    if (const auto sp = span_of(m.hbm.data, m.hbm.dtype, m.window, st.hbm_strides);
-        sp.first != nullptr) {
+    if (const ByteSpan sp = byte_span(m.hbm.data, m.window, st.hbm_strides, itemsize(m.hbm.dtype));
+        !sp.empty()) {
       st.span_lo = sp.first - static_cast<const std::byte*>(m.hbm.data);
-      st.span_hi = sp.second - static_cast<const std::byte*>(m.hbm.data);
+      st.span_hi = sp.last - static_cast<const std::byte*>(m.hbm.data);
     }
     st.may_alias = (m.is_output || m.read_only) && !in_smem && !m.input_output &&
                    engine_.may_use_blocks_in_place();

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/byte_span.h"
 #include "runtime/context.h"
 #include "tessera/resident.h"
 
@@ -55,19 +56,11 @@ namespace {
 // `r` moved to where this call's kernel sees its array, or nothing when no array of the call
 // holds all of it.
 std::optional<RawRef> place(const RawRef& r, const std::vector<ArrayPlace>& places) {
-  int64_t lo = 0;
-  int64_t hi = 0;
-  for (int d = 0; d < r.shape.rank(); ++d) {
-    if (r.shape[d] == 0) return r;  // an empty view touches no memory
-    const int64_t e = (r.shape[d] - 1) * r.strides[d];
-    (e < 0 ? lo : hi) += e;
-  }
-  const int item = itemsize(r.dtype);
-  const auto* first = static_cast<const std::byte*>(r.data) + lo * item;
-  const auto* last = static_cast<const std::byte*>(r.data) + (hi + 1) * item;
+  const ByteSpan s = byte_span(r);
+  if (s.empty()) return r;  // an empty view touches no memory
   for (const ArrayPlace& p : places) {
     const auto* base = static_cast<const std::byte*>(p.caller);
-    if (first >= base && last <= base + p.bytes) {
+    if (s.first >= base && s.last <= base + p.bytes) {
       RawRef moved = r;
       moved.data =
           static_cast<std::byte*>(p.kernel) + (static_cast<const std::byte*>(r.data) - base);

@@ -10,6 +10,7 @@
 #include <sched.h>
 #endif
 
+#include "core/byte_span.h"
 #include "core/messages.h"
 #include "runtime/context.h"
 #include "runtime/core_pool.h"
@@ -24,19 +25,9 @@ namespace tessera::detail {
 Transport::~Transport() = default;
 
 void view_span(const RawRef& r, uintptr_t& lo, uintptr_t& hi) {
-  const int64_t item = itemsize(r.dtype);
-  int64_t min_off = 0;
-  int64_t max_off = 0;
-  for (int a = 0; a < r.shape.rank(); ++a) {
-    if (r.shape[a] == 0) {
-      lo = hi = reinterpret_cast<uintptr_t>(r.data);
-      return;
-    }
-    const int64_t span = (r.shape[a] - 1) * r.strides[a];
-    (span < 0 ? min_off : max_off) += span;
-  }
-  lo = reinterpret_cast<uintptr_t>(r.data) + static_cast<uintptr_t>(min_off * item);
-  hi = reinterpret_cast<uintptr_t>(r.data) + static_cast<uintptr_t>((max_off + 1) * item);
+  const ByteSpan s = byte_span(r);
+  lo = reinterpret_cast<uintptr_t>(s.first);
+  hi = reinterpret_cast<uintptr_t>(s.last);
 }
 
 namespace {
