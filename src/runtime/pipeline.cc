@@ -435,7 +435,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     input_lines +=
         st.prefetch_lines > 0 ? st.prefetch_lines : (g_.blocks[k].window_bytes + 63) / 64;
   }
-  prefetch_next_ = prefetch_next_blocks(input_lines);
+  prefetch_next_ = input_lines > 0 && prefetch_next_blocks(input_lines);
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
   const std::vector<int64_t> outer_step = ctx_.grid_step;
