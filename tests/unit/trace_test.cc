@@ -243,6 +243,37 @@ TEST(Trace, DmaBytesEqualWhatTheKernelMoved) {
   EXPECT_EQ(out, k->bytes_out + e->bytes_out);
 }
 
+// Traces o = 2x + y over (m, n) float32 through (bm, bn) blocks on one core: const input refs
+// with full blocks are read in place, and a body of two ops takes the evaluator's tiled path,
+// which asks the pipeline to prefetch the next step's input blocks. Checks the result; returns
+// the kernel's summary and the session's Chrome JSON.
+struct TracedAxpy {
+  trace::KernelSummary summary;
+  std::string chrome_json;
+};
+TracedAxpy traced_axpy(const char* name, int64_t m, int64_t n, int64_t bm, int64_t bn,
+                       unsigned seed) {
+  auto k =
+      pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1),
+                 pl::name(name))([=](pltpu::HbmRef<const float> x_hbm,
+                                     pltpu::HbmRef<const float> y_hbm, pltpu::HbmRef<float> o_hbm) {
+        const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
+        pltpu::emit_pipeline([](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
+                                pltpu::VmemRef<float> ov) { ov = xv * 2.0f + yv; },
+                             pltpu::grid({m / bm, n / bn}), pl::in_specs(spec, spec),
+                             pl::out_specs(spec))(x_hbm, y_hbm, o_hbm);
+      });
+  const Array<float> x = random_array({m, n}, seed);
+  const Array<float> y = random_array({m, n}, seed + 1);
+  trace::Session s(quiet());
+  const Array<float> o = k(x, y);
+  s.stop();
+  for (int64_t i = 0; i < o.size(); ++i) EXPECT_EQ(o[i], x[i] * 2.0f + y[i]) << i;
+  const trace::KernelSummary* ks = find_kernel(s, name);
+  EXPECT_NE(ks, nullptr);
+  return {ks != nullptr ? *ks : trace::KernelSummary{}, s.chrome_json()};
+}
+
 // Runs the test below with the next blocks prefetched (as on CPUs whose pipelines prefetch
 // them) and without (as on the others): runtime/step_hints.h.
 class TraceDmaModes : public ::testing::TestWithParam<int> {
@@ -257,26 +288,8 @@ INSTANTIATE_TEST_SUITE_P(Trace, TraceDmaModes, ::testing::Values(1, 0), [](const
 TEST_P(TraceDmaModes, DmaModesSayWhatTheNativeEngineDid) {
   SKIP_IF_COMPILED_OUT();
   const int64_t m = 512, n = 512;
-  // Const input refs with full blocks are read in place; a body of two ops takes the evaluator's
-  // tiled path, which asks the pipeline to prefetch the next step's input blocks.
-  auto k = pl::kernel(
-      pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1),
-      pl::name("in_place"))([=](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<const float> y_hbm,
-                                pltpu::HbmRef<float> o_hbm) {
-    const pl::BlockSpec spec({128, 128}, [](int i, int j) { return pl::idx(i, j); });
-    pltpu::emit_pipeline([](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
-                            pltpu::VmemRef<float> ov) { ov = xv * 2.0f + yv; },
-                         pltpu::grid({m / 128, n / 128}), pl::in_specs(spec, spec),
-                         pl::out_specs(spec))(x_hbm, y_hbm, o_hbm);
-  });
-  const Array<float> x = random_array({m, n}, 21);
-  const Array<float> y = random_array({m, n}, 22);
-  trace::Session s(quiet());
-  const Array<float> o = k(x, y);
-  s.stop();
-  for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] * 2.0f + y[i]);
-  const trace::KernelSummary* ks = find_kernel(s, "in_place");
-  ASSERT_NE(ks, nullptr);
+  const TracedAxpy t = traced_axpy("in_place", m, n, 128, 128, 21);
+  const trace::KernelSummary* ks = &t.summary;
   EXPECT_EQ(ks->bytes_in, 2 * m * n * 4);
   EXPECT_EQ(ks->bytes_out, m * n * 4);
   EXPECT_EQ(ks->bytes_copied, 0);  // nothing copied: inputs read and the output written in place
@@ -290,7 +303,7 @@ TEST_P(TraceDmaModes, DmaModesSayWhatTheNativeEngineDid) {
   }
   EXPECT_LT(ks->bytes_prefetched, ks->bytes_in);
   std::map<std::string, int> modes;
-  for (const json& e : complete_events(json::parse(s.chrome_json()))) {
+  for (const json& e : complete_events(json::parse(t.chrome_json))) {
     if (e.at("cat") == "dma") ++modes[e.at("args").at("mode").get<std::string>()];
   }
   EXPECT_EQ(modes["copied"], 0);
@@ -305,25 +318,8 @@ TEST(Trace, SmallBlocksArePrefetchedOnEveryCpu) {
   SKIP_IF_COMPILED_OUT();
   EXPECT_TRUE(detail::prefetch_next_blocks(2 * 8 * 128 * 4 / 64));
   EXPECT_TRUE(detail::prefetch_next_blocks(1));
-  const int64_t m = 64, n = 512;
-  auto k = pl::kernel(
-      pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1),
-      pl::name("small_blocks"))([=](pltpu::HbmRef<const float> x_hbm,
-                                    pltpu::HbmRef<const float> y_hbm, pltpu::HbmRef<float> o_hbm) {
-    const pl::BlockSpec spec({8, 128}, [](int i, int j) { return pl::idx(i, j); });
-    pltpu::emit_pipeline([](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
-                            pltpu::VmemRef<float> ov) { ov = xv * 2.0f + yv; },
-                         pltpu::grid({m / 8, n / 128}), pl::in_specs(spec, spec),
-                         pl::out_specs(spec))(x_hbm, y_hbm, o_hbm);
-  });
-  const Array<float> x = random_array({m, n}, 23);
-  const Array<float> y = random_array({m, n}, 24);
-  trace::Session s(quiet());
-  const Array<float> o = k(x, y);
-  s.stop();
-  for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] * 2.0f + y[i]);
-  const trace::KernelSummary* ks = find_kernel(s, "small_blocks");
-  ASSERT_NE(ks, nullptr);
+  const TracedAxpy t = traced_axpy("small_blocks", 64, 512, 8, 128, 23);
+  const trace::KernelSummary* ks = &t.summary;
   EXPECT_EQ(ks->bytes_copied, 0);
   // Every step's blocks but the first step's were prefetched during the step before.
   EXPECT_EQ(ks->bytes_prefetched, ks->bytes_in - 2 * 8 * 128 * 4);
