@@ -42,6 +42,31 @@ inline bool fusable_operand(const plan::Node& n, int nd, FusedOperand& out) {
   return true;
 }
 
+// d[j] = value(j) a vector at a time for the whole vectors of a row of `len`, with streaming
+// stores (`Stream`, `d` aligned to a vector) or plain ones; returns where the tail starts. Four
+// vectors an iteration: a (8, 128) float32 block's rows are 16 AVX2 vectors, and a loop of one
+// vector spends as many instructions on the loop as on the sum.
+template <bool Stream, class DF, class Value>
+HWY_INLINE int64_t store_vectors(DF df, float* d, int64_t len, Value value) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto put = [df](hn::Vec<DF> v, float* p) HWY_ATTR {
+    if constexpr (Stream)
+      hn::Stream(v, df, p);
+    else
+      hn::StoreU(v, df, p);
+  };
+  int64_t j = 0;
+  for (; j + 4 * N <= len; j += 4 * N) {
+    const auto v0 = value(j), v1 = value(j + N), v2 = value(j + 2 * N), v3 = value(j + 3 * N);
+    put(v0, d + j);
+    put(v1, d + j + N);
+    put(v2, d + j + 2 * N);
+    put(v3, d + j + 3 * N);
+  }
+  for (; j + N <= len; j += N) put(value(j), d + j);
+  return j;
+}
+
 // One row: d[j] = op(a[j], b[j]) for j < len, where an operand that is not a row (`ARow` /
 // `BRow` false) is the single value it points to.
 template <bool ARow, bool BRow, class DF, class Op>
@@ -58,28 +83,9 @@ HWY_INLINE void fused_row(DF df, const float* a, const float* b, float* d, int64
     else
       return op(va, hn::LoadU(df, b + j));
   };
-  int64_t j = 0;
-  if (stream && reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0) {
-    for (; j + 4 * N <= len; j += 4 * N) {
-      const auto v0 = value(j), v1 = value(j + N), v2 = value(j + 2 * N), v3 = value(j + 3 * N);
-      hn::Stream(v0, df, d + j);
-      hn::Stream(v1, df, d + j + N);
-      hn::Stream(v2, df, d + j + 2 * N);
-      hn::Stream(v3, df, d + j + 3 * N);
-    }
-    for (; j + N <= len; j += N) hn::Stream(value(j), df, d + j);
-  } else {
-    // Four vectors an iteration here too: a (8, 128) float32 block's rows are 16 AVX2 vectors,
-    // and a loop of one vector spends as many instructions on the loop as on the sum.
-    for (; j + 4 * N <= len; j += 4 * N) {
-      const auto v0 = value(j), v1 = value(j + N), v2 = value(j + 2 * N), v3 = value(j + 3 * N);
-      hn::StoreU(v0, df, d + j);
-      hn::StoreU(v1, df, d + j + N);
-      hn::StoreU(v2, df, d + j + 2 * N);
-      hn::StoreU(v3, df, d + j + 3 * N);
-    }
-    for (; j + N <= len; j += N) hn::StoreU(value(j), df, d + j);
-  }
+  const int64_t j = stream && reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0
+                        ? store_vectors<true>(df, d, len, value)
+                        : store_vectors<false>(df, d, len, value);
   if (j < len) {  // the tail, through a vector of lanes so that it rounds exactly as the body
     HWY_ALIGN float ta[hn::MaxLanes(df)] = {};
     HWY_ALIGN float tb[hn::MaxLanes(df)] = {};
