@@ -420,12 +420,15 @@ class Pipeline {
   }
 
   // The body's ref for operand K (a ref R) at a step: in the space its parameter declares; a
-  // block used where it lies keeps R's element constness, a window is the pipeline's own.
+  // block used where it lies keeps R's element constness, a window is the pipeline's own. A
+  // parameter declared const gets a const ref made as such (no converting copy per step).
   template <size_t K, class R>
   static auto window_ref(const detail::WindowRef& w, const Shape& shape) {
     constexpr MemorySpace S = detail::declared_space<Body, K>();
     using E = typename R::element_type;
-    using T = std::conditional_t<detail::canonical_space(R::space) == S, E, std::remove_cv_t<E>>;
+    using Own = std::conditional_t<detail::canonical_space(R::space) == S, E, std::remove_cv_t<E>>;
+    using T = std::conditional_t<detail::param_is_const_ref<Body, K>(), const std::remove_cv_t<E>,
+                                 Own>;
     if constexpr (S == MemorySpace::ANY) {
       return pltpu::HbmRef<T>(static_cast<T*>(w.data), shape, *w.strides);
     } else {

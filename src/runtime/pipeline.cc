@@ -479,7 +479,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     if (ctx_.grid_step.size() != static_cast<size_t>(point.size())) {
       ctx_.grid_step.resize(static_cast<size_t>(point.size()));
     }
-    std::copy(point.begin(), point.end(), ctx_.grid_step.begin());
+    copy_indices(point.data(), point.size(), ctx_.grid_step.data());
     if (observes_steps_) engine_.pipeline_step_begins(ctx_);
     begin_step(cursor);
     set_hints(cursor);

@@ -103,7 +103,7 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   if (ctx != nullptr) {
     ctx->grid_step.swap(saved_step_);
     ctx->grid_step.resize(static_cast<size_t>(global.size()));
-    std::copy(global.begin(), global.end(), ctx->grid_step.begin());
+    copy_indices(global.data(), global.size(), ctx->grid_step.data());
   }
   for (size_t k = 0; k < specs_.size(); ++k) {
     // An operand with an earlier one's map reads that one's indices (at()): not evaluated.
@@ -119,9 +119,9 @@ void PipelineCursor::advance() {
     return;
   }
   ++step_;
-  std::copy(next_local_.begin(), next_local_.end(), local_.begin());  // same rank: no allocation
+  copy_indices(next_local_.data(), next_local_.size(), local_.data());  // same rank
   if (identity_) {
-    std::copy(local_.begin(), local_.end(), global_.begin());
+    copy_indices(local_.data(), local_.size(), global_.data());
   } else {
     to_global(local_, global_);
   }

@@ -37,6 +37,12 @@ inline bool same_indices(const SmallVec& a, const SmallVec& b) noexcept {
   return true;
 }
 
+/// Copies `n` indices (a grid point's rank: a handful) with a plain loop, which the compiler
+/// keeps inline, where std::copy of a run length unknown at compile time calls memmove.
+inline void copy_indices(const int64_t* src, int n, int64_t* dst) noexcept {
+  for (int i = 0; i < n; ++i) dst[i] = src[i];
+}
+
 class PipelineCursor {
  public:
   /// `specs` are the inputs then the outputs; `local_grid` and `offset` come from the core's
