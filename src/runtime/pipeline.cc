@@ -58,10 +58,8 @@ void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
   if (m.whole) return;
   const std::vector<pl::BlockDim>& dims = m.spec->block_shape();
   const int rank = m.hbm.shape.rank();
-  if (static_cast<int>(dims.size()) != rank) return;
+  if (static_cast<int>(dims.size()) != rank || rank > OperandState::kFastRank) return;
   const int64_t item = itemsize(m.hbm.dtype);
-  st.block_step = SmallVec(rank, 0);
-  st.full_blocks = SmallVec(rank, 0);
   for (int a = 0; a < rank; ++a) {
     const pl::BlockDim& b = dims[static_cast<size_t>(a)];
     if (b.is_element() || b.is_bounded() || b.size <= 0) return;
@@ -70,6 +68,7 @@ void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
     st.full_blocks[a] = m.hbm.shape[a] / size;
   }
   st.fast = true;
+  st.fast_rank = rank;
   // The rows of a full block, as queue_prefetch describes them for the first block.
   PrefetchQueue probe;
   const RawRef view{m.hbm.data, m.hbm.dtype, MemorySpace::HBM, m.window, st.hbm_strides};
@@ -81,16 +80,14 @@ void prepare_fast_blocks(const BlockMapping& m, OperandState& st) {
 // (then block_window decides, and raises for a block out of bounds).
 std::byte* full_block_address(const BlockMapping& m, const OperandState& st, const pl::Indices& b) {
   // pl::ds entries (BoundedSlice axes, or a mismatch block_window reports) take the slow path.
-  if (!st.fast || b.v.size() != st.full_blocks.size() || b.slices != 0) return nullptr;
-  const int rank = st.full_blocks.size();
+  const int rank = st.fast_rank;
+  if (!st.fast || b.v.size() != rank || b.slices != 0) return nullptr;
   auto* p = static_cast<std::byte*>(m.hbm.data);
   const int64_t* idx = b.v.data();
-  const int64_t* full = st.full_blocks.data();
-  const int64_t* step = st.block_step.data();
   for (int a = 0; a < rank; ++a) {
     // 0 <= idx < full in one comparison (full >= 0).
-    if (static_cast<uint64_t>(idx[a]) >= static_cast<uint64_t>(full[a])) return nullptr;
-    p += idx[a] * step[a];
+    if (static_cast<uint64_t>(idx[a]) >= static_cast<uint64_t>(st.full_blocks[a])) return nullptr;
+    p += idx[a] * st.block_step[a];
   }
   return p;
 }

@@ -24,11 +24,14 @@ struct OperandState {
   bool in_place = false;    // the current block is used where it lies
   bool single_visit = false;
   int fetches = 0;  // blocks an input has fetched in this run (the first few may be prefetched)
-  // Full blocks found without a BlockWindow (every axis blocked or squeezed): per array axis,
-  // the bytes from one block index to the next and how many blocks along it are full.
+  // Full blocks found without a BlockWindow (every axis blocked or squeezed, rank at most
+  // kFastRank): per array axis, the bytes from one block index to the next and how many blocks
+  // along it are full. Plain arrays: read at every step, for every operand and its next block.
+  static constexpr int kFastRank = SmallVec::kInline;
   bool fast = false;
-  SmallVec block_step;
-  SmallVec full_blocks;
+  int fast_rank = 0;
+  int64_t block_step[kFastRank] = {};
+  int64_t full_blocks[kFastRank] = {};
   // The bytes an in-place window covers, as offsets from its first element (the same for every
   // block: its strides are the array's), for the streaming-store hints; span_hi < 0: none.
   int64_t span_lo = 0;
