@@ -427,8 +427,8 @@ class Pipeline {
     constexpr MemorySpace S = detail::declared_space<Body, K>();
     using E = typename R::element_type;
     using Own = std::conditional_t<detail::canonical_space(R::space) == S, E, std::remove_cv_t<E>>;
-    using T = std::conditional_t<detail::param_is_const_ref<Body, K>(), const std::remove_cv_t<E>,
-                                 Own>;
+    using T =
+        std::conditional_t<detail::param_is_const_ref<Body, K>(), const std::remove_cv_t<E>, Own>;
     if constexpr (S == MemorySpace::ANY) {
       return pltpu::HbmRef<T>(static_cast<T*>(w.data), shape, *w.strides);
     } else {
