@@ -13,11 +13,14 @@
 #include <cblas.h>
 #include <dnnl.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <dnnl.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -33,8 +36,35 @@
 #include "tessera/tessera.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" char* openblas_get_corename(void);
 
 namespace tessera::cli {
+
+const char* openblas_core() { return openblas_get_corename(); }
+
+// OpenBLAS (built with DYNAMIC_ARCH, as Debian's is) picks its kernels from the CPU's model when
+// it loads. A model newer than the library falls back to the generic SSE3 kernels ("Prescott"):
+// 0.3.21 does so on CPUID family 6 model 207 (a 5th-generation Xeon), where its sgemm then runs
+// at a seventh of its AVX-512 kernels' rate (docs/performance.md), and the reference would not
+// be the library at its best. OPENBLAS_CORETYPE names the kernels; it is read at load, so the
+// benchmark runs itself again with it set, to the library's best target for what the CPU
+// reports. A value the user set is kept.
+void rerun_with_openblas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  const char* core = openblas_get_corename();
+  if (core == nullptr || std::strcmp(core, "Prescott") != 0) return;
+  const char* best = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                     : __builtin_cpu_supports("avx2")  ? "Haswell"
+                                                       : nullptr;
+  const std::string self = self_path();
+  if (best == nullptr || self.empty()) return;
+  std::cerr << "tessera bench: OpenBLAS chose its generic \"Prescott\" kernels on this CPU; "
+               "running again with OPENBLAS_CORETYPE="
+            << best << "\n";
+  ::setenv("OPENBLAS_CORETYPE", best, 1);
+  ::execv(self.c_str(), argv);  // returns only on failure: then go on as we are
+  ::unsetenv("OPENBLAS_CORETYPE");
+}
 
 namespace {
 struct Timed {
@@ -277,6 +307,7 @@ nlohmann::json results_json(const MatmulBenchOptions& o, const examples::MatmulB
   j["max_error_note"] = "largest |ours - float64 product| over 256 sampled elements";
   j["references"] = jr;
   j["best_reference"] = best.name;
+  if (o.dtype == "f32") j["openblas_core"] = openblas_core();
   j["ratio_to_best"] = best.median / so.median;
   // On a shared machine the fastest repeat is the one least disturbed; its ratio is a second view.
   j["ratio_to_best_min"] = best.min / so.min;

@@ -1,6 +1,7 @@
 // The `tessera` command line: `tessera info`, `tessera run <example>`.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string_view>
 
 #include "bench_command.h"
 #include "commands.h"
@@ -8,6 +9,10 @@
 #include "tessera/error.h"
 
 int main(int argc, char** argv) {
+  // The benchmarks' OpenBLAS reference at its best kernels for this CPU (bench_matmul.cc).
+  if (argc > 1 && std::string_view(argv[1]) == "bench") {
+    tessera::cli::rerun_with_openblas_kernels(argv);
+  }
   CLI::App app{"Tessera: the Pallas TPU kernel model in C++, on CPUs."};
   app.require_subcommand(1);
   register_info_command(app);
