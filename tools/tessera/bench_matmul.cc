@@ -45,8 +45,8 @@ const char* openblas_core() { return openblas_get_corename(); }
 // OpenBLAS (built with DYNAMIC_ARCH, as Debian's is) picks its kernels from the CPU's model when
 // it loads. A model newer than the library falls back to the generic SSE3 kernels ("Prescott"):
 // 0.3.21 does so on CPUID family 6 model 207 (a 5th-generation Xeon), where its sgemm then runs
-// at a seventh of its AVX-512 kernels' rate (docs/performance.md), and the reference would not
-// be the library at its best. OPENBLAS_CORETYPE names the kernels; it is read at load, so the
+// at a sixth of its AVX-512 kernels' rate (docs/performance.md), and the reference would not be
+// the library at its best. OPENBLAS_CORETYPE names the kernels; it is read at load, so the
 // benchmark runs itself again with it set, to the library's best target for what the CPU
 // reports. A value the user set is kept.
 void rerun_with_openblas_kernels(char** argv) {
