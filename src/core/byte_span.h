@@ -35,4 +35,10 @@ inline ByteSpan byte_span(const RawRef& r) noexcept {
   return byte_span(r.data, r.shape, r.strides, itemsize(r.dtype));
 }
 
+/// Whether the address ranges of two spans intersect (an empty span at an address strictly
+/// inside the other counts: callers that must ignore empty views test empty() themselves).
+inline bool spans_overlap(ByteSpan a, ByteSpan b) noexcept {
+  return a.first < b.last && b.first < a.last;
+}
+
 }  // namespace tessera::detail

@@ -48,9 +48,7 @@ MatrixView<T> rhs_view(const RawRef& r, int rc) {
 }
 
 bool overlaps(const RawRef& a, const RawRef& b) {
-  const ByteSpan sa = byte_span(a);
-  const ByteSpan sb = byte_span(b);
-  return sa.first < sb.last && sb.first < sa.last;
+  return spans_overlap(byte_span(a), byte_span(b));
 }
 
 class Temp {

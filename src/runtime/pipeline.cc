@@ -50,7 +50,7 @@ std::string indices_str(const SmallVec& v) {
 bool overlaps(const RawRef& a, const RawRef& b) {
   const ByteSpan sa = byte_span(a);
   const ByteSpan sb = byte_span(b);
-  return !sa.empty() && !sb.empty() && sa.first < sb.last && sb.first < sa.last;
+  return !sa.empty() && !sb.empty() && spans_overlap(sa, sb);
 }
 
 // Sets up `st`'s fast full-block addresses when every axis of `m`'s blocks is blocked or squeezed.

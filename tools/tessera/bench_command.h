@@ -44,11 +44,10 @@ struct MatmulBenchOptions {
       false;  // also time the kernel in checked mode (docs/checked-mode.md) and report the ratio
 };
 int run_matmul_bench(const MatmulBenchOptions& options);
-/// The kernels OpenBLAS chose at load ("SkylakeX", "Haswell", "Prescott", ...).
-const char* openblas_core();
-/// For `tessera bench`: when OpenBLAS fell back to its generic kernels on a CPU with AVX2 or
-/// AVX-512 and OPENBLAS_CORETYPE is unset, runs this program again (same `argv`) with it set to
-/// the library's best kernels for the CPU (bench_matmul.cc); otherwise returns.
+/// For `tessera bench matmul` and `suite` (the benchmarks with an OpenBLAS reference): when
+/// OpenBLAS fell back to its generic kernels on a CPU with AVX2 or AVX-512 and OPENBLAS_CORETYPE
+/// is unset, runs this program again (same `argv`) with it set to the library's best kernels for
+/// the CPU (bench_matmul.cc); otherwise returns.
 void rerun_with_openblas_kernels(char** argv);
 /// The same run, returning its JSON object (printing the text summary too when `print`); nullopt
 /// (after a message on stderr) when the blocks do not divide the shape.

@@ -40,8 +40,6 @@ extern "C" char* openblas_get_corename(void);
 
 namespace tessera::cli {
 
-const char* openblas_core() { return openblas_get_corename(); }
-
 // OpenBLAS (built with DYNAMIC_ARCH, as Debian's is) picks its kernels from the CPU's model when
 // it loads. A model newer than the library falls back to the generic SSE3 kernels ("Prescott"):
 // 0.3.21 does so on CPUID family 6 model 207 (a 5th-generation Xeon), where its sgemm then runs
@@ -307,7 +305,7 @@ nlohmann::json results_json(const MatmulBenchOptions& o, const examples::MatmulB
   j["max_error_note"] = "largest |ours - float64 product| over 256 sampled elements";
   j["references"] = jr;
   j["best_reference"] = best.name;
-  if (o.dtype == "f32") j["openblas_core"] = openblas_core();
+  if (o.dtype == "f32") j["openblas_core"] = openblas_get_corename();
   j["ratio_to_best"] = best.median / so.median;
   // On a shared machine the fastest repeat is the one least disturbed; its ratio is a second view.
   j["ratio_to_best_min"] = best.min / so.min;
