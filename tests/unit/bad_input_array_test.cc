@@ -351,23 +351,6 @@ TEST(BadInputRefAt2D, HbmRefPastTheEnd) {
                        "on an HBM ref of shape (256,): the slice covers elements 128..256", line_);
 }
 
-TEST(BadInputRefAt2D, InsideAKernelNamesTheCore) {
-  std::atomic<int> line{0};  // set by every core that runs the statement
-  auto k = pl::kernel(pl::out_type<float>({256}),
-                      pltpu::TensorCoreMesh("core", 2))([&](pltpu::HbmRef<float> o) {
-    if (lax::axis_index("core") == 1) {
-      line = __LINE__ + 1;
-      static_cast<void>(o.at(pl::ds(kMax - 1, 3)));
-    }
-  });
-  auto e = tessera::testing::catch_error<KernelError>([&] { k(); });
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->kind(), ErrorKind::kOutOfBounds);
-  EXPECT_EQ(e->core(), 1);
-  EXPECT_EQ(static_cast<int>(e->where().line()), line);
-  EXPECT_NE(std::string(e->what()).find("overflows 64 bits"), std::string::npos) << e->what();
-}
-
 // ---------------------------------------------------------------------------------------------
 // Element access of a Ref.
 

@@ -322,19 +322,6 @@ TEST(BadInputGridSemantics, ParallelAfterArbitrary) {
                        "axis 1 is PARALLEL after an ARBITRARY axis", line_);
 }
 
-TEST(BadInputGridSemantics, SplitWithoutAParallelAxis) {
-  std::atomic<int> line{0};  // set by every core that runs the statement
-  auto k = pl::kernel(pl::out_type<float>({16, 128}),
-                      pltpu::TensorCoreMesh("core", 2))([&](pltpu::HbmRef<float> o) {
-    const pl::BlockSpec spec({8, 128}, [](int i) { return pl::idx(i, 0); });
-    line = __LINE__ + 1;
-    pltpu::emit_pipeline([](pltpu::VmemRef<float> ov) { ov = 0.0f; }, pltpu::grid({2}),
-                         pl::out_specs(spec), pltpu::core_axis_name("core"),
-                         pltpu::dimension_semantics(ARBITRARY))(o);
-  });
-  expect_kernel_error([&] { k(); }, ErrorKind::kInvalidArgument, "has no PARALLEL axis", line);
-}
-
 // ---------------------------------------------------------------------------------------------
 // input_output_aliases.
 

@@ -78,18 +78,6 @@ TEST_P(BadInputSemaphoreWait, Amount) {
 INSTANTIATE_TEST_SUITE_P(All, BadInputSemaphoreWait, ::testing::ValuesIn(kBadWaits),
                          [](const auto& test) { return std::string(test.param.name); });
 
-TEST(BadInputSemaphore, SignalACoreOutsideTheMesh) {
-  std::atomic<int> line{0};  // set by every core that runs the statement
-  auto k = pl::kernel(pltpu::TensorCoreMesh("core", 2),
-                      pl::scratch_types(pltpu::SemaphoreType::REGULAR))([&](pltpu::SemaphoreRef s) {
-    if (lax::axis_index("core") == 0) {
-      line = __LINE__ + 1;
-      pl::semaphore_signal(s, 1, pl::core_index(5));
-    }
-  });
-  expect_kernel_error([&] { k(); }, ErrorKind::kOutOfBounds, "core_index=5 is outside 0..1", line);
-}
-
 TEST(BadInputSemaphore, SignalANegativeCore) {
   std::atomic<int> line{0};  // set by every core that runs the statement
   auto k = pl::kernel(pltpu::TensorCoreMesh("core", 1),
