@@ -2,7 +2,9 @@
 // transposed operands read in place, strided views, accumulation, overlapping destinations and
 // errors, against double-precision reference loops. Float results are compared with a bound of
 // the float32 accumulation error, (k + 2) * 2^-24 * sum_p |x_ip * y_pj| (plus the final rounding
-// for bfloat16 results); integer results must be exact.
+// for bfloat16 results); integer results must be exact. Everything here runs on the calling thread
+// (the file is in TESSERA_ONE_THREAD_TESTS); a dot inside a kernel on two cores is in
+// pallas_call_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -601,32 +603,6 @@ TEST(Dot, ErrorsInsideAKernelNameTheCore) {
   EXPECT_EQ(err->kind(), ErrorKind::kShapeMismatch);
   EXPECT_EQ(err->core(), 0);
   EXPECT_NE(std::string(err->what()).find("bad_dot"), std::string::npos) << err->what();
-}
-
-TEST(Dot, PallasCallMatmulAccumulatesOverK) {
-  constexpr int64_t M = 64, N = 48, K = 96, bm = 32, bn = 16, bk = 32;
-  Array<float> x({M, K}), y({K, N});
-  auto xv = random_values<float>(M * K, 31);
-  auto yv = random_values<float>(K * N, 32);
-  for (int64_t e = 0; e < M * K; ++e) x[e] = xv[static_cast<size_t>(e)];
-  for (int64_t e = 0; e < K * N; ++e) y[e] = yv[static_cast<size_t>(e)];
-  auto mm = pl::pallas_call(
-      [](pltpu::VmemRef<float> xr, pltpu::VmemRef<float> yr, pltpu::VmemRef<float> zr) {
-        if (pl::program_id(2) == 0) zr = jnp::zeros_like(zr);
-        zr += jnp::dot(xr, yr);
-      },
-      pl::out_shape<float>({M, N}), pl::grid({M / bm, N / bn, K / bk}),
-      pl::in_specs(pl::BlockSpec({bm, bk}, [](int i, int, int k) { return pl::idx(i, k); }),
-                   pl::BlockSpec({bk, bn}, [](int, int j, int k) { return pl::idx(k, j); })),
-      pl::out_specs(pl::BlockSpec({bm, bn}, [](int i, int j, int) { return pl::idx(i, j); })),
-      pltpu::CompilerParams{
-          .dimension_semantics = {pltpu::PARALLEL, pltpu::PARALLEL, pltpu::ARBITRARY}});
-  const Array<float> z = mm(x, y);
-  auto xr = vref(xv, {M, K});
-  auto yr = vref(yv, {K, N});
-  const Reference ref = reference(xr, yr, 1, 0);
-  std::vector<float> zv(z.begin(), z.end());
-  expect_close(vref(zv, {M, N}), ref, K, {}, 0.0, "pallas_call matmul");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // pl::pallas_call in the native engine: blocked operands over a grid, default whole-array specs,
-// reductions with scratch that persists across the grid, the PARALLEL split, and the checks made
-// before launch.
+// reductions with scratch that persists across the grid, a blocked matmul accumulating over K, the
+// PARALLEL split, and the checks made before launch.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -83,6 +83,36 @@ TEST(PallasCall, ReductionOverTheLastArbitraryAxis) {
       float want = 0;
       for (int64_t j = 0; j < 4; ++j) want += x(r, j * 128 + c);
       ASSERT_EQ(o(r, c), want);
+    }
+}
+
+TEST(PallasCall, MatmulAccumulatesOverTheArbitraryAxis) {
+  // A blocked matmul: out blocks (i, j) split over two cores, K walked in order, each step adding
+  // its block product into the resident output block. Small integers keep every sum exact, so a
+  // block read or accumulated at the wrong step shows as a wrong value.
+  constexpr int64_t M = 64, N = 48, K = 96, bm = 32, bn = 16, bk = 32;
+  Array<float> x({M, K}), y({K, N});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) x(i, k) = static_cast<float>((i * 7 + k * 3) % 11 - 5);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) y(k, j) = static_cast<float>((k * 5 + j) % 9 - 4);
+  auto mm = pl::pallas_call(
+      [](pltpu::VmemRef<float> xr, pltpu::VmemRef<float> yr, pltpu::VmemRef<float> zr) {
+        if (pl::program_id(2) == 0) zr = jnp::zeros_like(zr);
+        zr += jnp::dot(xr, yr);
+      },
+      pl::out_shape<float>({M, N}), pl::grid({M / bm, N / bn, K / bk}),
+      pl::in_specs(pl::BlockSpec({bm, bk}, [](int i, int, int k) { return pl::idx(i, k); }),
+                   pl::BlockSpec({bk, bn}, [](int, int j, int k) { return pl::idx(k, j); })),
+      pl::out_specs(pl::BlockSpec({bm, bn}, [](int i, int j, int) { return pl::idx(i, j); })),
+      pltpu::TensorCoreMesh("core", 2),
+      pltpu::CompilerParams{.dimension_semantics = {PARALLEL, PARALLEL, ARBITRARY}});
+  const Array<float> z = mm(x, y);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float want = 0;
+      for (int64_t k = 0; k < K; ++k) want += x(i, k) * y(k, j);
+      ASSERT_EQ(z(i, j), want) << i << " " << j;
     }
 }
 
