@@ -26,8 +26,7 @@ void ArenaStack::reset(CoreArena& arena, int64_t vmem_used, int64_t smem_used,
   std::memset(held_, 0, sizeof(held_));
   values_ = &arena.values();
   values_->reset(limit_[0]);
-  vmem_chip_ = budget.vmem_chip;
-  smem_chip_ = budget.smem_chip;
+  budget_ = &budget;
 }
 
 int64_t ArenaStack::end(MemorySpace space) const noexcept {
@@ -87,11 +86,14 @@ void ArenaStack::over_capacity(MemorySpace space, int64_t bytes, const char* sub
   const int r = index(space);
   const int64_t stop = end(space);
   const int64_t start = std::min(align_up(top_[r]), stop);
+  static const std::string kNoChip;
+  const std::string& vmem_chip = budget_ != nullptr ? budget_->vmem_chip : kNoChip;
+  const std::string& smem_chip = budget_ != nullptr ? budget_->smem_chip : kNoChip;
   std::string budget;
   std::string hint;
   switch (space) {
     case MemorySpace::SMEM:
-      budget = smem_chip_.empty() ? std::string("SMEM") : fmt::format("{} SMEM", smem_chip_);
+      budget = smem_chip.empty() ? std::string("SMEM") : fmt::format("{} SMEM", smem_chip);
       hint = "SMEM holds scalars: keep large buffers in VMEM";
       break;
     case MemorySpace::SEMAPHORE:
@@ -100,9 +102,9 @@ void ArenaStack::over_capacity(MemorySpace space, int64_t bytes, const char* sub
       hint = "use fewer semaphores";
       break;
     default:
-      budget = vmem_chip_.empty() ? std::string("the kernel's VMEM budget")
-                                  : fmt::format("{} VMEM per TensorCore", vmem_chip_);
-      hint = vmem_chip_.empty()
+      budget = vmem_chip.empty() ? std::string("the kernel's VMEM budget")
+                                 : fmt::format("{} VMEM per TensorCore", vmem_chip);
+      hint = vmem_chip.empty()
                  ? "use smaller blocks or buffers, pl::Buffered(1), or raise "
                    "pltpu::CompilerParams{.vmem_limit_bytes = ...}"
                  : "use smaller blocks or buffers, or pl::Buffered(1) (this kernel would not fit "

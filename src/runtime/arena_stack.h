@@ -39,7 +39,8 @@ class ArenaStack {
     int64_t held[kRegions][kUses];
   };
 
-  /// At core start: the kernel's scratch uses the first `*_used` bytes of each region.
+  /// At core start: the kernel's scratch uses the first `*_used` bytes of each region. `budget`
+  /// must outlive the core's run: its chip names are read only for a capacity message.
   void reset(CoreArena& arena, int64_t vmem_used, int64_t smem_used, int64_t semaphore_used,
              const CoreBudget& budget);
 
@@ -88,8 +89,10 @@ class ArenaStack {
   int64_t limit_[kRegions] = {};
   int64_t held_[kRegions][kUses] = {};
   ValueHeap* values_ = nullptr;
-  std::string vmem_chip_;  // set when a checked chip's VMEM is the budget ("the v4 chip's")
-  std::string smem_chip_;
+  // The core's budget, for its chip names (set when a checked chip's capacity is the budget:
+  // "the v4 chip's"). Kept by address: a core starts by reading only the two limits, so the
+  // lines of its job holding the names stay unread (launch.cc, CoreJob).
+  const CoreBudget* budget_ = nullptr;
 };
 
 /// Holds what is pushed on a core's stack while it lives; releases it when it ends.

@@ -217,13 +217,20 @@ void CorePool::reserve(int n) {
 
 void CorePool::run(int n, FunctionRef<void(int)> job, const JobLines& lines) {
   std::lock_guard<std::mutex> lock(launch_mu_);
-  run_locked(n, job, lines);
+  run_locked(n, job, job, lines);
 }
 
 void CorePool::run(int n, FunctionRef<void(int)> job, FunctionRef<void()> after,
                    const JobLines& lines) {
   std::lock_guard<std::mutex> lock(launch_mu_);
-  run_locked(n, job, lines);
+  run_locked(n, job, job, lines);
+  after();
+}
+
+void CorePool::run(int n, FunctionRef<void(int)> job, FunctionRef<void(int)> own_job,
+                   FunctionRef<void()> after, const JobLines& lines) {
+  std::lock_guard<std::mutex> lock(launch_mu_);
+  run_locked(n, job, own_job, lines);
   after();
 }
 
@@ -249,10 +256,11 @@ void CorePool::narrow_before_wake(Slot& s, int launcher_cpu) noexcept {
 #endif
 }
 
-void CorePool::run_locked(int n, FunctionRef<void(int)> job, const JobLines& lines) {
+void CorePool::run_locked(int n, FunctionRef<void(int)> job, FunctionRef<void(int)> own_job,
+                          const JobLines& lines) {
   ensure_cores(n);
   if (n == 1) {
-    job(0);
+    own_job(0);
     return;
   }
   running_.store(true, std::memory_order_relaxed);
@@ -280,14 +288,14 @@ void CorePool::run_locked(int n, FunctionRef<void(int)> job, const JobLines& lin
     s.seq.fetch_add(1);
     if (s.sleeping.load() != 0) futex_wake(s.seq, false);
   }
-  job(0);
+  own_job(0);
   // Cores whose workers have not started yet run here, one after another: a core's job starts
   // only once every core below it has finished or been started by its worker, so a job that
   // waits for another core's signal still finds that core running.
   for (int core = 1; core < n; ++core) {
     Slot& s = slots_[static_cast<size_t>(core)];
     if (s.taken.exchange(1) != 0) continue;
-    job(core);
+    own_job(core);
     s.done.store(s.posted.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
   // seq_cst loads: in the sleeping handshake they pair with the workers' stores of `done`.

@@ -252,7 +252,10 @@ namespace {
 // the launcher wrote for this launch, one cache line at a time, and a core's first reads miss
 // in its cache once per line (a 2-core tiny launch spent ~200 ns more in the worker's core than
 // in the launcher's; docs/performance.md, "Two threads on one CPU"). Gathered here rather than
-// captured by reference from the launcher's frame, they come in one or two lines.
+// captured by reference from the launcher's frame, they come in two lines, the ones the pool
+// has a worker prefetch as it wakes (core_pool.h, JobLines): the first holds the pointers and
+// the body, the second the events' tag and the budget's limits; the budget's chip names, which
+// only a capacity message reads, lie beyond them.
 struct alignas(64) CoreJob {
   const LaunchSpec* spec;
   LaunchState* state;
@@ -260,9 +263,9 @@ struct alignas(64) CoreJob {
   DeviceContext* device;
   DeviceLaunchScope* scope;
   CorePool* pool;
-  CoreBudget budget;
   FunctionRef<void(int, void* const*)> body;
   LaunchTag events;  // a copy: the launcher's LaunchEvents shares lines with its other locals
+  CoreBudget budget;
 
   void operator()(int core) const {
     CoreContext ctx;
@@ -312,6 +315,9 @@ struct alignas(64) CoreJob {
     set_current_context(nullptr);
   }
 };
+static_assert(6 * sizeof(void*) + sizeof(FunctionRef<void(int, void* const*)>) == 64 &&
+                  sizeof(LaunchTag) + 2 * sizeof(int64_t) <= 64,
+              "a CoreJob's pointers and body fill its first line; its tag and limits, the second");
 }  // namespace
 
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
@@ -359,8 +365,11 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   CorePool& pool = CorePool::current();
   trace::detail::start_from_env();
   const LaunchEvents launch_events(spec.name, spec.num_cores);
-  const CoreJob run_core{&spec, &state, &engine, device.device(),    &device,
-                         &pool, budget, body,    launch_events.tag()};
+  // Two copies of the job: one the workers read, and the launcher's own for the cores it runs
+  // (core_pool.h, CorePool::run: a line a worker has read costs the launcher a transfer).
+  const CoreJob run_core{
+      &spec, &state, &engine, device.device(), &device, &pool, body, launch_events.tag(), budget};
+  const CoreJob own_core = run_core;
   // The semaphore exit check and clearing run under the pool's launch lock: a launch from
   // another host thread must not start on these arenas before they are clear again.
   auto after = [&] {
@@ -374,7 +383,7 @@ void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body,
   // read `state`, ~17 ns without).
   const auto* captures = static_cast<const char*>(body.object());
   const JobLines lines{{captures, captures + 64}};
-  pool.run(spec.num_cores, run_core, after, lines);
+  pool.run(spec.num_cores, run_core, own_core, after, lines);
   if (state.first_error) std::rethrow_exception(state.first_error);
 }
 
