@@ -58,17 +58,16 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   const int64_t l2 = cpu && cpu->l2_bytes > 0 ? cpu->l2_bytes : int64_t{1} << 20;
   cores = cores_or_default(cores);
   MatmulBlocks b = given;
-  // float32 inputs are read where they lie and the tile GEMM packs B a column panel of 64 at a
-  // time (src/native/gemm.cc): a long k step only has to keep that panel in half the L2, and
-  // it spares the accumulator block a round trip through memory at each step. The bfloat16
-  // GEMM packs all of its B per call, which the input-block rule below keeps in the L2.
-  const bool f32 = item == 4;
-  if (b.bk <= 0)
-    b.bk =
-        f32 ? divisor_up_to(k, std::max<int64_t>(256, l2 / 2 / (64 * 4))) : divisor_up_to(k, 256);
+  // A long k step spares the float32 accumulator block a round trip through memory at each
+  // step. The float32 tile GEMM reads its inputs where they lie and packs B a column panel of
+  // 64 at a time (src/native/gemm.cc), which then has to fit in half the L2; the bfloat16 one
+  // packs all of its B per call and walks k in passes that fit the L1 (src/native/gemm_amx.cc),
+  // and takes the same step: measured against k steps of 256 whose inputs fit the L2
+  // (docs/performance.md, "Choosing the blocks"), 8-10% faster on 1 and on 2 cores at 2048³.
+  if (b.bk <= 0) b.bk = divisor_up_to(k, std::max<int64_t>(256, l2 / 2 / (64 * 4)));
   int64_t cap = 8;
   for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
-    if ((f32 || 2 * c * b.bk * item <= l2) && c * c * 4 <= 2 * l2) cap = c;
+    if (c * c * 4 <= 2 * l2) cap = c;
   }
   if (b.bm <= 0) b.bm = divisor_up_to(m, cap);
   if (b.bn <= 0) b.bn = divisor_up_to(n, cap);
@@ -83,7 +82,7 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB):
   // a long k step with an L2 of 4 MiB or more would pass it, so it is shortened then.
   auto windows = [&] { return 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item; };
-  while (f32 && given.bk <= 0 && windows() > (int64_t{96} << 20)) {
+  while (given.bk <= 0 && windows() > (int64_t{96} << 20)) {
     const int64_t shorter = divisor_up_to(k, b.bk / 2);
     if (shorter == b.bk || shorter < 256) break;
     b.bk = shorter;

@@ -21,14 +21,12 @@ inline constexpr MatmulBlocks kDefaultMatmulBlocks{};
 
 /// Blocks for an (m, k) x (k, n) product of `item`-byte elements on `cores` cores (0: this
 /// machine's), from the L2 cache the CPU reports (docs/performance.md, "Choosing the blocks"):
-/// for float32 (item 4), bk is the largest divisor of k for which a (bk, 64) column panel of B
-/// fits in half the L2 (at least 256), and bm = bn the largest power of two whose float32 output
-/// block, bm * bn * 4 bytes, fits in twice the L2; for other items, bk is the largest divisor of
-/// k up to 256 and bm = bn the largest power of two for which also a step's input blocks,
-/// (bm + bn) * bk * item bytes, fit in the L2. Each is then the largest divisor of m, n up to
-/// it, halved until every core has an output block; a float32 bk not given is then halved while
-/// the double-buffered windows, 2 * (bm * bk + bk * bn + bm * bn) * item bytes, pass 96 MiB.
-/// Sizes already given in `given` are kept.
+/// bk is the largest divisor of k for which a (bk, 64) float32 column panel of B fits in half the
+/// L2 (at least 256), and bm = bn the largest power of two whose float32 output block, bm * bn * 4
+/// bytes, fits in twice the L2, whatever the item. Each is then the largest divisor of m, n up
+/// to it, halved until every core has an output block; a bk not given is then halved while the
+/// double-buffered windows, 2 * (bm * bk + bk * bn + bm * bn) * item bytes, pass 96 MiB. Sizes
+/// already given in `given` are kept.
 MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item, int cores,
                                    MatmulBlocks given = {});
 
