@@ -2,7 +2,8 @@
 // its worker starts it or the launching thread does (after finishing core 0, it runs any core
 // whose worker has not started yet); cores that wait for a signal from core 0 or for each other
 // still complete. Launches are back to back so that both ways occur (on a busy machine the
-// launching thread takes over often; on a quiet one the workers start first).
+// launching thread takes over often; on a quiet one the workers start first). The launcher runs
+// the cores it runs through a job reference of its own.
 #include "runtime/core_pool.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +112,58 @@ TEST(CorePool, LateWorkersAndStolenJobsCompleteEveryLaunchOnce) {
           << "launch " << l << ", core " << c;
     }
   }
+}
+
+// The launching thread runs its cores (core 0, and any whose worker started late) through the
+// job reference meant for it, and the workers theirs through the other: a launch passes two copies
+// of its job so that the launcher never reads the lines a worker has read (src/runtime/launch.cc).
+// Every core still runs once, and `after` runs once, after all of them.
+TEST(CorePool, TheLauncherRunsItsCoresThroughItsOwnJob) {
+  detail::CorePool& pool = detail::CorePool::for_device(kPoolOfThisTest);
+  constexpr int kCores = 3;
+  constexpr int kLaunches = 5000;
+  const std::thread::id launcher = std::this_thread::get_id();
+  int by_launcher = 0;
+  int by_workers = 0;
+  for (int l = 0; l < kLaunches; ++l) {
+    // Each core writes only its own elements, and the launch's end publishes them.
+    int runs[kCores] = {};
+    bool own[kCores] = {};
+    bool on_launcher[kCores] = {};
+    auto job = [&](int core) {
+      ++runs[core];
+      on_launcher[core] = std::this_thread::get_id() == launcher;
+    };
+    auto own_job = [&](int core) {
+      job(core);
+      own[core] = true;
+      // Core 0 works a few microseconds (varying), so that workers start some jobs in time and
+      // the launcher takes over others.
+      if (core == 0) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(l % 5);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      }
+    };
+    int afters = 0;
+    bool all_ran_before_after = false;
+    auto after = [&] {
+      ++afters;
+      all_ran_before_after = std::all_of(runs, runs + kCores, [](int r) { return r == 1; });
+    };
+    pool.run(kCores, job, own_job, after, detail::JobLines{});
+    ASSERT_EQ(afters, 1) << "launch " << l;
+    ASSERT_TRUE(all_ran_before_after) << "launch " << l;
+    ASSERT_TRUE(own[0]) << "launch " << l;
+    for (int c = 0; c < kCores; ++c) {
+      ASSERT_EQ(runs[c], 1) << "launch " << l << ", core " << c;
+      // A core ran on the launching thread exactly when it ran through the launcher's job.
+      ASSERT_EQ(own[c], on_launcher[c]) << "launch " << l << ", core " << c;
+      if (c > 0) (own[c] ? by_launcher : by_workers) += 1;
+    }
+  }
+  // The workers started some cores: the test would not see their side otherwise.
+  EXPECT_GT(by_workers, 0) << by_launcher << " cores of workers ran on the launcher";
 }
 
 }  // namespace
