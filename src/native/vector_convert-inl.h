@@ -44,7 +44,7 @@ HWY_INLINE void row_bf16_to_f32(DF df, const uint16_t* s, float* d, int64_t len,
 }
 
 template <class DF>
-HWY_INLINE void row_f32_to_bf16(DF df, const float* s, uint16_t* d, int64_t len) {
+HWY_INLINE void row_f32_to_bf16(DF df, const float* s, uint16_t* d, int64_t len, bool stream) {
   const hn::RebindToSigned<DF> di;
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<uint16_t, DF> d16;
@@ -52,15 +52,23 @@ HWY_INLINE void row_f32_to_bf16(DF df, const float* s, uint16_t* d, int64_t len)
   const auto bias = hn::Set(du, 0x7fffu);
   const auto one = hn::Set(du, 1u);
   const auto quiet = hn::Set(du, 0x00400000u);
-  int64_t j = 0;
-  for (; j + N <= len; j += N) {
+  auto value = [&](int64_t j) HWY_ATTR {
     const auto v = hn::LoadU(df, s + j);
     const auto u = hn::BitCast(du, v);
     const auto lsb = hn::And(hn::ShiftRight<16>(u), one);
     const auto r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(u, quiet),
                                   hn::Add(u, hn::Add(bias, lsb)));
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(r))), d16, d + j);
+    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(r)));
+  };
+  int64_t j = 0;
+  // An output block written once in place (the pipeline's hint) takes streaming stores, as the
+  // widening above does: its lines are not read first. Only where the narrowed vector is a whole
+  // register of at least 16 bytes: a streaming store of a partial one writes the whole register.
+  const int64_t bytes = N * static_cast<int64_t>(sizeof(uint16_t));
+  if (stream && bytes >= 16 && reinterpret_cast<uintptr_t>(d) % bytes == 0) {
+    for (; j + N <= len; j += N) hn::Stream(value(j), d16, d + j);
   }
+  for (; j + N <= len; j += N) hn::StoreU(value(j), d16, d + j);
   for (; j < len; ++j) d[j] = bfloat16(s[j]).bits;
 }
 
@@ -125,7 +133,8 @@ bool EvaluateFusedConvert(const plan::Plan& p) {
   }
   if (bf16 && src.dtype == DType::kFloat32) {
     fused_unary_rows(p, &src, [&](const std::byte* s, std::byte* d, int64_t len) HWY_ATTR {
-      row_f32_to_bf16(df, reinterpret_cast<const float*>(s), reinterpret_cast<uint16_t*>(d), len);
+      row_f32_to_bf16(df, reinterpret_cast<const float*>(s), reinterpret_cast<uint16_t*>(d), len,
+                      p.stream);
     });
     return true;
   }

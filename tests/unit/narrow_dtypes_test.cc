@@ -10,11 +10,13 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "native/vector_plan.h"
+#include "runtime/step_hints.h"
 #include "support/checked_support.h"
 #include "support/vector_targets.h"
 #include "tessera/tessera.h"
@@ -189,6 +191,66 @@ TEST(NarrowFloat, EvaluatorConversionsMatchOnEveryTarget) {
   EXPECT_GE(tessera::testing::on_every_vector_target(
                 [](const char* name) { check_vector_conversions(name); }),
             1);
+}
+
+// A bfloat16 <-> float32 conversion into an output block a pipeline streams (its hint,
+// src/runtime/step_hints.h) takes streaming stores in the rows aligned for them and regular stores
+// elsewhere: every value as the unhinted conversion stores it, on every target. Rows of 200
+// bfloat16 are 400 bytes apart, so rows 0 and 2 start aligned and row 1 does not; 200 leaves a
+// partial vector at the end of each row.
+TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
+  constexpr int64_t kRows = 3, kCols = 200, kN = kRows * kCols;
+  struct alignas(64) F32 {
+    float v[kN];
+  };
+  struct alignas(64) Bf16 {
+    bfloat16 v[kN];
+  };
+  auto x = std::make_unique<F32>();
+  uint32_t r = 12345;
+  for (int64_t i = 0; i < kN; ++i) {
+    r = r * 1664525u + 1013904223u;
+    x->v[i] = from_bits(r);
+  }
+  // Ties to even both ways, the largest finite value, infinities and NaNs among them.
+  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u,
+                              0xff800000u, 0x7fc00001u, 0xffa00000u, 0x00000001u};
+  for (int64_t i = 0; i < 8; ++i) x->v[i * 71] = from_bits(special[i]);
+  auto streamed = [](void* dst, int64_t bytes, auto&& convert) {
+    detail::StepHints h;
+    h.stream_lo[0] = static_cast<const std::byte*>(dst);
+    h.stream_hi[0] = static_cast<const std::byte*>(dst) + bytes;
+    h.num_stream = 1;
+    {
+      const detail::HintsScope scope(&h);
+      convert();
+    }
+    return h.streamed;
+  };
+  EXPECT_GE(
+      tessera::testing::on_every_vector_target([&](const char* name) {
+        SCOPED_TRACE(name);
+        const pltpu::VmemRef<float> xr(x->v, {kRows, kCols});
+        auto narrow_stored = std::make_unique<Bf16>();
+        auto narrow_streamed = std::make_unique<Bf16>();
+        pltpu::VmemRef<bfloat16>(narrow_stored->v, {kRows, kCols}) = xr.astype<bfloat16>();
+        EXPECT_TRUE(streamed(narrow_streamed->v, sizeof(Bf16), [&] {
+          pltpu::VmemRef<bfloat16>(narrow_streamed->v, {kRows, kCols}) = xr.astype<bfloat16>();
+        }));
+        EXPECT_EQ(std::memcmp(narrow_stored->v, narrow_streamed->v, sizeof(Bf16)), 0);
+        for (int64_t i = 0; i < kN; ++i) {
+          ASSERT_EQ(narrow_streamed->v[i].bits, bfloat16(x->v[i]).bits) << "element " << i;
+        }
+        const pltpu::VmemRef<bfloat16> nr(narrow_stored->v, {kRows, kCols});
+        auto wide_stored = std::make_unique<F32>();
+        auto wide_streamed = std::make_unique<F32>();
+        pltpu::VmemRef<float>(wide_stored->v, {kRows, kCols}) = nr.astype<float>();
+        EXPECT_TRUE(streamed(wide_streamed->v, sizeof(F32), [&] {
+          pltpu::VmemRef<float>(wide_streamed->v, {kRows, kCols}) = nr.astype<float>();
+        }));
+        EXPECT_EQ(std::memcmp(wide_stored->v, wide_streamed->v, sizeof(F32)), 0);
+      }),
+      1);
 }
 
 TEST(NarrowFloat, EveryNodeRoundsToItsDtype) {
