@@ -72,6 +72,23 @@ HWY_INLINE void row_f32_to_bf16(DF df, const float* s, uint16_t* d, int64_t len,
   for (; j < len; ++j) d[j] = bfloat16(s[j]).bits;
 }
 
+// Fills `len` elements at `d` with `v`: with streaming stores into a streamed output block (the
+// pipeline's hint) from the first element aligned for them, else with a plain fill.
+template <class D, class T>
+HWY_INLINE void fill_row(D dv, T* d, int64_t len, T v, bool stream) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(dv));
+  const int64_t bytes = N * static_cast<int64_t>(sizeof(T));
+  int64_t j = 0;
+  if (stream && len >= 2 * N) {
+    const auto x = hn::Set(dv, v);
+    for (; j < len && reinterpret_cast<uintptr_t>(d + j) % bytes != 0; ++j) d[j] = v;
+    if (reinterpret_cast<uintptr_t>(d + j) % bytes == 0) {
+      for (; j + N <= len; j += N) hn::Stream(x, dv, d + j);
+    }
+  }
+  std::fill(d + j, d + len, v);
+}
+
 // Calls row(src row, dst row, length) for every row of `p` (the source's element stride along
 // the rows is 1; a null source is a constant), and drains the pipeline's prefetch queue as rows
 // are stored.
@@ -110,11 +127,12 @@ bool EvaluateFusedConvert(const plan::Plan& p) {
   if ((!f32 && !bf16) || p.dst_stride[nd - 1] != 1) return false;
   if (p.nodes.size() == 1 && p.nodes[0].op == OpCode::kConst && p.nodes[0].dtype == p.dst_dtype) {
     const float v = p.nodes[0].fval;  // already of the destination's dtype
-    fused_unary_rows(p, nullptr, [&](const std::byte*, std::byte* d, int64_t len) {
+    fused_unary_rows(p, nullptr, [&](const std::byte*, std::byte* d, int64_t len) HWY_ATTR {
       if (f32) {
-        std::fill_n(reinterpret_cast<float*>(d), len, v);
+        fill_row(df, reinterpret_cast<float*>(d), len, v, p.stream);
       } else {
-        std::fill_n(reinterpret_cast<uint16_t*>(d), len, bfloat16(v).bits);
+        const hn::ScalableTag<uint16_t> du16;
+        fill_row(du16, reinterpret_cast<uint16_t*>(d), len, bfloat16(v).bits, p.stream);
       }
     });
     return true;

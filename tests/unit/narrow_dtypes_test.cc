@@ -5,6 +5,7 @@
 // scalar types and in the evaluator on every SIMD target this CPU has.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -197,7 +198,7 @@ TEST(NarrowFloat, EvaluatorConversionsMatchOnEveryTarget) {
 // src/runtime/step_hints.h) takes streaming stores in the rows aligned for them and regular stores
 // elsewhere: every value as the unhinted conversion stores it, on every target. Rows of 200
 // bfloat16 are 400 bytes apart, so rows 0 and 2 start aligned and row 1 does not; 200 leaves a
-// partial vector at the end of each row.
+// partial vector at the end of each row. Constant fills into such a block likewise.
 TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
   constexpr int64_t kRows = 3, kCols = 200, kN = kRows * kCols;
   struct alignas(64) F32 {
@@ -249,6 +250,21 @@ TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
           pltpu::VmemRef<float>(wide_streamed->v, {kRows, kCols}) = nr.astype<float>();
         }));
         EXPECT_EQ(std::memcmp(wide_stored->v, wide_streamed->v, sizeof(F32)), 0);
+        // Constant fills too, from one element past an aligned start (each row has a head
+        // before its first aligned element), around untouched first elements.
+        auto fill_f32 = std::make_unique<F32>();
+        auto fill_bf16 = std::make_unique<Bf16>();
+        std::fill_n(fill_f32->v, kN, 0.0f);
+        std::fill_n(fill_bf16->v, kN, bfloat16(0.0f));
+        pltpu::VmemRef<float> ff(fill_f32->v + 1, {kRows, kCols - 1}, {kCols, 1});
+        pltpu::VmemRef<bfloat16> fb(fill_bf16->v + 1, {kRows, kCols - 1}, {kCols, 1});
+        EXPECT_TRUE(streamed(fill_f32->v, sizeof(F32), [&] { ff = jnp::full_like(ff, 1.5f); }));
+        EXPECT_TRUE(streamed(fill_bf16->v, sizeof(Bf16), [&] { fb = jnp::full_like(fb, 2.5f); }));
+        for (int64_t i = 0; i < kN; ++i) {
+          const bool head = i % kCols == 0;
+          ASSERT_EQ(fill_f32->v[i], head ? 0.0f : 1.5f) << "element " << i;
+          ASSERT_EQ(fill_bf16->v[i].bits, head ? 0 : bfloat16(2.5f).bits) << "element " << i;
+        }
       }),
       1);
 }
