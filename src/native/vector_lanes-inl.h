@@ -365,10 +365,17 @@ void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int
       // Values are already rounded to bfloat16 by their node, so the low 16 bits are zero
       // (NaNs keep their quiet bit in the upper half): a shift is the conversion.
       auto* h = reinterpret_cast<uint16_t*>(p);
-      for (; j + N <= len; j += N) {
-        const auto bits = hn::ShiftRight<16>(hn::BitCast(du, hn::Load(df, in + j)));
-        hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, h + j);
+      auto value = [&](int64_t k) HWY_ATTR {
+        const auto bits = hn::ShiftRight<16>(hn::BitCast(du, hn::Load(df, in + k)));
+        return hn::DemoteTo(d16, hn::BitCast(di, bits));
+      };
+      // Streaming only where the narrowed vector is a whole register of 16 bytes or more (a
+      // streaming store of a partial one writes the whole register).
+      const int64_t bytes = N * static_cast<int64_t>(sizeof(uint16_t));
+      if (stream && bytes >= 16 && reinterpret_cast<uintptr_t>(h) % bytes == 0) {
+        for (; j + N <= len; j += N) hn::Stream(value(j), d16, h + j);
       }
+      for (; j + N <= len; j += N) hn::StoreU(value(j), d16, h + j);
     } else if (dt == DType::kFloat16) {
       auto* h = reinterpret_cast<uint16_t*>(p);
       for (; j + N <= len; j += N) {

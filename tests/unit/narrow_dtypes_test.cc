@@ -198,7 +198,8 @@ TEST(NarrowFloat, EvaluatorConversionsMatchOnEveryTarget) {
 // src/runtime/step_hints.h) takes streaming stores in the rows aligned for them and regular stores
 // elsewhere: every value as the unhinted conversion stores it, on every target. Rows of 200
 // bfloat16 are 400 bytes apart, so rows 0 and 2 start aligned and row 1 does not; 200 leaves a
-// partial vector at the end of each row. Constant fills into such a block likewise.
+// partial vector at the end of each row. Computed bfloat16 results and constant fills into such
+// a block likewise.
 TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
   constexpr int64_t kRows = 3, kCols = 200, kN = kRows * kCols;
   struct alignas(64) F32 {
@@ -250,6 +251,16 @@ TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
           pltpu::VmemRef<float>(wide_streamed->v, {kRows, kCols}) = nr.astype<float>();
         }));
         EXPECT_EQ(std::memcmp(wide_stored->v, wide_streamed->v, sizeof(F32)), 0);
+        // A computed bfloat16 result (the evaluator's general path) too.
+        auto lanes_stored = std::make_unique<Bf16>();
+        auto lanes_streamed = std::make_unique<Bf16>();
+        pltpu::VmemRef<bfloat16>(lanes_stored->v, {kRows, kCols}) =
+            (xr * 2.0f + 1.0f).astype<bfloat16>();
+        EXPECT_TRUE(streamed(lanes_streamed->v, sizeof(Bf16), [&] {
+          pltpu::VmemRef<bfloat16>(lanes_streamed->v, {kRows, kCols}) =
+              (xr * 2.0f + 1.0f).astype<bfloat16>();
+        }));
+        EXPECT_EQ(std::memcmp(lanes_stored->v, lanes_streamed->v, sizeof(Bf16)), 0);
         // Constant fills too, from one element past an aligned start (each row has a head
         // before its first aligned element), around untouched first elements.
         auto fill_f32 = std::make_unique<F32>();
