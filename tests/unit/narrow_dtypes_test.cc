@@ -194,23 +194,51 @@ TEST(NarrowFloat, EvaluatorConversionsMatchOnEveryTarget) {
             1);
 }
 
-// A bfloat16 <-> float32 conversion into an output block a pipeline streams (its hint,
-// src/runtime/step_hints.h) takes streaming stores in the rows aligned for them and regular stores
-// elsewhere: every value as the unhinted conversion stores it, on every target. Rows of 200
-// bfloat16 are 400 bytes apart, so rows 0 and 2 start aligned and row 1 does not; 200 leaves a
-// partial vector at the end of each row. Computed bfloat16 results and constant fills into such
-// a block likewise.
+// A (3, 200) block: rows of 200 bfloat16 are 400 bytes apart, so rows 0 and 2 start aligned for
+// streaming stores and row 1 does not, and 200 leaves a partial vector at the end of each row.
+constexpr int64_t kStreamRows = 3, kStreamCols = 200, kStreamN = kStreamRows * kStreamCols;
+template <class T>
+struct alignas(64) StreamBlock {
+  T v[kStreamN];
+};
+
+// Whether the evaluator took a pipeline's hint to stream into [dst, dst + bytes) (the hint of
+// src/runtime/step_hints.h) while `assign` ran.
+template <class F>
+bool with_stream_hint(const void* dst, int64_t bytes, F&& assign) {
+  detail::StepHints h;
+  h.stream_lo[0] = static_cast<const std::byte*>(dst);
+  h.stream_hi[0] = static_cast<const std::byte*>(dst) + bytes;
+  h.num_stream = 1;
+  {
+    const detail::HintsScope scope(&h);
+    assign();
+  }
+  return h.streamed;
+}
+
+// `value()` assigned to a block of T without the hint and with it: the hint taken, and the same
+// bytes stored. Returns the block stored with the hint.
+template <class T, class V>
+std::unique_ptr<StreamBlock<T>> stored_and_streamed(V&& value) {
+  auto stored = std::make_unique<StreamBlock<T>>();
+  auto streamed = std::make_unique<StreamBlock<T>>();
+  pltpu::VmemRef<T>(stored->v, {kStreamRows, kStreamCols}) = value();
+  EXPECT_TRUE(with_stream_hint(streamed->v, sizeof(StreamBlock<T>), [&] {
+    pltpu::VmemRef<T>(streamed->v, {kStreamRows, kStreamCols}) = value();
+  }));
+  EXPECT_EQ(std::memcmp(stored->v, streamed->v, sizeof(StreamBlock<T>)), 0);
+  return streamed;
+}
+
+// A bfloat16 <-> float32 conversion into an output block a pipeline streams takes streaming
+// stores in the rows aligned for them and regular stores elsewhere: every value as the unhinted
+// conversion stores it, on every target. Computed bfloat16 results and constant fills into such a
+// block likewise.
 TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
-  constexpr int64_t kRows = 3, kCols = 200, kN = kRows * kCols;
-  struct alignas(64) F32 {
-    float v[kN];
-  };
-  struct alignas(64) Bf16 {
-    bfloat16 v[kN];
-  };
-  auto x = std::make_unique<F32>();
+  auto x = std::make_unique<StreamBlock<float>>();
   uint32_t r = 12345;
-  for (int64_t i = 0; i < kN; ++i) {
+  for (int64_t i = 0; i < kStreamN; ++i) {
     r = r * 1664525u + 1013904223u;
     x->v[i] = from_bits(r);
   }
@@ -218,66 +246,38 @@ TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
   const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u,
                               0xff800000u, 0x7fc00001u, 0xffa00000u, 0x00000001u};
   for (int64_t i = 0; i < 8; ++i) x->v[i * 71] = from_bits(special[i]);
-  auto streamed = [](void* dst, int64_t bytes, auto&& convert) {
-    detail::StepHints h;
-    h.stream_lo[0] = static_cast<const std::byte*>(dst);
-    h.stream_hi[0] = static_cast<const std::byte*>(dst) + bytes;
-    h.num_stream = 1;
-    {
-      const detail::HintsScope scope(&h);
-      convert();
-    }
-    return h.streamed;
-  };
-  EXPECT_GE(
-      tessera::testing::on_every_vector_target([&](const char* name) {
-        SCOPED_TRACE(name);
-        const pltpu::VmemRef<float> xr(x->v, {kRows, kCols});
-        auto narrow_stored = std::make_unique<Bf16>();
-        auto narrow_streamed = std::make_unique<Bf16>();
-        pltpu::VmemRef<bfloat16>(narrow_stored->v, {kRows, kCols}) = xr.astype<bfloat16>();
-        EXPECT_TRUE(streamed(narrow_streamed->v, sizeof(Bf16), [&] {
-          pltpu::VmemRef<bfloat16>(narrow_streamed->v, {kRows, kCols}) = xr.astype<bfloat16>();
-        }));
-        EXPECT_EQ(std::memcmp(narrow_stored->v, narrow_streamed->v, sizeof(Bf16)), 0);
-        for (int64_t i = 0; i < kN; ++i) {
-          ASSERT_EQ(narrow_streamed->v[i].bits, bfloat16(x->v[i]).bits) << "element " << i;
-        }
-        const pltpu::VmemRef<bfloat16> nr(narrow_stored->v, {kRows, kCols});
-        auto wide_stored = std::make_unique<F32>();
-        auto wide_streamed = std::make_unique<F32>();
-        pltpu::VmemRef<float>(wide_stored->v, {kRows, kCols}) = nr.astype<float>();
-        EXPECT_TRUE(streamed(wide_streamed->v, sizeof(F32), [&] {
-          pltpu::VmemRef<float>(wide_streamed->v, {kRows, kCols}) = nr.astype<float>();
-        }));
-        EXPECT_EQ(std::memcmp(wide_stored->v, wide_streamed->v, sizeof(F32)), 0);
-        // A computed bfloat16 result (the evaluator's general path) too.
-        auto lanes_stored = std::make_unique<Bf16>();
-        auto lanes_streamed = std::make_unique<Bf16>();
-        pltpu::VmemRef<bfloat16>(lanes_stored->v, {kRows, kCols}) =
-            (xr * 2.0f + 1.0f).astype<bfloat16>();
-        EXPECT_TRUE(streamed(lanes_streamed->v, sizeof(Bf16), [&] {
-          pltpu::VmemRef<bfloat16>(lanes_streamed->v, {kRows, kCols}) =
-              (xr * 2.0f + 1.0f).astype<bfloat16>();
-        }));
-        EXPECT_EQ(std::memcmp(lanes_stored->v, lanes_streamed->v, sizeof(Bf16)), 0);
-        // Constant fills too, from one element past an aligned start (each row has a head
-        // before its first aligned element), around untouched first elements.
-        auto fill_f32 = std::make_unique<F32>();
-        auto fill_bf16 = std::make_unique<Bf16>();
-        std::fill_n(fill_f32->v, kN, 0.0f);
-        std::fill_n(fill_bf16->v, kN, bfloat16(0.0f));
-        pltpu::VmemRef<float> ff(fill_f32->v + 1, {kRows, kCols - 1}, {kCols, 1});
-        pltpu::VmemRef<bfloat16> fb(fill_bf16->v + 1, {kRows, kCols - 1}, {kCols, 1});
-        EXPECT_TRUE(streamed(fill_f32->v, sizeof(F32), [&] { ff = jnp::full_like(ff, 1.5f); }));
-        EXPECT_TRUE(streamed(fill_bf16->v, sizeof(Bf16), [&] { fb = jnp::full_like(fb, 2.5f); }));
-        for (int64_t i = 0; i < kN; ++i) {
-          const bool head = i % kCols == 0;
-          ASSERT_EQ(fill_f32->v[i], head ? 0.0f : 1.5f) << "element " << i;
-          ASSERT_EQ(fill_bf16->v[i].bits, head ? 0 : bfloat16(2.5f).bits) << "element " << i;
-        }
-      }),
-      1);
+  EXPECT_GE(tessera::testing::on_every_vector_target([&](const char* name) {
+              SCOPED_TRACE(name);
+              const pltpu::VmemRef<float> xr(x->v, {kStreamRows, kStreamCols});
+              const auto narrow =
+                  stored_and_streamed<bfloat16>([&] { return xr.astype<bfloat16>(); });
+              for (int64_t i = 0; i < kStreamN; ++i) {
+                ASSERT_EQ(narrow->v[i].bits, bfloat16(x->v[i]).bits) << "element " << i;
+              }
+              const pltpu::VmemRef<bfloat16> nr(narrow->v, {kStreamRows, kStreamCols});
+              stored_and_streamed<float>([&] { return nr.astype<float>(); });
+              // A computed bfloat16 result (the evaluator's general path).
+              stored_and_streamed<bfloat16>([&] { return (xr * 2.0f + 1.0f).astype<bfloat16>(); });
+              // Constant fills, from one element past an aligned start (each row has a head before
+              // its first aligned element), around untouched first elements.
+              auto fill_f32 = std::make_unique<StreamBlock<float>>();
+              auto fill_bf16 = std::make_unique<StreamBlock<bfloat16>>();
+              std::fill_n(fill_f32->v, kStreamN, 0.0f);
+              std::fill_n(fill_bf16->v, kStreamN, bfloat16(0.0f));
+              const Shape shape{kStreamRows, kStreamCols - 1};
+              pltpu::VmemRef<float> ff(fill_f32->v + 1, shape, {kStreamCols, 1});
+              pltpu::VmemRef<bfloat16> fb(fill_bf16->v + 1, shape, {kStreamCols, 1});
+              EXPECT_TRUE(with_stream_hint(fill_f32->v, sizeof(StreamBlock<float>),
+                                           [&] { ff = jnp::full_like(ff, 1.5f); }));
+              EXPECT_TRUE(with_stream_hint(fill_bf16->v, sizeof(StreamBlock<bfloat16>),
+                                           [&] { fb = jnp::full_like(fb, 2.5f); }));
+              for (int64_t i = 0; i < kStreamN; ++i) {
+                const bool head = i % kStreamCols == 0;
+                ASSERT_EQ(fill_f32->v[i], head ? 0.0f : 1.5f) << "element " << i;
+                ASSERT_EQ(fill_bf16->v[i].bits, head ? 0 : bfloat16(2.5f).bits) << "element " << i;
+              }
+            }),
+            1);
 }
 
 TEST(NarrowFloat, EveryNodeRoundsToItsDtype) {
