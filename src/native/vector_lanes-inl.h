@@ -345,6 +345,20 @@ void load_i(DI di, DType dt, const std::byte* p, int64_t stride, int64_t len, in
 // ---- stores: 32-bit lanes -> storage -----------------------------------------------------------
 // `stream`: non-temporal stores where the destination is vector-aligned (pipeline outputs
 // written once in place, see runtime/pipeline.cc).
+
+// q[j..] = value(j) a vector of `d` (N lanes of 32-bit values narrowed or not) at a time, from j
+// to the last whole vector of `len`; streaming when asked and q is aligned for it, and only where
+// the vector is a whole register of 16 bytes or more (a streaming store of a partial one writes
+// the whole register).
+template <class D, class T, class V>
+HWY_INLINE void store_vectors(D d, T* q, int64_t& j, int64_t len, int64_t N, bool stream, V value) {
+  const int64_t bytes = N * static_cast<int64_t>(sizeof(T));
+  if (stream && bytes >= 16 && reinterpret_cast<uintptr_t>(q) % bytes == 0) {
+    for (; j + N <= len; j += N) hn::Stream(value(j), d, q + j);
+  }
+  for (; j + N <= len; j += N) hn::StoreU(value(j), d, q + j);
+}
+
 template <class DF>
 void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int64_t len,
              bool stream) {
@@ -356,46 +370,35 @@ void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int
   int64_t j = 0;
   if (stride == 1) {
     if (dt == DType::kFloat32) {
-      float* f = reinterpret_cast<float*>(p);
-      if (stream && reinterpret_cast<uintptr_t>(f) % (N * sizeof(float)) == 0) {
-        for (; j + N <= len; j += N) hn::Stream(hn::Load(df, in + j), df, f + j);
-      }
-      for (; j + N <= len; j += N) hn::StoreU(hn::Load(df, in + j), df, f + j);
+      store_vectors(df, reinterpret_cast<float*>(p), j, len, N, stream,
+                    [&](int64_t k) HWY_ATTR { return hn::Load(df, in + k); });
     } else if (dt == DType::kBFloat16) {
       // Values are already rounded to bfloat16 by their node, so the low 16 bits are zero
       // (NaNs keep their quiet bit in the upper half): a shift is the conversion.
-      auto* h = reinterpret_cast<uint16_t*>(p);
-      auto value = [&](int64_t k) HWY_ATTR {
-        const auto bits = hn::ShiftRight<16>(hn::BitCast(du, hn::Load(df, in + k)));
-        return hn::DemoteTo(d16, hn::BitCast(di, bits));
-      };
-      // Streaming only where the narrowed vector is a whole register of 16 bytes or more (a
-      // streaming store of a partial one writes the whole register).
-      const int64_t bytes = N * static_cast<int64_t>(sizeof(uint16_t));
-      if (stream && bytes >= 16 && reinterpret_cast<uintptr_t>(h) % bytes == 0) {
-        for (; j + N <= len; j += N) hn::Stream(value(j), d16, h + j);
-      }
-      for (; j + N <= len; j += N) hn::StoreU(value(j), d16, h + j);
+      store_vectors(d16, reinterpret_cast<uint16_t*>(p), j, len, N, stream,
+                    [&](int64_t k) HWY_ATTR {
+                      const auto bits = hn::ShiftRight<16>(hn::BitCast(du, hn::Load(df, in + k)));
+                      return hn::DemoteTo(d16, hn::BitCast(di, bits));
+                    });
     } else if (dt == DType::kFloat16) {
-      auto* h = reinterpret_cast<uint16_t*>(p);
-      for (; j + N <= len; j += N) {
-        const auto v = hn::Load(df, in + j);
-        if constexpr (kF16C) {
-          const hn::Rebind<hwy::float16_t, DF> dh;
-          hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(h) + j);
-        } else {
-          const auto bits =
-              encode_narrow<Float16Format>(df, round_narrow_vec<Float16Format>(df, v));
-          hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, h + j);
-        }
+      if constexpr (kF16C) {
+        const hn::Rebind<hwy::float16_t, DF> dh;
+        store_vectors(dh, reinterpret_cast<hwy::float16_t*>(p), j, len, N, stream,
+                      [&](int64_t k) HWY_ATTR { return hn::DemoteTo(dh, hn::Load(df, in + k)); });
+      } else {
+        store_vectors(d16, reinterpret_cast<uint16_t*>(p), j, len, N, stream,
+                      [&](int64_t k) HWY_ATTR {
+                        const auto bits = encode_narrow<Float16Format>(
+                            df, round_narrow_vec<Float16Format>(df, hn::Load(df, in + k)));
+                        return hn::DemoteTo(d16, hn::BitCast(di, bits));
+                      });
       }
     } else {
       // float8: rounded again (a no-op on values already of the format) and encoded.
-      auto* b = reinterpret_cast<uint8_t*>(p);
-      for (; j + N <= len; j += N) {
-        const auto bits = encode_f8(df, dt, hn::Load(df, in + j));
-        hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, bits)), d8, b + j);
-      }
+      store_vectors(d8, reinterpret_cast<uint8_t*>(p), j, len, N, stream, [&](int64_t k) HWY_ATTR {
+        const auto bits = encode_f8(df, dt, hn::Load(df, in + k));
+        return hn::DemoteTo(d8, hn::BitCast(di, bits));
+      });
     }
   }
   const int64_t isz = itemsize(dt);
@@ -433,18 +436,15 @@ void store_i(DI di, DType dt, const int32_t* in, std::byte* p, int64_t stride, i
   // Lanes already hold values in the dtype's range (wrapped by their node), so the saturating
   // demotions never saturate.
   auto narrow = [&](auto dn) HWY_ATTR {
-    auto* q = reinterpret_cast<hn::TFromD<decltype(dn)>*>(p);
-    for (; j + N <= len; j += N) hn::StoreU(hn::DemoteTo(dn, hn::Load(di, in + j)), dn, q + j);
+    store_vectors(dn, reinterpret_cast<hn::TFromD<decltype(dn)>*>(p), j, len, N, stream,
+                  [&](int64_t k) HWY_ATTR { return hn::DemoteTo(dn, hn::Load(di, in + k)); });
   };
   if (stride == 1) {
     switch (dt) {
       case DType::kInt32:
       case DType::kUInt32: {
-        auto* q = reinterpret_cast<int32_t*>(p);
-        if (stream && reinterpret_cast<uintptr_t>(q) % (N * sizeof(int32_t)) == 0) {
-          for (; j + N <= len; j += N) hn::Stream(hn::Load(di, in + j), di, q + j);
-        }
-        for (; j + N <= len; j += N) hn::StoreU(hn::Load(di, in + j), di, q + j);
+        store_vectors(di, reinterpret_cast<int32_t*>(p), j, len, N, stream,
+                      [&](int64_t k) HWY_ATTR { return hn::Load(di, in + k); });
         break;
       }
       case DType::kInt16:
@@ -462,11 +462,11 @@ void store_i(DI di, DType dt, const int32_t* in, std::byte* p, int64_t stride, i
       case DType::kInt2: {
         // The low bits of each value (ml_dtypes' layout): masked, then in uint8's range.
         const hn::Rebind<uint8_t, DI> d8;
-        auto* q = reinterpret_cast<uint8_t*>(p);
         const auto mask = hn::Set(di, (1 << int_bits(dt)) - 1);
-        for (; j + N <= len; j += N) {
-          hn::StoreU(hn::DemoteTo(d8, hn::And(hn::Load(di, in + j), mask)), d8, q + j);
-        }
+        store_vectors(d8, reinterpret_cast<uint8_t*>(p), j, len, N, stream,
+                      [&](int64_t k) HWY_ATTR {
+                        return hn::DemoteTo(d8, hn::And(hn::Load(di, in + k), mask));
+                      });
         break;
       }
       default:

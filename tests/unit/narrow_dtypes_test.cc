@@ -233,8 +233,8 @@ std::unique_ptr<StreamBlock<T>> stored_and_streamed(V&& value) {
 
 // A bfloat16 <-> float32 conversion into an output block a pipeline streams takes streaming
 // stores in the rows aligned for them and regular stores elsewhere: every value as the unhinted
-// conversion stores it, on every target. Computed bfloat16 results and constant fills into such a
-// block likewise.
+// conversion stores it, on every target. Computed results of every width and constant fills into
+// such a block likewise.
 TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
   auto x = std::make_unique<StreamBlock<float>>();
   uint32_t r = 12345;
@@ -246,38 +246,49 @@ TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
   const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u,
                               0xff800000u, 0x7fc00001u, 0xffa00000u, 0x00000001u};
   for (int64_t i = 0; i < 8; ++i) x->v[i * 71] = from_bits(special[i]);
-  EXPECT_GE(tessera::testing::on_every_vector_target([&](const char* name) {
-              SCOPED_TRACE(name);
-              const pltpu::VmemRef<float> xr(x->v, {kStreamRows, kStreamCols});
-              const auto narrow =
-                  stored_and_streamed<bfloat16>([&] { return xr.astype<bfloat16>(); });
-              for (int64_t i = 0; i < kStreamN; ++i) {
-                ASSERT_EQ(narrow->v[i].bits, bfloat16(x->v[i]).bits) << "element " << i;
-              }
-              const pltpu::VmemRef<bfloat16> nr(narrow->v, {kStreamRows, kStreamCols});
-              stored_and_streamed<float>([&] { return nr.astype<float>(); });
-              // A computed bfloat16 result (the evaluator's general path).
-              stored_and_streamed<bfloat16>([&] { return (xr * 2.0f + 1.0f).astype<bfloat16>(); });
-              // Constant fills, from one element past an aligned start (each row has a head before
-              // its first aligned element), around untouched first elements.
-              auto fill_f32 = std::make_unique<StreamBlock<float>>();
-              auto fill_bf16 = std::make_unique<StreamBlock<bfloat16>>();
-              std::fill_n(fill_f32->v, kStreamN, 0.0f);
-              std::fill_n(fill_bf16->v, kStreamN, bfloat16(0.0f));
-              const Shape shape{kStreamRows, kStreamCols - 1};
-              pltpu::VmemRef<float> ff(fill_f32->v + 1, shape, {kStreamCols, 1});
-              pltpu::VmemRef<bfloat16> fb(fill_bf16->v + 1, shape, {kStreamCols, 1});
-              EXPECT_TRUE(with_stream_hint(fill_f32->v, sizeof(StreamBlock<float>),
-                                           [&] { ff = jnp::full_like(ff, 1.5f); }));
-              EXPECT_TRUE(with_stream_hint(fill_bf16->v, sizeof(StreamBlock<bfloat16>),
-                                           [&] { fb = jnp::full_like(fb, 2.5f); }));
-              for (int64_t i = 0; i < kStreamN; ++i) {
-                const bool head = i % kStreamCols == 0;
-                ASSERT_EQ(fill_f32->v[i], head ? 0.0f : 1.5f) << "element " << i;
-                ASSERT_EQ(fill_bf16->v[i].bits, head ? 0 : bfloat16(2.5f).bits) << "element " << i;
-              }
-            }),
-            1);
+  auto ints = std::make_unique<StreamBlock<int32_t>>();
+  for (int64_t i = 0; i < kStreamN; ++i)
+    ints->v[i] = static_cast<int32_t>(i * 7919 % 100003) - 50000;
+  EXPECT_GE(
+      tessera::testing::on_every_vector_target([&](const char* name) {
+        SCOPED_TRACE(name);
+        const pltpu::VmemRef<float> xr(x->v, {kStreamRows, kStreamCols});
+        const auto narrow = stored_and_streamed<bfloat16>([&] { return xr.astype<bfloat16>(); });
+        for (int64_t i = 0; i < kStreamN; ++i) {
+          ASSERT_EQ(narrow->v[i].bits, bfloat16(x->v[i]).bits) << "element " << i;
+        }
+        const pltpu::VmemRef<bfloat16> nr(narrow->v, {kStreamRows, kStreamCols});
+        stored_and_streamed<float>([&] { return nr.astype<float>(); });
+        // Computed results of every width (the evaluator's general path, and float32's fused one).
+        stored_and_streamed<bfloat16>([&] { return (xr * 2.0f + 1.0f).astype<bfloat16>(); });
+        stored_and_streamed<float16>([&] { return (xr * 2.0f).astype<float16>(); });
+        stored_and_streamed<float8_e4m3fn>([&] { return (xr * 2.0f).astype<float8_e4m3fn>(); });
+        stored_and_streamed<float>([&] { return xr * 2.0f + 1.0f; });
+        const pltpu::VmemRef<int32_t> ir(ints->v, {kStreamRows, kStreamCols});
+        stored_and_streamed<int32_t>([&] { return ir * 3 + 1; });
+        stored_and_streamed<int16_t>([&] { return (ir * 3 + 1).astype<int16_t>(); });
+        stored_and_streamed<int8_t>([&] { return (ir * 3 + 1).astype<int8_t>(); });
+        stored_and_streamed<uint8_t>([&] { return (ir * 3 + 1).astype<uint8_t>(); });
+        // Constant fills, from one element past an aligned start (each row has a head before
+        // its first aligned element), around untouched first elements.
+        auto fill_f32 = std::make_unique<StreamBlock<float>>();
+        auto fill_bf16 = std::make_unique<StreamBlock<bfloat16>>();
+        std::fill_n(fill_f32->v, kStreamN, 0.0f);
+        std::fill_n(fill_bf16->v, kStreamN, bfloat16(0.0f));
+        const Shape shape{kStreamRows, kStreamCols - 1};
+        pltpu::VmemRef<float> ff(fill_f32->v + 1, shape, {kStreamCols, 1});
+        pltpu::VmemRef<bfloat16> fb(fill_bf16->v + 1, shape, {kStreamCols, 1});
+        EXPECT_TRUE(with_stream_hint(fill_f32->v, sizeof(StreamBlock<float>),
+                                     [&] { ff = jnp::full_like(ff, 1.5f); }));
+        EXPECT_TRUE(with_stream_hint(fill_bf16->v, sizeof(StreamBlock<bfloat16>),
+                                     [&] { fb = jnp::full_like(fb, 2.5f); }));
+        for (int64_t i = 0; i < kStreamN; ++i) {
+          const bool head = i % kStreamCols == 0;
+          ASSERT_EQ(fill_f32->v[i], head ? 0.0f : 1.5f) << "element " << i;
+          ASSERT_EQ(fill_bf16->v[i].bits, head ? 0 : bfloat16(2.5f).bits) << "element " << i;
+        }
+      }),
+      1);
 }
 
 TEST(NarrowFloat, EveryNodeRoundsToItsDtype) {
