@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "native/vector_plan.h"
+#include "native/vector_store-inl.h"
 #include "runtime/step_hints.h"
 #include "tessera/dtype.h"
 
@@ -32,14 +33,10 @@ HWY_INLINE void row_bf16_to_f32(DF df, const uint16_t* s, float* d, int64_t len,
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<uint16_t, DF> d16;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto value = [&](int64_t j) HWY_ATTR {
-    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, s + j))));
-  };
   int64_t j = 0;
-  if (stream && reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0) {
-    for (; j + N <= len; j += N) hn::Stream(value(j), df, d + j);
-  }
-  for (; j + N <= len; j += N) hn::StoreU(value(j), df, d + j);
+  store_vectors(df, d, j, len, N, stream, [&](int64_t k) HWY_ATTR {
+    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, s + k))));
+  });
   for (; j < len; ++j) d[j] = static_cast<float>(bfloat16::from_bits(s[j]));
 }
 
@@ -52,23 +49,16 @@ HWY_INLINE void row_f32_to_bf16(DF df, const float* s, uint16_t* d, int64_t len,
   const auto bias = hn::Set(du, 0x7fffu);
   const auto one = hn::Set(du, 1u);
   const auto quiet = hn::Set(du, 0x00400000u);
-  auto value = [&](int64_t j) HWY_ATTR {
-    const auto v = hn::LoadU(df, s + j);
+  int64_t j = 0;
+  // An output block written once in place takes streaming stores, as the widening above does.
+  store_vectors(d16, d, j, len, N, stream, [&](int64_t k) HWY_ATTR {
+    const auto v = hn::LoadU(df, s + k);
     const auto u = hn::BitCast(du, v);
     const auto lsb = hn::And(hn::ShiftRight<16>(u), one);
     const auto r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(u, quiet),
                                   hn::Add(u, hn::Add(bias, lsb)));
     return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(r)));
-  };
-  int64_t j = 0;
-  // An output block written once in place (the pipeline's hint) takes streaming stores, as the
-  // widening above does: its lines are not read first. Only where the narrowed vector is a whole
-  // register of at least 16 bytes: a streaming store of a partial one writes the whole register.
-  const int64_t bytes = N * static_cast<int64_t>(sizeof(uint16_t));
-  if (stream && bytes >= 16 && reinterpret_cast<uintptr_t>(d) % bytes == 0) {
-    for (; j + N <= len; j += N) hn::Stream(value(j), d16, d + j);
-  }
-  for (; j + N <= len; j += N) hn::StoreU(value(j), d16, d + j);
+  });
   for (; j < len; ++j) d[j] = bfloat16(s[j]).bits;
 }
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "native/vector_store-inl.h"
 #include "tessera/detail/narrow_float.h"
 #include "tessera/dtype.h"
 
@@ -344,21 +345,7 @@ void load_i(DI di, DType dt, const std::byte* p, int64_t stride, int64_t len, in
 
 // ---- stores: 32-bit lanes -> storage -----------------------------------------------------------
 // `stream`: non-temporal stores where the destination is vector-aligned (pipeline outputs
-// written once in place, see runtime/pipeline.cc).
-
-// q[j..] = value(j) a vector of `d` (N lanes of 32-bit values narrowed or not) at a time, from j
-// to the last whole vector of `len`; streaming when asked and q is aligned for it, and only where
-// the vector is a whole register of 16 bytes or more (a streaming store of a partial one writes
-// the whole register).
-template <class D, class T, class V>
-HWY_INLINE void store_vectors(D d, T* q, int64_t& j, int64_t len, int64_t N, bool stream, V value) {
-  const int64_t bytes = N * static_cast<int64_t>(sizeof(T));
-  if (stream && bytes >= 16 && reinterpret_cast<uintptr_t>(q) % bytes == 0) {
-    for (; j + N <= len; j += N) hn::Stream(value(j), d, q + j);
-  }
-  for (; j + N <= len; j += N) hn::StoreU(value(j), d, q + j);
-}
-
+// written once in place, see runtime/pipeline.cc; store_vectors, vector_store-inl.h).
 template <class DF>
 void store_f(DF df, DType dt, const float* in, std::byte* p, int64_t stride, int64_t len,
              bool stream) {

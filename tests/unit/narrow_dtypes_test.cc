@@ -231,11 +231,10 @@ std::unique_ptr<StreamBlock<T>> stored_and_streamed(V&& value) {
   return streamed;
 }
 
-// A bfloat16 <-> float32 conversion into an output block a pipeline streams takes streaming
-// stores in the rows aligned for them and regular stores elsewhere: every value as the unhinted
-// conversion stores it, on every target. Computed results of every width and constant fills into
-// such a block likewise.
-TEST(NarrowDtypes, StreamedBf16ConversionsEqualStoredOnes) {
+// Stores into an output block a pipeline streams take streaming stores in the rows aligned for
+// them and regular stores elsewhere: every value as the unhinted store writes it, on every target,
+// for bfloat16 <-> float32 conversions, computed results of every width and constant fills.
+TEST(NarrowDtypes, StreamedStoresEqualRegularOnes) {
   auto x = std::make_unique<StreamBlock<float>>();
   uint32_t r = 12345;
   for (int64_t i = 0; i < kStreamN; ++i) {
