@@ -17,6 +17,7 @@
 //                                                    //  [4. 5. 6.]]
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -111,7 +112,9 @@ class Array {
       : shape_(std::move(shape)) {
     detail::check_shape_valid(shape_, sizeof(T), where);
     allocate(false, where);
-    for (int64_t i = 0; i < size(); ++i) data()[i] = fill;
+    // The count taken once: size() is a checked product of the extents, which the compiler
+    // cannot hoist out of a loop that stores through data().
+    std::fill_n(data(), size(), fill);
   }
   /// Array of `shape` holding `values` in row-major order; their count must equal the size.
   Array(Shape shape, std::initializer_list<T> values,
