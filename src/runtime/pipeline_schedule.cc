@@ -92,17 +92,12 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   const SmallVec& global = identity_ ? local : eval_global_;
   // The index maps run for the step at `local`, which is ahead of the running one when they
   // are evaluated for prefetching: errors raised in them name that step (the one that asked).
-  ErrorContext* ctx = error_context_;
-  struct Restore {
-    ErrorContext* ctx;
-    std::vector<int64_t>& saved;
-    ~Restore() {
-      if (ctx != nullptr) ctx->grid_step.swap(saved);
+  // It is left there: the pipeline's step loop (src/runtime/pipeline.cc) writes the running
+  // step's point before anything else reads it, and restores an outer grid's when it returns.
+  if (ErrorContext* ctx = error_context_; ctx != nullptr) {
+    if (ctx->grid_step.size() != static_cast<size_t>(global.size())) {
+      ctx->grid_step.resize(static_cast<size_t>(global.size()));
     }
-  } restore{ctx, saved_step_};
-  if (ctx != nullptr) {
-    ctx->grid_step.swap(saved_step_);
-    ctx->grid_step.resize(static_cast<size_t>(global.size()));
     copy_indices(global.data(), global.size(), ctx->grid_step.data());
   }
   for (size_t k = 0; k < specs_.size(); ++k) {

@@ -117,7 +117,6 @@ class PipelineCursor {
   // per slot and step, however many operands and questions read them.
   std::vector<uint8_t> moved_;
   std::vector<uint8_t> moves_;
-  std::vector<int64_t> saved_step_;        // the error context's grid step while eval runs
   ErrorContext* error_context_ = nullptr;  // the calling thread's (core/error_context.h)
 };
 

@@ -150,6 +150,41 @@ TEST(DirectBinary, EveryOpAndFormGivesThePlannedBitsOnEveryTarget) {
   EXPECT_GE(tried, 1);
 }
 
+// Pallas' spelling, `o_ref[...] = x_ref[...] + y_ref[...]`: the items are the refs themselves,
+// so the statement takes the same direct path.
+TEST(DirectBinary, RefItemsAsPallasWritesThemTakeTheDirectPath) {
+  tessera::testing::on_every_vector_target([](const char* target) {
+    SCOPED_TRACE(target);
+    expect_same_bits(
+        "add items",
+        [](auto a, auto b, auto o, bool plan) {
+          if (plan)
+            planned(o, a + b);
+          else
+            o[pl::ellipsis] = a[pl::ellipsis] + b[pl::ellipsis];
+        },
+        [](float a, float b) { return a + b; });
+    expect_same_bits(
+        "mul item scalar",
+        [](auto a, auto, auto o, bool plan) {
+          if (plan)
+            planned(o, a * 3.0f);
+          else
+            o[pl::ellipsis] = a[pl::ellipsis] * 3.0f;
+        },
+        [](float a, float) { return a * 3.0f; });
+    expect_same_bits(
+        "sub scalar item",
+        [](auto, auto b, auto o, bool plan) {
+          if (plan)
+            planned(o, 1.0f - b);
+          else
+            o[pl::ellipsis] = 1.0f - b[pl::ellipsis];
+        },
+        [](float, float b) { return 1.0f - b; });
+  });
+}
+
 // jnp.maximum / jnp.minimum: NaN if either operand is NaN.
 float nan_max(float a, float b) {
   return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::max(a, b);

@@ -251,6 +251,9 @@ struct DirectOperand<RefLeaf<T, S>> {
   }
   static float value(const RefLeaf<T, S>&) { return 0.0f; }
 };
+// `x_ref[...]` (Pallas' spelling) is the ref leaf itself.
+template <class T, MemorySpace S>
+struct DirectOperand<RefItem<T, S>> : DirectOperand<RefLeaf<T, S>> {};
 template <class T>
 struct DirectOperand<ScalarExpr<T>> {
   static constexpr bool kRef = false, kScalar = std::is_same_v<T, float>;
