@@ -115,11 +115,7 @@ void PipelineCursor::advance() {
   }
   ++step_;
   copy_indices(next_local_.data(), next_local_.size(), local_.data());  // same rank
-  if (identity_) {
-    copy_indices(local_.data(), local_.size(), global_.data());
-  } else {
-    to_global(local_, global_);
-  }
+  if (!identity_) to_global(local_, global_);  // (else grid_point() is local_ itself)
   // Rotate the index vectors (eval overwrites next_'s elements in place): no allocation per
   // step. What moved from the last step to this one is what was to move.
   std::swap(cur_, next_);

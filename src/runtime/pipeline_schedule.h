@@ -67,7 +67,7 @@ class PipelineCursor {
   int64_t step() const noexcept { return step_; }
   int64_t num_steps() const noexcept { return num_steps_; }
   /// The global grid point of this step (what pl::program_id reports).
-  const SmallVec& grid_point() const noexcept { return global_; }
+  const SmallVec& grid_point() const noexcept { return identity_ ? local_ : global_; }
   /// The block indices of operand `k` (inputs first) at this step.
   const pl::Indices& block(int k) const { return cur_[at(k)]; }
   /// Whether input `i` needs its block copied in before this step's body.
@@ -108,7 +108,7 @@ class PipelineCursor {
   bool has_next_ = false;
   SmallVec local_;
   SmallVec next_local_;
-  SmallVec global_;
+  SmallVec global_;       // the global point when not identity_
   SmallVec eval_global_;  // eval's global point (when not identity_)
   std::vector<pl::Indices> cur_;
   std::vector<pl::Indices> next_;
