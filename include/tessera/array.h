@@ -112,8 +112,8 @@ class Array {
       : shape_(std::move(shape)) {
     detail::check_shape_valid(shape_, sizeof(T), where);
     allocate(false, where);
-    // The count taken once: size() is a checked product of the extents, which the compiler
-    // cannot hoist out of a loop that stores through data().
+    // The count taken once: size() is a checked product of the extents, and a loop bounded by
+    // it recomputed that product for every element (GCC 12, -O3) and stored one at a time.
     std::fill_n(data(), size(), fill);
   }
   /// Array of `shape` holding `values` in row-major order; their count must equal the size.
