@@ -153,6 +153,8 @@ nlohmann::json bench_steps(int64_t steps, int cores, int repeats) {
   Array<float> x({steps * 8, 128}, 1.0f);
   // Seconds of each repeat, per core.
   std::vector<double> t(static_cast<size_t>(repeats * cores), 0.0);
+  // The throughput probe on each core's thread before each repeat (bench_timing.h).
+  std::vector<double> probe(t.size(), 0.0);
   auto kernel = pl::kernel(pl::out_type<float>({steps * 8, 128}),
                            pltpu::TensorCoreMesh("core", cores), pl::name("empty_pipeline"))(
       [&](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<float> o_hbm) {
@@ -164,6 +166,7 @@ nlohmann::json bench_steps(int64_t steps, int cores, int repeats) {
             pltpu::dimension_semantics(pltpu::PARALLEL));
         pipeline(x_hbm, o_hbm);  // warm-up
         for (int r = 0; r < repeats; ++r) {
+          probe[static_cast<size_t>(r * cores + core)] = throughput_probe_ns();
           const auto t0 = std::chrono::steady_clock::now();
           pipeline(x_hbm, o_hbm);
           t[static_cast<size_t>(r * cores + core)] =
@@ -184,6 +187,8 @@ nlohmann::json bench_steps(int64_t steps, int cores, int repeats) {
   j["seconds_per_step"] = {{"min", st.min}, {"median", st.median}, {"max", st.max}};
   j["ns_per_step"] = st.median * 1e9;
   j["target_ns_per_step"] = 100;
+  const Stats sp = stats_of(probe);
+  j["throughput_probe_ns"] = {{"min", sp.min}, {"median", sp.median}, {"max", sp.max}};
   return j;
 }
 
@@ -405,7 +410,9 @@ int run_steps_command(const BenchArgs& a) {
     std::cout << "empty-body pipeline, " << steps << " steps of (8, 128) blocks on "
               << j["cores"].get<int>() << (j["cores"].get<int>() == 1 ? " core" : " cores") << ": "
               << j["ns_per_step"].get<double>() << " ns per step (median of "
-              << j["repeats"].get<int>() << " runs; target 100 ns)\n";
+              << j["repeats"].get<int>() << " runs; target 100 ns); throughput probe "
+              << j["throughput_probe_ns"]["median"].get<double>()
+              << " ns an iteration on the same thread (docs/performance.md)\n";
   }
   return 0;
 }

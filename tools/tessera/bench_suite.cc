@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench_command.h"
+#include "bench_timing.h"
 #include "matmul.h"
 #include "tessera/tessera.h"
 
@@ -232,7 +233,11 @@ int run_suite(int cores, bool quick, bool json, int repeats_override) {
   for (const Item& it : items) {
     std::cerr << "tessera bench suite: [" << ++i << "/" << items.size() << "] " << it.what << "\n"
               << std::flush;
-    const nlohmann::ordered_json line = it.run();
+    // The throughput probe before and after the benchmark, on the calling thread
+    // (bench_timing.h): how much of its core this thread got around the figures.
+    const double probe_before = throughput_probe_ns();
+    nlohmann::ordered_json line = it.run();
+    line["throughput_probe_ns"] = {{"before", probe_before}, {"after", throughput_probe_ns()}};
     ok = line_ok(line) && ok;
     print_line(line, json);
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -32,6 +33,34 @@ double seconds(F&& f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Nanoseconds per iteration of a fixed loop of six independent integer chains, a few hundred
+/// microseconds long: a probe of how much of its core the calling thread gets. Where the host of
+/// a VM runs something else on the same physical core, code that retires several instructions
+/// per cycle slows by up to 2x while the clock (and a dependent chain's latency) does not
+/// (docs/performance.md, "The VM's slow state"); benchmarks whose figures are bound by
+/// instructions record it beside them, so that a reader can tell the machine's state from a
+/// change of ours.
+inline double throughput_probe_ns(int iterations = 200000) {
+  volatile uint64_t seed = 1;
+  uint64_t a = seed, b = a + 1, c = a + 2, d = a + 3, e = a + 4, f = a + 5;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    const auto u = static_cast<uint64_t>(i);
+    a += b ^ u;
+    b += c ^ u;
+    c += d ^ u;
+    d += e ^ u;
+    e += f ^ u;
+    f += a ^ u;
+    // Keeps the six chains in registers and the loop as written (no vectorising, no folding).
+    asm volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f));
+  }
+  const double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  seed = a + b + c + d + e + f;
+  return ns / iterations;
 }
 
 /// Seconds per call of `f` over `calls` back-to-back calls, after the same pause as seconds().
