@@ -471,12 +471,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   starting_.assign(num_outputs(), 1);
   for (; !cursor.done(); cursor.advance()) {
     const SpanEvent step_event(EventKind::kStep, config_.op, cursor.step());
-    // The error context's grid point: same rank every step, so copied in place.
-    const SmallVec& point = cursor.grid_point();
-    if (ctx_.grid_step.size() != static_cast<size_t>(point.size())) {
-      ctx_.grid_step.resize(static_cast<size_t>(point.size()));
-    }
-    copy_indices(point.data(), point.size(), ctx_.grid_step.data());
+    write_grid_step(cursor.grid_point(), ctx_.grid_step);  // what pl::program_id reads
     if (observes_steps_) engine_.pipeline_step_begins(ctx_);
     begin_step(cursor);
     set_hints(cursor);

@@ -94,12 +94,7 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
   // are evaluated for prefetching: errors raised in them name that step (the one that asked).
   // It is left there: the pipeline's step loop (src/runtime/pipeline.cc) writes the running
   // step's point before anything else reads it, and restores an outer grid's when it returns.
-  if (ErrorContext* ctx = error_context_; ctx != nullptr) {
-    if (ctx->grid_step.size() != static_cast<size_t>(global.size())) {
-      ctx->grid_step.resize(static_cast<size_t>(global.size()));
-    }
-    copy_indices(global.data(), global.size(), ctx->grid_step.data());
-  }
+  if (error_context_ != nullptr) write_grid_step(global, error_context_->grid_step);
   for (size_t k = 0; k < specs_.size(); ++k) {
     // An operand with an earlier one's map reads that one's indices (at()): not evaluated.
     if (at_[k] != k) continue;

@@ -43,6 +43,15 @@ inline void copy_indices(const int64_t* src, int n, int64_t* dst) noexcept {
   for (int i = 0; i < n; ++i) dst[i] = src[i];
 }
 
+/// Writes a grid point into an error context's step (the same rank at every step of a pipeline,
+/// so resized only when it changes, and copied in place).
+inline void write_grid_step(const SmallVec& point, std::vector<int64_t>& step) {
+  if (step.size() != static_cast<size_t>(point.size())) {
+    step.resize(static_cast<size_t>(point.size()));
+  }
+  copy_indices(point.data(), point.size(), step.data());
+}
+
 class PipelineCursor {
  public:
   /// `specs` are the inputs then the outputs; `local_grid` and `offset` come from the core's

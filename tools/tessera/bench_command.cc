@@ -108,9 +108,7 @@ nlohmann::json bench_add(const AddOptions& o) {
   j["ratio_gbps"] = sr.median / sp.median;
   // Each repeat times the two back to back, so their ratio cancels the drift of this machine's
   // memory bandwidth between repeats; the median of those ratios is the steadier figure.
-  std::vector<double> paired;
-  for (size_t r = 0; r < t_pipe.size(); ++r) paired.push_back(t_plain[r] / t_pipe[r]);
-  j["ratio_paired"] = stats_of(paired).median;
+  j["ratio_paired"] = paired_ratio(t_plain, t_pipe);
   if (!t_checked.empty()) {
     const Stats sc = stats_of(t_checked);
     j["checked"] = {{"seconds", {{"min", sc.min}, {"median", sc.median}, {"max", sc.max}}},

@@ -280,11 +280,7 @@ BestReference best_reference(const std::vector<Timed>& refs, const std::vector<d
     }
     best.min = std::min(best.min, s.min);
   }
-  if (best_t != nullptr && best_t->t.size() == ours.size() && !ours.empty()) {
-    std::vector<double> ratios;
-    for (size_t r = 0; r < ours.size(); ++r) ratios.push_back(best_t->t[r] / ours[r]);
-    best.paired = stats_of(ratios).median;
-  }
+  if (best_t != nullptr) best.paired = paired_ratio(best_t->t, ours);
   return best;
 }
 

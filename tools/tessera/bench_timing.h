@@ -22,6 +22,16 @@ inline Stats stats_of(std::vector<double> v) {
   return {v.front(), v[v.size() / 2], v.back()};
 }
 
+/// The median over repeats of `ref[r] / ours[r]` (times of the same repeat, taken back to back):
+/// where the machine changes speed between repeats it moves both sides of each ratio, not the
+/// ratio of two medians that may come from different states. 0 when the counts differ or are 0.
+inline double paired_ratio(const std::vector<double>& ref, const std::vector<double>& ours) {
+  if (ref.size() != ours.size() || ours.empty()) return 0;
+  std::vector<double> ratios;
+  for (size_t r = 0; r < ours.size(); ++r) ratios.push_back(ref[r] / ours[r]);
+  return stats_of(ratios).median;
+}
+
 /// Seconds that `f` takes, measured after a pause. Runtimes keep their threads spinning for a
 /// while after a parallel region (libgomp for a few milliseconds, OpenBLAS longer, Tessera's
 /// pool 200 µs); on a machine with as many cores as threads, a spinning thread left by the
