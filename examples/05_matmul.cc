@@ -69,6 +69,19 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
     if (c * c * 4 <= 2 * l2) cap = c;
   }
+  // float32 with a B block past half the L2: the tile GEMM packs the block's B one 64-column
+  // panel at a time and streams the block's A past each panel (src/native/gemm.cc), so packing
+  // costs in proportion to 1 / bm; an output block of the same area, four times as tall as it
+  // is wide, packs each column of B for twice the rows. Measured against the square block
+  // (docs/performance.md, "Taller float32 blocks"): 1-4% faster at 1024³ to 4096³ on 2 cores,
+  // alike or faster on 1 core and with the AVX2 kernels; bfloat16's AMX kernel gained nothing.
+  // The GEMM takes panels only for more than two of them.
+  const int64_t narrow = divisor_up_to(n, cap / 2);
+  if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
+      b.bk * narrow * 4 > l2 / 2) {
+    b.bm = divisor_up_to(m, 2 * cap);
+    b.bn = narrow;
+  }
   if (b.bm <= 0) b.bm = divisor_up_to(m, cap);
   if (b.bn <= 0) b.bn = divisor_up_to(n, cap);
   // Every core gets an output block (the grid's PARALLEL axes are what the cores share).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "matmul.h"
 
@@ -41,6 +42,30 @@ TEST(MatmulBlocks, DefaultsDivideFitAndShareTheWork) {
         }
       }
     }
+  }
+}
+
+TEST(MatmulBlocks, Float32BlocksWhoseBGoesInPanelsAreTallerThanWide) {
+  // float32 packs B a 64-column panel at a time once its block passes half the L2, and then
+  // takes output blocks taller than wide (each panel packed for more rows of A); bfloat16 keeps
+  // square ones. A 4096³ product's B block passes half of any L2 up to 32 MiB here.
+  const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
+  const int64_t l2 = cpu && cpu->l2_bytes > 0 ? cpu->l2_bytes : int64_t{1} << 20;
+  for (int cores : {1, 2}) {
+    const examples::MatmulBlocks f = examples::default_matmul_blocks(4096, 4096, 4096, 4, cores);
+    SCOPED_TRACE(testing::Message() << cores << " cores, L2 " << l2 << " bytes: float32 blocks ("
+                                    << f.bm << ", " << f.bn << ", " << f.bk << ")");
+    ASSERT_GT(f.bk * f.bn * 4, l2 / 2);
+    EXPECT_GT(f.bm, f.bn);
+    EXPECT_LE(f.bm * f.bn * 4, 2 * l2);
+    const examples::MatmulBlocks h = examples::default_matmul_blocks(4096, 4096, 4096, 2, cores);
+    EXPECT_EQ(h.bm, h.bn) << "bfloat16 blocks (" << h.bm << ", " << h.bn << ", " << h.bk << ")";
+  }
+  // Where B's block stays within half the L2, the blocks stay square: (512, 512) float32 blocks
+  // of a 512 x 512 x 256 product have a B of 512 KiB.
+  if (l2 >= (int64_t{1} << 20)) {
+    const examples::MatmulBlocks s = examples::default_matmul_blocks(512, 512, 256, 4, 1);
+    EXPECT_EQ(s.bm, s.bn);
   }
 }
 
