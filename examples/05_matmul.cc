@@ -69,28 +69,34 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
     if (c * c * 4 <= 2 * l2) cap = c;
   }
+  auto share = [&](MatmulBlocks s) {
+    // Every core gets an output block (the grid's PARALLEL axes are what the cores share).
+    while ((m / s.bm) * (n / s.bn) < cores && (given.bm <= 0 || given.bn <= 0)) {
+      const bool rows = given.bm <= 0 && (s.bm >= s.bn || given.bn > 0);
+      int64_t& side = rows ? s.bm : s.bn;
+      const int64_t smaller = divisor_up_to(rows ? m : n, side / 2);
+      if (side <= 8 || smaller == side) break;
+      side = smaller;
+    }
+    return s;
+  };
+  MatmulBlocks square = b;
+  if (square.bm <= 0) square.bm = divisor_up_to(m, cap);
+  if (square.bn <= 0) square.bn = divisor_up_to(n, cap);
+  b = share(square);
   // float32 with a B block past half the L2: the tile GEMM packs the block's B one 64-column
   // panel at a time and streams the block's A past each panel (src/native/gemm.cc), so packing
   // costs in proportion to 1 / bm; an output block of the same area, four times as tall as it
   // is wide, packs each column of B for twice the rows. Measured against the square block
   // (docs/performance.md, "Taller float32 blocks"): 1-4% faster at 1024³ to 4096³ on 2 cores,
   // alike or faster on 1 core and with the AVX2 kernels; bfloat16's AMX kernel gained nothing.
-  // The GEMM takes panels only for more than two of them.
+  // The GEMM takes panels only for more than two of them. Taken only where its blocks divide
+  // evenly among the cores: 1536³ would get three (1536, 512) blocks for two cores.
   const int64_t narrow = divisor_up_to(n, cap / 2);
   if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
       b.bk * narrow * 4 > l2 / 2) {
-    b.bm = divisor_up_to(m, 2 * cap);
-    b.bn = narrow;
-  }
-  if (b.bm <= 0) b.bm = divisor_up_to(m, cap);
-  if (b.bn <= 0) b.bn = divisor_up_to(n, cap);
-  // Every core gets an output block (the grid's PARALLEL axes are what the cores share).
-  while ((m / b.bm) * (n / b.bn) < cores && (given.bm <= 0 || given.bn <= 0)) {
-    const bool rows = given.bm <= 0 && (b.bm >= b.bn || given.bn > 0);
-    int64_t& side = rows ? b.bm : b.bn;
-    const int64_t smaller = divisor_up_to(rows ? m : n, side / 2);
-    if (side <= 8 || smaller == side) break;
-    side = smaller;
+    const MatmulBlocks tall = share(MatmulBlocks{divisor_up_to(m, 2 * cap), narrow, b.bk});
+    if ((m / tall.bm) * (n / tall.bn) % cores == 0) b = tall;
   }
   // The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB):
   // a long k step with an L2 of 4 MiB or more would pass it, so it is shortened then.

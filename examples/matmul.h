@@ -25,7 +25,8 @@ inline constexpr MatmulBlocks kDefaultMatmulBlocks{};
 /// L2 (at least 256), and bm = bn the largest power of two whose float32 output block, bm * bn * 4
 /// bytes, fits in twice the L2, whatever the item; for float32, when a (bk, bn / 2) block of B
 /// would still pass half the L2 (B then goes through the GEMM in column panels), the block of
-/// the same area four times as tall as wide instead (bm doubled, bn halved). Each is then the
+/// the same area four times as tall as wide instead (bm doubled, bn halved) where its blocks then
+/// divide evenly among the cores. Each is then the
 /// largest divisor of m, n up to it, halved until every core has an output block; a bk not given is
 /// then halved while the double-buffered windows, 2 * (bm * bk + bk * bn + bm * bn) * item bytes,
 /// pass 96 MiB. Sizes already given in `given` are kept.

@@ -71,6 +71,17 @@ TEST(MatmulBlocks, Float32BlocksWhoseBGoesInPanelsAreTallerThanWide) {
   }
 }
 
+TEST(MatmulBlocks, Float32BlocksShareEvenlyBetweenTwoCores) {
+  // The taller float32 blocks are taken only where they divide evenly among the cores (1536³
+  // would get three (1536, 512) blocks for two cores with a 2 MiB L2), and they make 3072³, which
+  // square blocks split 5 : 4 there, even.
+  for (int64_t s : {1024, 1536, 2048, 3072, 4096}) {
+    const examples::MatmulBlocks b = examples::default_matmul_blocks(s, s, s, 4, 2);
+    EXPECT_EQ((s / b.bm) * (s / b.bn) % 2, 0)
+        << s << "³: blocks (" << b.bm << ", " << b.bn << ", " << b.bk << ")";
+  }
+}
+
 TEST(MatmulBlocks, GivenSizesAreKeptAndTheKStepShortenedToFit) {
   // bm and bn given as 2048: a k step of 4096 would need 160 MiB of windows; it is halved.
   const examples::MatmulBlocks b = examples::default_matmul_blocks(
