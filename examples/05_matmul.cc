@@ -80,10 +80,31 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
     }
     return s;
   };
+  auto even = [&](const MatmulBlocks& s) { return (m / s.bm) * (n / s.bn) % cores == 0; };
   MatmulBlocks square = b;
   if (square.bm <= 0) square.bm = divisor_up_to(m, cap);
   if (square.bn <= 0) square.bn = divisor_up_to(n, cap);
   b = share(square);
+  // Blocks that do not divide evenly among the cores leave a core idle at the end (3072³ gets
+  // nine (1024, 1024) blocks, five for one of two cores): a side not given is shrunk, by at most
+  // half, to the largest divisor that evens the split, the side that keeps the larger block.
+  // bfloat16 3072³ (docs/performance.md, "Taller float32 blocks"): 1,801-1,859 GFLOP/s with
+  // (1024, 1024), 2,017-2,048 with (768, 1024) or (1024, 768).
+  if (!even(b)) {
+    MatmulBlocks best = b;
+    for (const bool rows : {true, false}) {
+      if ((rows ? given.bm : given.bn) > 0) continue;
+      const int64_t dim = rows ? m : n, full = rows ? b.bm : b.bn;
+      for (int64_t d = full - 1; 2 * d >= full && d >= 1; --d) {
+        MatmulBlocks t = b;
+        (rows ? t.bm : t.bn) = d;
+        if (dim % d != 0 || !even(t)) continue;
+        if (!even(best) || t.bm * t.bn > best.bm * best.bn) best = t;
+        break;
+      }
+    }
+    b = best;
+  }
   // float32 with a B block past half the L2: the tile GEMM packs the block's B one 64-column
   // panel at a time and streams the block's A past each panel (src/native/gemm.cc), so packing
   // costs in proportion to 1 / bm; an output block of the same area, four times as tall as it
@@ -96,7 +117,7 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
       b.bk * narrow * 4 > l2 / 2) {
     const MatmulBlocks tall = share(MatmulBlocks{divisor_up_to(m, 2 * cap), narrow, b.bk});
-    if ((m / tall.bm) * (n / tall.bn) % cores == 0) b = tall;
+    if (even(tall)) b = tall;
   }
   // The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB):
   // a long k step with an L2 of 4 MiB or more would pass it, so it is shortened then.

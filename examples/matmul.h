@@ -23,13 +23,14 @@ inline constexpr MatmulBlocks kDefaultMatmulBlocks{};
 /// machine's), from the L2 cache the CPU reports (docs/performance.md, "Choosing the blocks"):
 /// bk is the largest divisor of k for which a (bk, 64) float32 column panel of B fits in half the
 /// L2 (at least 256), and bm = bn the largest power of two whose float32 output block, bm * bn * 4
-/// bytes, fits in twice the L2, whatever the item; for float32, when a (bk, bn / 2) block of B
-/// would still pass half the L2 (B then goes through the GEMM in column panels), the block of
-/// the same area four times as tall as wide instead (bm doubled, bn halved) where its blocks then
-/// divide evenly among the cores. Each is then the
-/// largest divisor of m, n up to it, halved until every core has an output block; a bk not given is
-/// then halved while the double-buffered windows, 2 * (bm * bk + bk * bn + bm * bn) * item bytes,
-/// pass 96 MiB. Sizes already given in `given` are kept.
+/// bytes, fits in twice the L2, whatever the item. Each is then the largest divisor of m, n up to
+/// it, halved until every core has an output block; where the blocks then do not divide evenly
+/// among the cores, a side is narrowed (by at most half) to the largest divisor that evens them.
+/// For float32, when a (bk, bn / 2) block of B would still pass half the L2 (B then goes through
+/// the GEMM in column panels), the block of the same area four times as tall as wide is taken
+/// instead (bm doubled, bn halved), where its blocks divide evenly among the cores. A bk not given
+/// is then halved while the double-buffered windows, 2 * (bm * bk + bk * bn + bm * bn) * item
+/// bytes, pass 96 MiB. Sizes already given in `given` are kept.
 MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item, int cores,
                                    MatmulBlocks given = {});
 

@@ -71,15 +71,21 @@ TEST(MatmulBlocks, Float32BlocksWhoseBGoesInPanelsAreTallerThanWide) {
   }
 }
 
-TEST(MatmulBlocks, Float32BlocksShareEvenlyBetweenTwoCores) {
-  // The taller float32 blocks are taken only where they divide evenly among the cores (1536³
-  // would get three (1536, 512) blocks for two cores with a 2 MiB L2), and they make 3072³, which
-  // square blocks split 5 : 4 there, even.
-  for (int64_t s : {1024, 1536, 2048, 3072, 4096}) {
-    const examples::MatmulBlocks b = examples::default_matmul_blocks(s, s, s, 4, 2);
-    EXPECT_EQ((s / b.bm) * (s / b.bn) % 2, 0)
-        << s << "³: blocks (" << b.bm << ", " << b.bn << ", " << b.bk << ")";
+TEST(MatmulBlocks, BlocksShareEvenlyBetweenTwoCores) {
+  // Square blocks that would split unevenly are narrowed (3072³: nine (1024, 1024) blocks with a
+  // 2 MiB L2, five for one core), and the taller float32 blocks are taken only where they split
+  // evenly (1536³ would get three (1536, 512) blocks).
+  for (int64_t item : {4, 2}) {
+    for (int64_t s : {1024, 1536, 2048, 3072, 4096}) {
+      const examples::MatmulBlocks b = examples::default_matmul_blocks(s, s, s, item, 2);
+      EXPECT_EQ((s / b.bm) * (s / b.bn) % 2, 0) << "item " << item << ", " << s << "³: blocks ("
+                                                << b.bm << ", " << b.bn << ", " << b.bk << ")";
+    }
   }
+  // No divisor within half of a side evens the split: the blocks stay as they were.
+  const examples::MatmulBlocks odd = examples::default_matmul_blocks(3 * 7, 3 * 7, 256, 4, 2);
+  EXPECT_EQ(21 % odd.bm, 0);
+  EXPECT_EQ(21 % odd.bn, 0);
 }
 
 TEST(MatmulBlocks, GivenSizesAreKeptAndTheKStepShortenedToFit) {
