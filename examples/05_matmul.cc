@@ -119,6 +119,16 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
     const MatmulBlocks tall = share(MatmulBlocks{divisor_up_to(m, 2 * cap), narrow, b.bk});
     if (even(tall)) b = tall;
   }
+  // bfloat16: the AMX GEMM packs all of the block's B at every call and copies the block's rows
+  // of A pass by pass (src/native/gemm_amx.cc), so packing costs in proportion to 1 / bm; a
+  // block twice as tall (twice the area) measured 6-11% faster at 2048³ and 4096³, on 1 and 2
+  // cores, and alike on the AVX512-BF16 and AVX2 paths of CPUs without AMX (docs/performance.md,
+  // "Taller float32 blocks"). Wider as well was slower: the packed B of a pass over k then
+  // outgrows half the L2.
+  if (item == 2 && given.bm <= 0 && given.bn <= 0) {
+    const MatmulBlocks tall = share(MatmulBlocks{divisor_up_to(m, 2 * cap), b.bn, b.bk});
+    if (even(tall) && tall.bm > b.bm) b = tall;
+  }
   // The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB):
   // a long k step with an L2 of 4 MiB or more would pass it, so it is shortened then.
   auto windows = [&] { return 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item; };

@@ -45,11 +45,12 @@ TEST(MatmulBlocks, DefaultsDivideFitAndShareTheWork) {
   }
 }
 
-TEST(MatmulBlocks, Float32BlocksWhoseBGoesInPanelsAreTallerThanWide) {
+TEST(MatmulBlocks, BlocksTallerThanWideWhereTheGemmsPackB) {
   // float32 packs B a 64-column panel at a time once its block passes half the L2, and then
-  // takes output blocks taller than wide (each panel packed for more rows of A); bfloat16 keeps
-  // square ones. A 4096³ product's B block passes half of any L2 up to 8 MiB (with a larger one
-  // the 96 MiB window cap shortens bk until it does not).
+  // takes output blocks of the same area four times as tall as wide; bfloat16's AMX GEMM packs
+  // all of B at every call, and takes blocks twice as tall as the square ones. A 4096³ product's
+  // B block passes half of any L2 up to 8 MiB (with a larger one the 96 MiB window cap shortens
+  // bk until it does not).
   const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
   const int64_t l2 = cpu && cpu->l2_bytes > 0 ? cpu->l2_bytes : int64_t{1} << 20;
   if (l2 > (int64_t{8} << 20)) GTEST_SKIP() << "an L2 of " << l2 << " bytes";
@@ -58,12 +59,13 @@ TEST(MatmulBlocks, Float32BlocksWhoseBGoesInPanelsAreTallerThanWide) {
     SCOPED_TRACE(testing::Message() << cores << " cores, L2 " << l2 << " bytes: float32 blocks ("
                                     << f.bm << ", " << f.bn << ", " << f.bk << ")");
     ASSERT_GT(f.bk * f.bn * 4, l2 / 2);
-    EXPECT_GT(f.bm, f.bn);
+    EXPECT_EQ(f.bm, 4 * f.bn);
     EXPECT_LE(f.bm * f.bn * 4, 2 * l2);
     const examples::MatmulBlocks h = examples::default_matmul_blocks(4096, 4096, 4096, 2, cores);
-    EXPECT_EQ(h.bm, h.bn) << "bfloat16 blocks (" << h.bm << ", " << h.bn << ", " << h.bk << ")";
+    EXPECT_EQ(h.bm, 2 * h.bn) << "bfloat16 blocks (" << h.bm << ", " << h.bn << ", " << h.bk << ")";
+    EXPECT_LE(h.bm * h.bn * 4, 4 * l2);
   }
-  // Where B's block stays within half the L2, the blocks stay square: (512, 512) float32 blocks
+  // Where B's float32 block stays within half the L2, the blocks stay square: (512, 512) blocks
   // of a 512 x 512 x 256 product have a B of 512 KiB.
   if (l2 >= (int64_t{1} << 20)) {
     const examples::MatmulBlocks s = examples::default_matmul_blocks(512, 512, 256, 4, 1);
