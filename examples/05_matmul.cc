@@ -88,8 +88,8 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // Blocks that do not divide evenly among the cores leave a core idle at the end (3072³ gets
   // nine (1024, 1024) blocks, five for one of two cores): a side not given is shrunk, by at most
   // half, to the largest divisor that evens the split, the side that keeps the larger block.
-  // bfloat16 3072³ (docs/performance.md, "Taller float32 blocks"): 1,801-1,859 GFLOP/s with
-  // (1024, 1024), 2,017-2,048 with (768, 1024) or (1024, 768).
+  // bfloat16 3072³ (docs/performance.md, "Taller blocks, split evenly"): 1,801-1,859 GFLOP/s
+  // with (1024, 1024), 2,017-2,048 with (768, 1024) or (1024, 768).
   if (!even(b)) {
     MatmulBlocks best = b;
     for (const bool rows : {true, false}) {
@@ -109,10 +109,10 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // panel at a time and streams the block's A past each panel (src/native/gemm.cc), so packing
   // costs in proportion to 1 / bm; an output block of the same area, four times as tall as it
   // is wide, packs each column of B for twice the rows. Measured against the square block
-  // (docs/performance.md, "Taller float32 blocks"): 1-4% faster at 1024³ to 4096³ on 2 cores,
-  // alike or faster on 1 core and with the AVX2 kernels; bfloat16's AMX kernel gained nothing.
-  // The GEMM takes panels only for more than two of them. Taken only where its blocks divide
-  // evenly among the cores: 1536³ would get three (1536, 512) blocks for two cores.
+  // (docs/performance.md, "Taller blocks, split evenly"): 1-4% faster at 1024³ to 4096³ on 2
+  // cores, alike or faster on 1 core and with the AVX2 kernels. The GEMM takes panels only for
+  // more than two of them. Taken only where its blocks divide evenly among the cores: 1536³
+  // would get three (1536, 512) blocks for two cores.
   const int64_t narrow = divisor_up_to(n, cap / 2);
   if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
       b.bk * narrow * 4 > l2 / 2) {
@@ -123,7 +123,7 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // of A pass by pass (src/native/gemm_amx.cc), so packing costs in proportion to 1 / bm; a
   // block twice as tall (twice the area) measured 6-11% faster at 2048³ and 4096³, on 1 and 2
   // cores, and alike on the AVX512-BF16 and AVX2 paths of CPUs without AMX (docs/performance.md,
-  // "Taller float32 blocks"). Wider as well was slower: the packed B of a pass over k then
+  // "Taller blocks, split evenly"). Wider as well was slower: the packed B of a pass over k then
   // outgrows half the L2.
   if (item == 2 && given.bm <= 0 && given.bn <= 0) {
     const MatmulBlocks tall = share(MatmulBlocks{divisor_up_to(m, 2 * cap), b.bn, b.bk});
