@@ -50,6 +50,51 @@ pl::BlockSpec z_spec(MatmulBlocks b) {
   return pl::BlockSpec({b.bm, b.bn}, [](int i, int j, int) { return pl::idx(i, j); });
 }
 
+// The output grid that blocks give an (m, n) product on `cores` cores, and how its blocks fall on
+// the cores; sides given by the caller (`given`) are never changed.
+struct OutputGrid {
+  int64_t m, n;
+  int cores;
+  MatmulBlocks given;
+
+  bool even(const MatmulBlocks& s) const { return (m / s.bm) * (n / s.bn) % cores == 0; }
+
+  // Every core gets an output block (the grid's PARALLEL axes are what the cores share): the
+  // larger side not given is halved until it does.
+  MatmulBlocks share(MatmulBlocks s) const {
+    while ((m / s.bm) * (n / s.bn) < cores && (given.bm <= 0 || given.bn <= 0)) {
+      const bool rows = given.bm <= 0 && (s.bm >= s.bn || given.bn > 0);
+      int64_t& side = rows ? s.bm : s.bn;
+      const int64_t smaller = divisor_up_to(rows ? m : n, side / 2);
+      if (side <= 8 || smaller == side) break;
+      side = smaller;
+    }
+    return s;
+  }
+
+  // Blocks that do not divide evenly among the cores leave a core idle at the end (3072³ gets
+  // nine (1024, 1024) blocks, five for one of two cores): a side not given is shrunk, by at most
+  // half, to the largest divisor that evens the split, the side that keeps the larger block; `b`
+  // itself where none does. bfloat16 3072³ (docs/performance.md, "Taller blocks, split
+  // evenly"): 1,801-1,859 GFLOP/s with (1024, 1024), 2,017-2,048 with (768, 1024) or (1024, 768).
+  MatmulBlocks evened(const MatmulBlocks& b) const {
+    if (even(b)) return b;
+    MatmulBlocks best = b;
+    for (const bool rows : {true, false}) {
+      if ((rows ? given.bm : given.bn) > 0) continue;
+      const int64_t dim = rows ? m : n, full = rows ? b.bm : b.bn;
+      for (int64_t d = full - 1; 2 * d >= full && d >= 1; --d) {
+        MatmulBlocks t = b;
+        (rows ? t.bm : t.bn) = d;
+        if (dim % d != 0 || !even(t)) continue;
+        if (!even(best) || t.bm * t.bn > best.bm * best.bn) best = t;
+        break;
+      }
+    }
+    return best;
+  }
+};
+
 }  // namespace
 
 MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item, int cores,
@@ -69,42 +114,11 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
     if (c * c * 4 <= 2 * l2) cap = c;
   }
-  auto share = [&](MatmulBlocks s) {
-    // Every core gets an output block (the grid's PARALLEL axes are what the cores share).
-    while ((m / s.bm) * (n / s.bn) < cores && (given.bm <= 0 || given.bn <= 0)) {
-      const bool rows = given.bm <= 0 && (s.bm >= s.bn || given.bn > 0);
-      int64_t& side = rows ? s.bm : s.bn;
-      const int64_t smaller = divisor_up_to(rows ? m : n, side / 2);
-      if (side <= 8 || smaller == side) break;
-      side = smaller;
-    }
-    return s;
-  };
-  auto even = [&](const MatmulBlocks& s) { return (m / s.bm) * (n / s.bn) % cores == 0; };
+  const OutputGrid grid{m, n, cores, given};
   MatmulBlocks square = b;
   if (square.bm <= 0) square.bm = divisor_up_to(m, cap);
   if (square.bn <= 0) square.bn = divisor_up_to(n, cap);
-  b = share(square);
-  // Blocks that do not divide evenly among the cores leave a core idle at the end (3072³ gets
-  // nine (1024, 1024) blocks, five for one of two cores): a side not given is shrunk, by at most
-  // half, to the largest divisor that evens the split, the side that keeps the larger block.
-  // bfloat16 3072³ (docs/performance.md, "Taller blocks, split evenly"): 1,801-1,859 GFLOP/s
-  // with (1024, 1024), 2,017-2,048 with (768, 1024) or (1024, 768).
-  if (!even(b)) {
-    MatmulBlocks best = b;
-    for (const bool rows : {true, false}) {
-      if ((rows ? given.bm : given.bn) > 0) continue;
-      const int64_t dim = rows ? m : n, full = rows ? b.bm : b.bn;
-      for (int64_t d = full - 1; 2 * d >= full && d >= 1; --d) {
-        MatmulBlocks t = b;
-        (rows ? t.bm : t.bn) = d;
-        if (dim % d != 0 || !even(t)) continue;
-        if (!even(best) || t.bm * t.bn > best.bm * best.bn) best = t;
-        break;
-      }
-    }
-    b = best;
-  }
+  b = grid.evened(grid.share(square));
   // float32 with a B block past half the L2: the tile GEMM packs the block's B one 64-column
   // panel at a time and streams the block's A past each panel (src/native/gemm.cc), so packing
   // costs in proportion to 1 / bm; an output block of the same area, four times as tall as it
@@ -116,8 +130,8 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   const int64_t narrow = divisor_up_to(n, cap / 2);
   if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
       b.bk * narrow * 4 > l2 / 2) {
-    const MatmulBlocks tall = share(MatmulBlocks{divisor_up_to(m, 2 * cap), narrow, b.bk});
-    if (even(tall)) b = tall;
+    const MatmulBlocks tall = grid.share(MatmulBlocks{divisor_up_to(m, 2 * cap), narrow, b.bk});
+    if (grid.even(tall)) b = tall;
   }
   // bfloat16: the AMX GEMM packs all of the block's B at every call and copies the block's rows
   // of A pass by pass (src/native/gemm_amx.cc), so packing costs in proportion to 1 / bm; a
@@ -126,8 +140,8 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // "Taller blocks, split evenly"). Wider as well was slower: the packed B of a pass over k then
   // outgrows half the L2.
   if (item == 2 && given.bm <= 0 && given.bn <= 0) {
-    const MatmulBlocks tall = share(MatmulBlocks{divisor_up_to(m, 2 * cap), b.bn, b.bk});
-    if (even(tall) && tall.bm > b.bm) b = tall;
+    const MatmulBlocks tall = grid.share(MatmulBlocks{divisor_up_to(m, 2 * cap), b.bn, b.bk});
+    if (grid.even(tall) && tall.bm > b.bm) b = tall;
   }
   // The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB):
   // a long k step with an L2 of 4 MiB or more would pass it, so it is shortened then.
