@@ -417,10 +417,17 @@ void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixV
     return;
   }
   if (may_swap && swapped_f32(m, n, k, a, b, c, c_rs, accumulate)) return;
-  // Our B must be row-contiguous (n fastest) for libxsmm and for the portable loop.
+  // Our B must be row-contiguous (n fastest) for libxsmm and for the portable loop. B read
+  // transposed (x @ y.T: its columns contiguous along k) is y's block transposed, 16 x 16 at a
+  // time in registers (gemm_transpose.h) rather than gathered element by element: the tutorial's
+  // x @ y.T matmul, docs/performance.md ("Taller blocks, split evenly").
   if (b.cs != 1 || b.rs < n) {
     float* pb = tl_pack_b.get<float>(k * n);
-    pack_rows(pb, n, k, b, k, n);
+    if (b.rs == 1 && !portable()) {
+      transpose_into(pb, n, b.data, b.cs, k, n, false);
+    } else {
+      pack_rows(pb, n, k, b, k, n);
+    }
     b = MatrixView<float>{pb, n, 1};
   }
   if (!portable()) {
