@@ -83,7 +83,7 @@ struct OutputGrid {
     for (const bool rows : {true, false}) {
       if ((rows ? given.bm : given.bn) > 0) continue;
       const int64_t dim = rows ? m : n, full = rows ? b.bm : b.bn;
-      for (int64_t d = full - 1; 2 * d >= full && d >= 1; --d) {
+      for (int64_t d = full - 1; 2 * d >= full; --d) {
         MatmulBlocks t = b;
         (rows ? t.bm : t.bn) = d;
         if (dim % d != 0 || !even(t)) continue;

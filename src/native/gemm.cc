@@ -423,8 +423,8 @@ void gemm_f32_impl(int64_t m, int64_t n, int64_t k, MatrixView<float> a, MatrixV
   // x @ y.T matmul, docs/performance.md ("Taller blocks, split evenly").
   if (b.cs != 1 || b.rs < n) {
     float* pb = tl_pack_b.get<float>(k * n);
-    if (b.rs == 1 && !portable()) {
-      transpose_into(pb, n, b.data, b.cs, k, n, false);
+    if (b.rs == 1) {
+      transpose_into(pb, n, b.data, b.cs, k, n, false);  // a plain loop in the portable mode
     } else {
       pack_rows(pb, n, k, b, k, n);
     }
