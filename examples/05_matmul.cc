@@ -40,6 +40,26 @@ int64_t divisor_up_to(int64_t n, int64_t cap) {
   return 1;
 }
 
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A block side for a dimension of `n` elements, about `cap` long (n itself when n <= cap): the
+// largest divisor of n up to cap where it is at least half of min(n, cap), so that every block is
+// full; else (n has no such divisor: 2047 = 23 x 89 would get blocks of 89) the side that cuts n
+// into the fewest pieces of at most about cap, as even as a multiple of `align` lets them be, the
+// last block then partial (Pallas pads a partial edge block; only its valid part reaches the
+// output). 2047 with a cap of 1024 gets 1024: blocks of 1024 and 1023 rows.
+int64_t side_up_to(int64_t n, int64_t cap, int64_t align) {
+  const int64_t d = divisor_up_to(n, cap);
+  if (2 * d >= std::min(n, cap)) return d;
+  const int64_t a = std::min(align, cap);
+  return std::min(n, cdiv(cdiv(n, cdiv(n, cap)), a) * a);
+}
+
+// Output blocks of rows take a multiple of 8 (a float32 vreg's sublanes), of columns a multiple
+// of 128 (its lanes), where they are partial: the tiling rule of a TPU's blocks.
+constexpr int64_t kRowAlign = 8;
+constexpr int64_t kColAlign = 128;
+
 pl::BlockSpec x_spec(MatmulBlocks b) {
   return pl::BlockSpec({b.bm, b.bk}, [](int i, int, int k) { return pl::idx(i, k); });
 }
@@ -56,27 +76,48 @@ struct OutputGrid {
   int64_t m, n;
   int cores;
   MatmulBlocks given;
+  int64_t max_area;  // the largest output block the caches allow, bm * bn
 
-  bool even(const MatmulBlocks& s) const { return (m / s.bm) * (n / s.bn) % cores == 0; }
+  int64_t count(const MatmulBlocks& s) const { return cdiv(m, s.bm) * cdiv(n, s.bn); }
+  bool even(const MatmulBlocks& s) const { return count(s) % cores == 0; }
+
+  // Halves the larger side of `s` not given (to a divisor where one is near, else to a partial
+  // cut, as side_up_to chooses); false where no side can shrink.
+  bool halve(MatmulBlocks& s) const {
+    if (given.bm > 0 && given.bn > 0) return false;
+    const bool rows = given.bm <= 0 && (s.bm >= s.bn || given.bn > 0);
+    int64_t& side = rows ? s.bm : s.bn;
+    const int64_t smaller = side_up_to(rows ? m : n, cdiv(side, 2), rows ? kRowAlign : kColAlign);
+    if (side <= 8 || smaller >= side) return false;
+    side = smaller;
+    return true;
+  }
 
   // Every core gets an output block (the grid's PARALLEL axes are what the cores share): the
   // larger side not given is halved until it does.
   MatmulBlocks share(MatmulBlocks s) const {
-    while ((m / s.bm) * (n / s.bn) < cores && (given.bm <= 0 || given.bn <= 0)) {
-      const bool rows = given.bm <= 0 && (s.bm >= s.bn || given.bn > 0);
-      int64_t& side = rows ? s.bm : s.bn;
-      const int64_t smaller = divisor_up_to(rows ? m : n, side / 2);
-      if (side <= 8 || smaller == side) break;
-      side = smaller;
+    while (count(s) < cores && halve(s)) {
     }
     return s;
   }
 
+  // Whether `t` splits evenly and beats `best`: the fewest elements computed, padding included,
+  // then the larger block.
+  bool better(const MatmulBlocks& t, const MatmulBlocks& best) const {
+    if (!even(t)) return false;
+    if (!even(best)) return true;
+    const int64_t work = count(t) * t.bm * t.bn, best_work = count(best) * best.bm * best.bn;
+    return work < best_work || (work == best_work && t.bm * t.bn > best.bm * best.bn);
+  }
+
   // Blocks that do not divide evenly among the cores leave a core idle at the end (3072³ gets
   // nine (1024, 1024) blocks, five for one of two cores): a side not given is shrunk, by at most
-  // half, to the largest divisor that evens the split, the side that keeps the larger block; `b`
-  // itself where none does. bfloat16 3072³ (docs/performance.md, "Taller blocks, split
-  // evenly"): 1,801-1,859 GFLOP/s with (1024, 1024), 2,017-2,048 with (768, 1024) or (1024, 768).
+  // half, to the largest divisor that evens the split, the side that keeps the larger block.
+  // bfloat16 3072³ (docs/performance.md, "Taller blocks, split evenly"): 1,801-1,859 GFLOP/s
+  // with (1024, 1024), 2,017-2,048 with (768, 1024) or (1024, 768). Where no divisor does, a side
+  // is cut into one piece more or one fewer, as even as its alignment lets them be, the last one
+  // partial (777³ on two cores: three (259, 777) blocks become two of 392 rows), the cut whose
+  // padding computes the least; `b` itself where none evens the split.
   MatmulBlocks evened(const MatmulBlocks& b) const {
     if (even(b)) return b;
     MatmulBlocks best = b;
@@ -87,13 +128,50 @@ struct OutputGrid {
         MatmulBlocks t = b;
         (rows ? t.bm : t.bn) = d;
         if (dim % d != 0 || !even(t)) continue;
-        if (!even(best) || t.bm * t.bn > best.bm * best.bn) best = t;
+        if (better(t, best)) best = t;
         break;
+      }
+    }
+    return even(best) ? best : cut_unevenly(b);
+  }
+
+  // The partial cuts of evened(): `b` itself where none evens the split.
+  MatmulBlocks cut_unevenly(const MatmulBlocks& b) const {
+    MatmulBlocks best = b;
+    for (const bool rows : {true, false}) {
+      if ((rows ? given.bm : given.bn) > 0) continue;
+      const int64_t dim = rows ? m : n, full = rows ? b.bm : b.bn;
+      const int64_t align = rows ? kRowAlign : kColAlign;
+      for (const int64_t p : {cdiv(dim, full) + 1, cdiv(dim, full) - 1}) {
+        MatmulBlocks t = b;
+        int64_t& side = rows ? t.bm : t.bn;
+        side = std::min(dim, cdiv(cdiv(dim, std::max<int64_t>(p, 1)), align) * align);
+        // One piece fewer only while every core keeps a block and the block stays within the
+        // area the caches allow.
+        const bool fits = side < full || (count(t) >= cores && t.bm * t.bn <= max_area);
+        if (side != full && fits && better(t, best)) best = t;
       }
     }
     return best;
   }
 };
+
+// The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB): a
+// long k step with an L2 of 4 MiB or more would pass it, so a k step not given is shortened then
+// (to a divisor of k from 256 up); where it cannot be (given, or all of a k with no such
+// divisor), the larger side of the output block not given is halved instead.
+MatmulBlocks fit_windows(MatmulBlocks b, const OutputGrid& grid, int64_t k, int64_t item) {
+  auto windows = [&] { return 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item; };
+  while (windows() > (int64_t{96} << 20)) {
+    const int64_t shorter = grid.given.bk <= 0 ? divisor_up_to(k, b.bk / 2) : b.bk;
+    if (shorter != b.bk && shorter >= 256) {
+      b.bk = shorter;
+    } else if (!grid.halve(b)) {
+      break;
+    }
+  }
+  return b;
+}
 
 }  // namespace
 
@@ -109,15 +187,21 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // packs all of its B per call and walks k in passes that fit the L1 (src/native/gemm_amx.cc),
   // and takes the same step: measured against k steps of 256 whose inputs fit the L2
   // (docs/performance.md, "Choosing the blocks"), 8-10% faster on 1 and on 2 cores at 2048³.
-  if (b.bk <= 0) b.bk = divisor_up_to(k, std::max<int64_t>(256, l2 / 2 / (64 * 4)));
+  if (b.bk <= 0) {
+    const int64_t reach = std::max<int64_t>(256, l2 / 2 / (64 * 4));
+    b.bk = divisor_up_to(k, reach);
+    // A k with no divisor near the reach (a prime 4099 would take steps of 1) is taken whole: a
+    // partial block of the contraction would add its padding into every sum.
+    if (2 * b.bk < std::min(k, reach)) b.bk = k;
+  }
   int64_t cap = 8;
   for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
     if (c * c * 4 <= 2 * l2) cap = c;
   }
-  const OutputGrid grid{m, n, cores, given};
+  const OutputGrid grid{m, n, cores, given, cap * cap};
   MatmulBlocks square = b;
-  if (square.bm <= 0) square.bm = divisor_up_to(m, cap);
-  if (square.bn <= 0) square.bn = divisor_up_to(n, cap);
+  if (square.bm <= 0) square.bm = side_up_to(m, cap, kRowAlign);
+  if (square.bn <= 0) square.bn = side_up_to(n, cap, kColAlign);
   b = grid.evened(grid.share(square));
   // float32 with a B block past half the L2: the tile GEMM packs the block's B one 64-column
   // panel at a time and streams the block's A past each panel (src/native/gemm.cc), so packing
@@ -127,10 +211,11 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // cores, alike or faster on 1 core and with the AVX2 kernels. The GEMM takes panels only for
   // more than two of them. Taken only where its blocks divide evenly among the cores: 1536³
   // would get three (1536, 512) blocks for two cores.
-  const int64_t narrow = divisor_up_to(n, cap / 2);
+  const int64_t narrow = side_up_to(n, cap / 2, kColAlign);
   if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
       b.bk * narrow * 4 > l2 / 2) {
-    const MatmulBlocks tall = grid.share(MatmulBlocks{divisor_up_to(m, 2 * cap), narrow, b.bk});
+    const MatmulBlocks tall =
+        grid.share(MatmulBlocks{side_up_to(m, 2 * cap, kRowAlign), narrow, b.bk});
     if (grid.even(tall)) b = tall;
   }
   // bfloat16: the AMX GEMM packs all of the block's B at every call and copies the block's rows
@@ -140,39 +225,80 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // "Taller blocks, split evenly"). Wider as well was slower: the packed B of a pass over k then
   // outgrows half the L2.
   if (item == 2 && given.bm <= 0 && given.bn <= 0) {
-    const MatmulBlocks tall = grid.share(MatmulBlocks{divisor_up_to(m, 2 * cap), b.bn, b.bk});
+    const MatmulBlocks tall =
+        grid.share(MatmulBlocks{side_up_to(m, 2 * cap, kRowAlign), b.bn, b.bk});
     if (grid.even(tall) && tall.bm > b.bm) b = tall;
   }
-  // The double-buffered windows must fit a VMEM limit a kernel may ask for (at most 192 MiB):
-  // a long k step with an L2 of 4 MiB or more would pass it, so it is shortened then.
-  auto windows = [&] { return 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item; };
-  while (given.bk <= 0 && windows() > (int64_t{96} << 20)) {
-    const int64_t shorter = divisor_up_to(k, b.bk / 2);
-    if (shorter == b.bk || shorter < 256) break;
-    b.bk = shorter;
-  }
-  return b;
+  return fit_windows(b, grid, k, item);
 }
 
-Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b, int num_cores) {
-  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
-  b = default_matmul_blocks(m, n, k, 4, num_cores, b);
+namespace {
+
+// An (m, k) x (k, n) product and its blocks: grid (cdiv(m, bm), cdiv(n, bn), k / bk).
+struct Product {
+  int64_t m, n, k;
+  MatmulBlocks b;
+  Shape grid() const { return {cdiv(m, b.bm), cdiv(n, b.bn), k / b.bk}; }
+  // No grid step to run: an empty output, or (K = 0) a sum of nothing, zeros.
+  bool empty() const { return m == 0 || n == 0 || k == 0; }
+};
+
+// The product x @ y (x @ y.T where `transposed`) with its blocks chosen, or a UsageError at the
+// caller's line: operands that are not matrices with one contraction size, a block size below 0,
+// or a k block that does not divide K (its padding would enter every sum). Partial blocks of M
+// and N are fine: Pallas pads them, and only their valid part reaches the output.
+Product product(const char* name, const Shape& xs, const Shape& ys, bool transposed,
+                MatmulBlocks given, int64_t item, int num_cores, std::source_location where) {
+  auto fail = [&](const std::string& what, const std::string& hint) {
+    throw UsageError(ErrorKind::kInvalidArgument,
+                     std::string("tessera: ") + name + ": " + what + "; hint: " + hint, where, -1,
+                     {}, name);
+  };
+  if (xs.rank() != 2 || ys.rank() != 2 || xs[1] != ys[transposed ? 1 : 0]) {
+    fail(std::string("x is ") + xs.to_string() + " and y " + ys.to_string() +
+             (transposed ? ": x @ y.T needs x (M, K) and y (N, K)"
+                         : ": x @ y needs x (M, K) and y (K, N)"),
+         "pass two 2-D arrays whose contraction sizes agree");
+  }
+  if (given.bm < 0 || given.bn < 0 || given.bk < 0) {
+    fail("the blocks (" + std::to_string(given.bm) + ", " + std::to_string(given.bn) + ", " +
+             std::to_string(given.bk) + ") have a negative size",
+         "give sizes from 1 up, or 0 to have one chosen for this CPU");
+  }
+  Product p{xs[0], ys[transposed ? 0 : 1], xs[1], {}};
+  p.b = default_matmul_blocks(p.m, p.n, p.k, item, num_cores, given);
+  if (p.k % p.b.bk != 0) {
+    fail("the k block " + std::to_string(p.b.bk) + " does not divide K = " + std::to_string(p.k) +
+             ": a partial block of the contraction would add its padding into every sum",
+         "give a divisor of K (or K itself), or 0 to have one chosen");
+  }
+  return p;
+}
+
+}  // namespace
+
+Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b, int num_cores,
+                    std::source_location where) {
+  const Product p = product("matmul", x.shape(), y.shape(), false, b, 4, num_cores, where);
+  if (p.empty()) return Array<float>(Shape{p.m, p.n}, 0.0f);
+  b = p.b;
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
          pltpu::VmemRef<float> z_ref) {
         if (pl::program_id(2) == 0) z_ref = jnp::zeros_like(z_ref);
         z_ref += jnp::dot(x_ref, y_ref);  // z_ref[...] += x_ref[...] @ y_ref[...]
       },
-      pl::out_shape<float>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
-      pl::in_specs(x_spec(b), y_spec(b)), pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
+      pl::out_specs(z_spec(b)), params(b, 4, 0),
       pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul"));
   return kernel(x, y);
 }
 
 Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, MatmulBlocks b,
-                            int num_cores) {
-  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
-  b = default_matmul_blocks(m, n, k, 2, num_cores, b);
+                            int num_cores, std::source_location where) {
+  const Product p = product("matmul_bf16", x.shape(), y.shape(), false, b, 2, num_cores, where);
+  if (p.empty()) return Array<bfloat16>(Shape{p.m, p.n}, bfloat16(0.0f));
+  b = p.b;
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<const bfloat16> x_ref, pltpu::VmemRef<const bfloat16> y_ref,
          pltpu::VmemRef<bfloat16> z_ref, pltpu::VmemRef<float> acc_ref) {
@@ -180,17 +306,19 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
         acc_ref += jnp::dot<float>(x_ref, y_ref);  // preferred_element_type=jnp.float32
         if (pl::program_id(2) == pl::num_programs(2) - 1) z_ref = acc_ref.astype<bfloat16>();
       },
-      pl::out_shape<bfloat16>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
-      pl::in_specs(x_spec(b), y_spec(b)), pl::out_specs(z_spec(b)),
-      pl::scratch_shapes(pltpu::VMEM<float>({b.bm, b.bn})), params(b, 2, b.bm * b.bn * 4),
-      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul_bf16"));
+      pl::out_shape<bfloat16>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
+      pl::out_specs(z_spec(b)), pl::scratch_shapes(pltpu::VMEM<float>({b.bm, b.bn})),
+      params(b, 2, b.bm * b.bn * 4), pltpu::TensorCoreMesh("core", cores_or_default(num_cores)),
+      pl::name("matmul_bf16"));
   return kernel(x, y);
 }
 
 Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
-                                  int num_cores) {
-  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[0];
-  b = default_matmul_blocks(m, n, k, 4, num_cores, b);
+                                  int num_cores, std::source_location where) {
+  const Product p =
+      product("matmul_transpose_rhs", x.shape(), y.shape(), true, b, 4, num_cores, where);
+  if (p.empty()) return Array<float>(Shape{p.m, p.n}, 0.0f);
+  b = p.b;
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
          pltpu::VmemRef<float> z_ref) {
@@ -198,7 +326,7 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
         // x (bm, bk) contracted with y (bn, bk) on dimension 1 of both: x @ y.T, no transpose.
         z_ref += lax::dot_general(x_ref, y_ref, {{{1}, {1}}, {{}, {}}});
       },
-      pl::out_shape<float>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
+      pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()),
       pl::in_specs(x_spec(b),
                    pl::BlockSpec({b.bn, b.bk}, [](int, int j, int kk) { return pl::idx(j, kk); })),
       pl::out_specs(z_spec(b)), params(b, 4, 0),
@@ -207,9 +335,10 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
 }
 
 Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
-                         int num_cores) {
-  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
-  b = default_matmul_blocks(m, n, k, 4, num_cores, b);
+                         int num_cores, std::source_location where) {
+  const Product p = product("matmul_relu", x.shape(), y.shape(), false, b, 4, num_cores, where);
+  if (p.empty()) return Array<float>(Shape{p.m, p.n}, 0.0f);
+  b = p.b;
   auto kernel = pl::pallas_call(
       [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<const float> y_ref,
          pltpu::VmemRef<float> z_ref) {
@@ -218,8 +347,8 @@ Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlo
         if (pl::program_id(2) == pl::num_programs(2) - 1)
           z_ref = jnp::maximum(z_ref, 0.0f);  // relu
       },
-      pl::out_shape<float>({m, n}), pl::grid({m / b.bm, n / b.bn, k / b.bk}),
-      pl::in_specs(x_spec(b), y_spec(b)), pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
+      pl::out_specs(z_spec(b)), params(b, 4, 0),
       pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul_relu"));
   return kernel(x, y);
 }

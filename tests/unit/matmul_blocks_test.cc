@@ -1,7 +1,7 @@
 // The matmul example's default blocks (examples/05_matmul.cc): whatever the CPU's caches, they
-// divide the shape, give every core an output block where the shape allows, keep a k step at
-// least 256 long (or all of K), and their double-buffered windows fit the VMEM limit the example
-// asks for.
+// divide the shape where it has divisors near the blocks it wants (else they leave a partial last
+// block), give every core an output block where the shape allows, keep a k step at least 256
+// long (or all of K), and their double-buffered windows fit the VMEM limit the example asks for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,10 +84,46 @@ TEST(MatmulBlocks, BlocksShareEvenlyBetweenTwoCores) {
                                                 << b.bm << ", " << b.bn << ", " << b.bk << ")";
     }
   }
-  // No divisor within half of a side evens the split: the blocks stay as they were.
+  // No divisor within half of a side evens the split (21 = 3 x 7 gets three blocks of 7 rows): a
+  // side is cut into one piece fewer, the last block partial (16 rows and 5).
   const examples::MatmulBlocks odd = examples::default_matmul_blocks(3 * 7, 3 * 7, 256, 4, 2);
-  EXPECT_EQ(21 % odd.bm, 0);
-  EXPECT_EQ(21 % odd.bn, 0);
+  EXPECT_EQ(((21 + odd.bm - 1) / odd.bm) * ((21 + odd.bn - 1) / odd.bn) % 2, 0)
+      << "blocks (" << odd.bm << ", " << odd.bn << ")";
+  EXPECT_EQ(odd.bm % 8, 0);
+}
+
+TEST(MatmulBlocks, SizesWithoutDivisorsKeepBlocksLikeTheirNeighbours) {
+  // A size with no divisor near the block it wants (2047 = 23 x 89, the primes 389 and 4099)
+  // takes blocks that do not divide it, the last one partial, rather than collapsing to a
+  // divisor (2047³ would get (89, 89) blocks, 4099 a k step of 1): at most three times the blocks
+  // of a nearby size with divisors, little padding, an even split, and a k step that divides K.
+  const int64_t pairs[][2] = {{389, 384}, {777, 768}, {1001, 1000}, {2047, 2048}, {4099, 4096}};
+  auto count = [](int64_t m, int64_t n, const examples::MatmulBlocks& b) {
+    return ((m + b.bm - 1) / b.bm) * ((n + b.bn - 1) / b.bn);
+  };
+  for (int64_t item : {4, 2}) {
+    for (int cores : {1, 2}) {
+      for (const auto& pair : pairs) {
+        const int64_t s = pair[0], near = pair[1];
+        const examples::MatmulBlocks b = examples::default_matmul_blocks(s, s, s, item, cores);
+        const examples::MatmulBlocks c =
+            examples::default_matmul_blocks(near, near, near, item, cores);
+        SCOPED_TRACE(testing::Message()
+                     << "item " << item << ", " << cores << " cores, " << s << "³: blocks (" << b.bm
+                     << ", " << b.bn << ", " << b.bk << "), " << near << "³: (" << c.bm << ", "
+                     << c.bn << ", " << c.bk << ")");
+        EXPECT_EQ(s % b.bk, 0);
+        EXPECT_GE(b.bk, 256);
+        EXPECT_TRUE(s % b.bm == 0 || b.bm % 8 == 0);
+        EXPECT_TRUE(s % b.bn == 0 || b.bn % 128 == 0);
+        EXPECT_LE(count(s, s, b), 3 * count(near, near, c));
+        EXPECT_EQ(count(s, s, b) % cores, 0);
+        const int64_t padded = ((s + b.bm - 1) / b.bm * b.bm) * ((s + b.bn - 1) / b.bn * b.bn);
+        EXPECT_LE(static_cast<double>(padded), 1.15 * static_cast<double>(s * s));
+        EXPECT_LE(windows(b, item), int64_t{96} << 20);
+      }
+    }
+  }
 }
 
 TEST(MatmulBlocks, GivenSizesAreKeptAndTheKStepShortenedToFit) {
@@ -103,6 +139,14 @@ TEST(MatmulBlocks, GivenSizesAreKeptAndTheKStepShortenedToFit) {
   const examples::MatmulBlocks g =
       examples::default_matmul_blocks(4096, 4096, 8192, 4, 2, examples::MatmulBlocks{0, 0, 8192});
   EXPECT_EQ(g.bk, 8192);
+  EXPECT_LE(windows(g, 4), int64_t{96} << 20) << "(" << g.bm << ", " << g.bn << ")";
+  // A prime K is taken whole (a partial k block would add padding into the sums); the output
+  // block shrinks until the windows fit.
+  const examples::MatmulBlocks p = examples::default_matmul_blocks(1024, 1024, 65521, 4, 2);
+  EXPECT_EQ(p.bk, 65521);
+  EXPECT_LE(windows(p, 4), int64_t{96} << 20) << "(" << p.bm << ", " << p.bn << ")";
+  EXPECT_GE(p.bm, 8);
+  EXPECT_GE(p.bn, 8);
 }
 
 }  // namespace
