@@ -44,15 +44,20 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A block side for a dimension of `n` elements, about `cap` long (n itself when n <= cap): the
 // largest divisor of n up to cap where it is at least half of min(n, cap), so that every block is
-// full; else (n has no such divisor: 2047 = 23 x 89 would get blocks of 89) the side that cuts n
-// into the fewest pieces of at most about cap, as even as a multiple of `align` lets them be, the
-// last block then partial (Pallas pads a partial edge block; only its valid part reaches the
-// output). 2047 with a cap of 1024 gets 1024: blocks of 1024 and 1023 rows.
+// full; else (n has no such divisor: 2047 = 23 x 89 would get blocks of 89) the multiple of
+// `align` from cap / 2 to cap whose blocks pad n the least (the larger on a tie), the last block
+// then partial (Pallas pads a partial edge block; only its valid part reaches the output). 2047
+// with a cap of 1024 gets 1024 (blocks of 1024 and 1023 rows); 4099 columns with a cap of 512 get
+// 384 (eleven blocks, 125 columns of padding; 512 would pad 509).
 int64_t side_up_to(int64_t n, int64_t cap, int64_t align) {
   const int64_t d = divisor_up_to(n, cap);
   if (2 * d >= std::min(n, cap)) return d;
   const int64_t a = std::min(align, cap);
-  return std::min(n, cdiv(cdiv(n, cdiv(n, cap)), a) * a);
+  int64_t best = cdiv(cdiv(n, cdiv(n, cap)), a) * a;  // the fewest pieces, as even as they can be
+  for (int64_t w = cap / a * a; 2 * w >= cap; w -= a) {
+    if (cdiv(n, w) * w < cdiv(n, best) * best) best = w;
+  }
+  return std::min(n, best);
 }
 
 // Output blocks of rows take a multiple of 8 (a float32 vreg's sublanes), of columns a multiple
@@ -214,8 +219,10 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   const int64_t narrow = side_up_to(n, cap / 2, kColAlign);
   if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
       b.bk * narrow * 4 > l2 / 2) {
-    const MatmulBlocks tall =
-        grid.share(MatmulBlocks{side_up_to(m, 2 * cap, kRowAlign), narrow, b.bk});
+    MatmulBlocks tall = grid.share(MatmulBlocks{side_up_to(m, 2 * cap, kRowAlign), narrow, b.bk});
+    // Partial blocks that split unevenly are cut again (4099³: (1368, 384) blocks, 33 of them,
+    // become 22 of (2056, 384)).
+    if (!grid.even(tall) && (m % tall.bm != 0 || n % tall.bn != 0)) tall = grid.cut_unevenly(tall);
     if (grid.even(tall)) b = tall;
   }
   // bfloat16: the AMX GEMM packs all of the block's B at every call and copies the block's rows
