@@ -424,6 +424,11 @@ bool run_matmul(std::ostream& out) {
   ok &=
       check(out, "matmul x @ y.T f32", x, yt, matmul_transpose_rhs(x, yt, b), true, false, 0.0, b);
   ok &= check(out, "matmul relu f32", x, y, matmul_relu(x, y, b), false, true, 0.0, b);
+  // Blocks that divide neither M nor N: the last row and column of blocks are partial.
+  const auto xr = random_array<float>(200, K, 6);
+  const auto yr = random_array<float>(K, 300, 7);
+  ok &= check(out, "matmul f32, partial edge blocks", xr, yr, matmul(xr, yr, b), false, false, 0.0,
+              b);
   return ok;
 }
 
