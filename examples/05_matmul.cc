@@ -40,7 +40,21 @@ int64_t divisor_up_to(int64_t n, int64_t cap) {
   return 1;
 }
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// a / b rounded up, for a >= 0 and b >= 1 (without the a + b - 1 that a huge b would overflow).
+int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// The bytes of a kernel's double-buffered windows, plus `extra` bytes of scratch, as a double: a
+// block size a caller gives may be any int64_t, whose products would overflow.
+double window_bytes(const MatmulBlocks& b, int64_t item, int64_t extra = 0) {
+  const auto bm = static_cast<double>(b.bm), bn = static_cast<double>(b.bn);
+  const auto bk = static_cast<double>(b.bk);
+  return 2 * (bm * bk + bk * bn + bm * bn) * static_cast<double>(item) + static_cast<double>(extra);
+}
+
+// The elements an output grid computes, padding included (a double, as window_bytes).
+double padded_area(int64_t blocks, const MatmulBlocks& b) {
+  return static_cast<double>(blocks) * static_cast<double>(b.bm) * static_cast<double>(b.bn);
+}
 
 // A block side for a dimension of `n` elements, about `cap` long (n itself when n <= cap): the
 // largest divisor of n up to cap where it is at least half of min(n, cap), so that every block is
@@ -111,8 +125,8 @@ struct OutputGrid {
   bool better(const MatmulBlocks& t, const MatmulBlocks& best) const {
     if (!even(t)) return false;
     if (!even(best)) return true;
-    const int64_t work = count(t) * t.bm * t.bn, best_work = count(best) * best.bm * best.bn;
-    return work < best_work || (work == best_work && t.bm * t.bn > best.bm * best.bn);
+    const double work = padded_area(count(t), t), best_work = padded_area(count(best), best);
+    return work < best_work || (work == best_work && padded_area(1, t) > padded_area(1, best));
   }
 
   // Blocks that do not divide evenly among the cores leave a core idle at the end (3072³ gets
@@ -153,7 +167,8 @@ struct OutputGrid {
         side = std::min(dim, cdiv(cdiv(dim, std::max<int64_t>(p, 1)), align) * align);
         // One piece fewer only while every core keeps a block and the block stays within the
         // area the caches allow.
-        const bool fits = side < full || (count(t) >= cores && t.bm * t.bn <= max_area);
+        const bool fits = side < full ||
+                          (count(t) >= cores && padded_area(1, t) <= static_cast<double>(max_area));
         if (side != full && fits && better(t, best)) best = t;
       }
     }
@@ -166,8 +181,7 @@ struct OutputGrid {
 // (to a divisor of k from 256 up); where it cannot be (given, or all of a k with no such
 // divisor), the larger side of the output block not given is halved instead.
 MatmulBlocks fit_windows(MatmulBlocks b, const OutputGrid& grid, int64_t k, int64_t item) {
-  auto windows = [&] { return 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item; };
-  while (windows() > (int64_t{96} << 20)) {
+  while (window_bytes(b, item) > static_cast<double>(int64_t{96} << 20)) {
     const int64_t shorter = grid.given.bk <= 0 ? divisor_up_to(k, b.bk / 2) : b.bk;
     if (shorter != b.bk && shorter >= 256) {
       b.bk = shorter;
@@ -218,7 +232,7 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // would get three (1536, 512) blocks for two cores.
   const int64_t narrow = side_up_to(n, cap / 2, kColAlign);
   if (item == 4 && given.bm <= 0 && given.bn <= 0 && narrow > 2 * 64 &&
-      b.bk * narrow * 4 > l2 / 2) {
+      static_cast<double>(b.bk) * static_cast<double>(narrow) * 4 > static_cast<double>(l2 / 2)) {
     MatmulBlocks tall = grid.share(MatmulBlocks{side_up_to(m, 2 * cap, kRowAlign), narrow, b.bk});
     // Partial blocks that split unevenly are cut again (4099³: (1368, 384) blocks, 33 of them,
     // become 22 of (2056, 384)).
@@ -250,16 +264,25 @@ struct Product {
   bool empty() const { return m == 0 || n == 0 || k == 0; }
 };
 
+// The largest VMEM budget a kernel may ask for (pltpu::CompilerParams::vmem_limit_bytes).
+constexpr int64_t kMaxVmemBytes = int64_t{192} << 20;
+
 // The product x @ y (x @ y.T where `transposed`) with its blocks chosen, or a UsageError at the
 // caller's line: operands that are not matrices with one contraction size, a block size below 0,
-// or a k block that does not divide K (its padding would enter every sum). Partial blocks of M
+// a k block that does not divide K (its padding would enter every sum), or blocks whose windows
+// (and `scratch_item`-byte accumulator) pass the VMEM a kernel may ask for. Partial blocks of M
 // and N are fine: Pallas pads them, and only their valid part reaches the output.
 Product product(const char* name, const Shape& xs, const Shape& ys, bool transposed,
-                MatmulBlocks given, int64_t item, int num_cores, std::source_location where) {
+                MatmulBlocks given, int64_t item, int64_t scratch_item, int num_cores,
+                std::source_location where) {
   auto fail = [&](const std::string& what, const std::string& hint) {
-    throw UsageError(ErrorKind::kInvalidArgument,
-                     std::string("tessera: ") + name + ": " + what + "; hint: " + hint, where, -1,
-                     {}, name);
+    const std::string file = where.file_name();
+    const std::string at =
+        file.substr(file.find_last_of('/') + 1) + ":" + std::to_string(where.line());
+    throw UsageError(
+        ErrorKind::kInvalidArgument,
+        std::string("tessera: ") + name + " at " + at + ": " + what + "; hint: " + hint, where, -1,
+        {}, name);
   };
   if (xs.rank() != 2 || ys.rank() != 2 || xs[1] != ys[transposed ? 1 : 0]) {
     fail(std::string("x is ") + xs.to_string() + " and y " + ys.to_string() +
@@ -273,11 +296,27 @@ Product product(const char* name, const Shape& xs, const Shape& ys, bool transpo
          "give sizes from 1 up, or 0 to have one chosen for this CPU");
   }
   Product p{xs[0], ys[transposed ? 0 : 1], xs[1], {}};
+  int64_t out_bytes = 0;
+  if (__builtin_mul_overflow(p.m, p.n, &out_bytes) ||
+      __builtin_mul_overflow(out_bytes, item, &out_bytes)) {
+    fail("the output (" + std::to_string(p.m) + ", " + std::to_string(p.n) +
+             ") has more bytes than a 64-bit count holds",
+         "split the product into smaller ones");
+  }
   p.b = default_matmul_blocks(p.m, p.n, p.k, item, num_cores, given);
   if (p.k % p.b.bk != 0) {
     fail("the k block " + std::to_string(p.b.bk) + " does not divide K = " + std::to_string(p.k) +
              ": a partial block of the contraction would add its padding into every sum",
          "give a divisor of K (or K itself), or 0 to have one chosen");
+  }
+  const double scratch = static_cast<double>(scratch_item) * padded_area(1, p.b);
+  const double need = window_bytes(p.b, item) + scratch + (1 << 20);
+  if (need > static_cast<double>(kMaxVmemBytes)) {
+    fail("the blocks (" + std::to_string(p.b.bm) + ", " + std::to_string(p.b.bn) + ", " +
+             std::to_string(p.b.bk) + ") need " + std::to_string(std::llround(need / (1 << 20))) +
+             " MiB of VMEM for their double-buffered windows, more than the " +
+             std::to_string(kMaxVmemBytes >> 20) + " MiB a kernel may ask for",
+         "give smaller blocks, or 0 to have them chosen for this CPU");
   }
   return p;
 }
@@ -286,7 +325,7 @@ Product product(const char* name, const Shape& xs, const Shape& ys, bool transpo
 
 Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b, int num_cores,
                     std::source_location where) {
-  const Product p = product("matmul", x.shape(), y.shape(), false, b, 4, num_cores, where);
+  const Product p = product("matmul", x.shape(), y.shape(), false, b, 4, 0, num_cores, where);
   if (p.empty()) return Array<float>(Shape{p.m, p.n}, 0.0f);
   b = p.b;
   auto kernel = pl::pallas_call(
@@ -303,7 +342,7 @@ Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b
 
 Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, MatmulBlocks b,
                             int num_cores, std::source_location where) {
-  const Product p = product("matmul_bf16", x.shape(), y.shape(), false, b, 2, num_cores, where);
+  const Product p = product("matmul_bf16", x.shape(), y.shape(), false, b, 2, 4, num_cores, where);
   if (p.empty()) return Array<bfloat16>(Shape{p.m, p.n}, bfloat16(0.0f));
   b = p.b;
   auto kernel = pl::pallas_call(
@@ -323,7 +362,7 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
 Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
                                   int num_cores, std::source_location where) {
   const Product p =
-      product("matmul_transpose_rhs", x.shape(), y.shape(), true, b, 4, num_cores, where);
+      product("matmul_transpose_rhs", x.shape(), y.shape(), true, b, 4, 0, num_cores, where);
   if (p.empty()) return Array<float>(Shape{p.m, p.n}, 0.0f);
   b = p.b;
   auto kernel = pl::pallas_call(
@@ -343,7 +382,7 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
 
 Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlocks b,
                          int num_cores, std::source_location where) {
-  const Product p = product("matmul_relu", x.shape(), y.shape(), false, b, 4, num_cores, where);
+  const Product p = product("matmul_relu", x.shape(), y.shape(), false, b, 4, 0, num_cores, where);
   if (p.empty()) return Array<float>(Shape{p.m, p.n}, 0.0f);
   b = p.b;
   auto kernel = pl::pallas_call(

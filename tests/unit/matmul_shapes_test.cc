@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,8 @@ TEST(MatmulShapes, MistakesRaiseAtTheCallersLine) {
       EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
       EXPECT_EQ(static_cast<int>(e.where().line()), line) << e.what();
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      const std::string at = "matmul_shapes_test.cc:" + std::to_string(line) + ": ";
+      EXPECT_NE(std::string(e.what()).find(at), std::string::npos) << e.what();
     }
   };
   // clang-format off
@@ -122,6 +125,10 @@ TEST(MatmulShapes, MistakesRaiseAtTheCallersLine) {
   expect_usage_error([&] { (void)examples::matmul_relu(x, values<float>(384, 128, 2), {8, 128, 256}); }, line, "the k block 256 does not divide K = 384");
   line = __LINE__ + 1;
   expect_usage_error([&] { (void)examples::matmul_bf16(values<bfloat16>(8, 384, 1), values<bfloat16>(384, 128, 2), {0, 0, 100}); }, line, "does not divide K = 384");
+  line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::matmul(x, values<float>(384, 128, 2), {int64_t{1} << 40, 128, 0}); }, line, "MiB of VMEM for their double-buffered windows, more than the 192 MiB");
+  line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::matmul_bf16(values<bfloat16>(8, 384, 1), values<bfloat16>(384, 128, 2), {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max(), 384}); }, line, "more than the 192 MiB");
   // clang-format on
 }
 
