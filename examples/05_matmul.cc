@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "matmul.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
@@ -276,13 +277,7 @@ Product product(const char* name, const Shape& xs, const Shape& ys, bool transpo
                 MatmulBlocks given, int64_t item, int64_t scratch_item, int num_cores,
                 std::source_location where) {
   auto fail = [&](const std::string& what, const std::string& hint) {
-    const std::string file = where.file_name();
-    const std::string at =
-        file.substr(file.find_last_of('/') + 1) + ":" + std::to_string(where.line());
-    throw UsageError(
-        ErrorKind::kInvalidArgument,
-        std::string("tessera: ") + name + " at " + at + ": " + what + "; hint: " + hint, where, -1,
-        {}, name);
+    usage_error(name, what, hint, where);
   };
   if (xs.rank() != 2 || ys.rank() != 2 || xs[1] != ys[transposed ? 1 : 0]) {
     fail(std::string("x is ") + xs.to_string() + " and y " + ys.to_string() +

@@ -2,10 +2,12 @@
 // at run time by an index array that pltpu::PrefetchScalarGridSpec puts in SMEM before the grid
 // runs; the input's index map reads it.
 #include <algorithm>
+#include <limits>
 #include <ostream>
 #include <string>
 
 #include "grid_examples.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
@@ -13,13 +15,20 @@ Array<int32_t> block_dynamic_slice(const Array<int32_t>& x, int64_t start0, int6
                                    int64_t size0, int64_t size1, std::source_location where) {
   // The block index is start / size, so a start must be a multiple of its size.
   if (size0 <= 0 || size1 <= 0 || start0 % size0 != 0 || start1 % size1 != 0) {
-    throw UsageError(ErrorKind::kInvalidArgument,
-                     "tessera: block_dynamic_slice: starts must be multiples of the sizes (got "
-                     "starts (" +
-                         std::to_string(start0) + ", " + std::to_string(start1) + "), sizes (" +
-                         std::to_string(size0) + ", " + std::to_string(size1) +
-                         ")); hint: use block-aligned starts, as Pallas' checkify check asks",
-                     where, -1, {}, "dynamic_slice_kernel");
+    usage_error("block_dynamic_slice",
+                "starts must be multiples of the sizes (got starts (" + std::to_string(start0) +
+                    ", " + std::to_string(start1) + "), sizes (" + std::to_string(size0) + ", " +
+                    std::to_string(size1) + "))",
+                "use block-aligned starts, as Pallas' checkify check asks", where);
+  }
+  // The block indices travel as int32 scalars (SMEM), as in Pallas.
+  for (const int64_t index : {start0 / size0, start1 / size1}) {
+    if (index < 0 || index > std::numeric_limits<int32_t>::max()) {
+      usage_error("block_dynamic_slice",
+                  "the block index " + std::to_string(index) +
+                      " (start / size) is outside 0..2^31-1, the int32 scalar it is passed as",
+                  "give starts from 0 up, within the array", where);
+    }
   }
   const Array<int32_t> block_idx(
       {2}, {static_cast<int32_t>(start0 / size0), static_cast<int32_t>(start1 / size1)});

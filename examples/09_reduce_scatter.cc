@@ -2,9 +2,11 @@
 // — the top half of each block travels right to left, the bottom half left to right, each
 // device adding its input to the partial sums that pass through — and the same kernel with
 // large HBM blocks whose accumulation is a nested emit_pipeline.
+#include <string>
 #include <utility>
 
 #include "distributed.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
@@ -78,8 +80,20 @@ void end_phase(int phase, pltpu::AsyncRemoteCopyDescriptor& left_copy,
   }
 }
 
-// A device's shard (16 * n, 128) seen as n blocks of (16, 128): input_arr.reshape(n, 16, 128).
-Array<float> as_blocks(const Array<float>& x, int n, int64_t rows, int64_t cols) {
+// A device's shard (n * rows, cols) seen as n blocks of (rows, cols): input_arr.reshape(n, rows,
+// cols). Any other shard is refused: the reshape needs its elements, no more and no fewer.
+Array<float> as_blocks(const Array<float>& x, int n, int64_t rows, int64_t cols, const char* name,
+                       std::source_location where) {
+  const Shape want{int64_t{n} * rows, cols};
+  if (x.shape() != want) {
+    usage_error(name,
+                "each device's shard of x is " + x.shape().to_string() + "; the kernel takes " +
+                    want.to_string() + " (" + std::to_string(n) + " blocks of (" +
+                    std::to_string(rows) + ", " + std::to_string(cols) + "))",
+                "pass x of shape (" + std::to_string(int64_t{n} * rows) + ", " +
+                    std::to_string(int64_t{n} * cols) + "), sharded P(None, 'x')",
+                where);
+  }
   Array<float> blocks(detail::Uninitialized{}, Shape{n, rows, cols});
   std::copy(x.begin(), x.end(), blocks.begin());
   return blocks;
@@ -281,7 +295,8 @@ void reduce_scatter_nested_kernel(
 }
 }  // namespace
 
-Array<float> reduce_scatter(const Array<float>& input_arr, const Mesh& mesh) {
+Array<float> reduce_scatter(const Array<float>& input_arr, const Mesh& mesh,
+                            std::source_location where) {
   const int num_devices = mesh.size();
 
   auto out_shape = pl::out_shape(
@@ -304,14 +319,27 @@ Array<float> reduce_scatter(const Array<float>& input_arr, const Mesh& mesh) {
       pl::pallas_call(reduce_scatter_kernel, out_shape, grid_spec,
                       pltpu::CompilerParams{.collective_id = 0}, pl::name("reduce_scatter"));
   auto pallas_reduce_scatter = [&](const Array<float>& x) {
-    return std::get<0>(kernel(as_blocks(x, num_devices, block_size[0], block_size[1])));
+    return std::get<0>(
+        kernel(as_blocks(x, num_devices, block_size[0], block_size[1], "reduce_scatter", where)));
   };
   return jax::shard_map(pallas_reduce_scatter, mesh, P(None, "x"), P("x", None))(input_arr);
 }
 
 Array<float> reduce_scatter_nested(const Array<float>& input_arr, const Mesh& mesh,
-                                   int64_t outer_rows, int64_t outer_cols) {
+                                   int64_t outer_rows, int64_t outer_cols,
+                                   std::source_location where) {
   const int num_devices = mesh.size();
+  // The inner pipeline walks each half of an outer block in (8, 128) blocks.
+  if (outer_rows < 16 || outer_cols < 128 || outer_rows % 16 != 0 || outer_cols % 128 != 0) {
+    usage_error("reduce_scatter_nested",
+                "the outer block (" + std::to_string(outer_rows) + ", " +
+                    std::to_string(outer_cols) +
+                    ") must have rows a multiple of 16 and columns a multiple of 128 (two halves "
+                    "of rows, each walked in (8, 128) blocks)",
+                "round the block up, e.g. (" + std::to_string((outer_rows + 15) / 16 * 16) + ", " +
+                    std::to_string((outer_cols + 127) / 128 * 128) + ")",
+                where);
+  }
   // A large outer block, which would not fit VMEM (the kernel's inner pipeline has small ones).
   const int64_t outer_block_size[2] = {outer_rows, outer_cols};
 
@@ -331,7 +359,8 @@ Array<float> reduce_scatter_nested(const Array<float>& input_arr, const Mesh& me
       pl::pallas_call(reduce_scatter_nested_kernel, out_shape, grid_spec,
                       pltpu::CompilerParams{.collective_id = 0}, pl::name("reduce_scatter_nested"));
   auto pallas_reduce_scatter = [&](const Array<float>& x) {
-    return std::get<0>(kernel(as_blocks(x, num_devices, outer_block_size[0], outer_block_size[1])));
+    return std::get<0>(kernel(as_blocks(x, num_devices, outer_block_size[0], outer_block_size[1],
+                                        "reduce_scatter_nested", where)));
   };
   return jax::shard_map(pallas_reduce_scatter, mesh, P(None, "x"), P("x", None))(input_arr);
 }

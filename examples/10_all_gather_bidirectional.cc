@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "distributed.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
@@ -109,9 +110,14 @@ Array<float> collective_matmul_local(const Array<float>& x_shard, const Array<fl
   const int64_t m = x_shard.shape()[0];  // rows of x per device
   const int64_t k = x_shard.shape()[1];
   const int64_t n = w_shard.shape()[1];  // columns of w per device
+  // Blocks of up to 128: a partial last block of rows or columns is padded and only its valid
+  // part reaches the output, but the contraction's blocks must divide k (padding would enter the
+  // sums): the largest divisor of k up to 128 where it is at least 8, else all of k.
   const int64_t bm = std::min<int64_t>(m, 128);
   const int64_t bn = std::min<int64_t>(n, 128);
-  const int64_t bk = std::min<int64_t>(k, 128);
+  int64_t bk = std::min<int64_t>(k, 128);
+  while (k % bk != 0) --bk;
+  if (bk < std::min<int64_t>(k, 8)) bk = k;
 
   auto kernel = pl::kernel(
       pl::out_type(ShapeDtypeStruct<float>{{m * num_devices, n}},
@@ -139,8 +145,8 @@ Array<float> collective_matmul_local(const Array<float>& x_shard, const Array<fl
               if (pl::program_id(2) == 0) o_blk = jnp::zeros_like(o_blk);
               o_blk += jnp::dot(x_blk, w_blk);
             },
-            pltpu::grid({m / bm, n / bn, k / bk}), pl::in_specs(x_spec, w_spec),
-            pl::out_specs(o_spec));
+            pltpu::grid({(m + bm - 1) / bm, (n + bn - 1) / bn, k / bk}),
+            pl::in_specs(x_spec, w_spec), pl::out_specs(o_spec));
 
         for (int step = 0; step < num_devices; ++step) {
           // The block of x this device holds at this step, which it passes on to the right while
@@ -160,7 +166,14 @@ Array<float> collective_matmul_local(const Array<float>& x_shard, const Array<fl
 }
 }  // namespace
 
-Array<float> collective_matmul(const Array<float>& x, const Array<float>& w, const Mesh& mesh) {
+Array<float> collective_matmul(const Array<float>& x, const Array<float>& w, const Mesh& mesh,
+                               std::source_location where) {
+  if (x.shape().rank() != 2 || w.shape().rank() != 2 || x.shape()[1] != w.shape()[0]) {
+    usage_error("collective_matmul",
+                "x is " + x.shape().to_string() + " and w " + w.shape().to_string() +
+                    ": x @ w needs x (M, K) and w (K, N)",
+                "pass two 2-D arrays whose contraction sizes agree", where);
+  }
   return jax::shard_map(collective_matmul_local, mesh, {P("x", None), P(None, "x")}, P(None, "x"))(
       x, w);
 }

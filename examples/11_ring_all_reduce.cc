@@ -9,8 +9,10 @@
 // semaphores are needed; the kernel's implicit start barrier keeps consecutive launches apart.
 // With several cores per device, each core moves and adds its own rows of every chunk.
 #include <algorithm>
+#include <string>
 
 #include "distributed.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
@@ -24,8 +26,19 @@ int64_t add_block_rows(int64_t rows, int64_t cols) {
 }
 }  // namespace
 
-Array<float> ring_all_reduce(const Array<float>& x, int cores, bool alone) {
+Array<float> ring_all_reduce(const Array<float>& x, int cores, bool alone,
+                             std::source_location where) {
   const int n = lax::axis_size("x");
+  // Each core of each device adds its own rows of every chunk, in blocks of at least 8 rows.
+  if (x.shape().rank() != 2 || cores < 1 || x.shape()[0] % (int64_t{n} * cores * 8) != 0) {
+    usage_error("ring_all_reduce",
+                "x is " + x.shape().to_string() + " with " + std::to_string(cores) +
+                    " cores on each of " + std::to_string(n) +
+                    " devices; it takes a 2-D array whose rows are a multiple of devices * cores "
+                    "* 8 = " +
+                    std::to_string(int64_t{n} * std::max(cores, 1) * 8) + ", and at least one core",
+                "pad the rows, or use fewer cores", where);
+  }
   const int64_t rows = x.shape()[0];
   const int64_t cols = x.shape()[1];
   const int64_t chunk = rows / n;          // rows of one chunk
@@ -93,8 +106,11 @@ Array<float> ring_all_reduce(const Array<float>& x, int cores, bool alone) {
   return std::get<0>(kernel(x));
 }
 
-Array<float> ring_all_reduce_mapped(const Array<float>& x, const Mesh& mesh, int cores) {
-  auto per_device = [&](const Array<float>& shard) { return ring_all_reduce(shard, cores, false); };
+Array<float> ring_all_reduce_mapped(const Array<float>& x, const Mesh& mesh, int cores,
+                                    std::source_location where) {
+  auto per_device = [&](const Array<float>& shard) {
+    return ring_all_reduce(shard, cores, false, where);
+  };
   return jax::shard_map(per_device, mesh, P(None, "x"), P(None, "x"))(x);
 }
 

@@ -120,4 +120,58 @@ TEST(RingAllReduce, SeveralCoresPerDevice) {
   }
 }
 
+// The collective matmul at shapes its 128 blocks do not divide: partial blocks of rows and
+// columns, and a k of 200 contracted in blocks of 100 (a k block must divide k).
+TEST(CollectiveMatmul, ShapesItsBlocksDoNotDivide) {
+  const Mesh mesh = jax::make_mesh({2}, {"x"});
+  for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{200, 128, 128},
+                                {16, 200, 128},
+                                {16, 128, 200},
+                                {136, 131, 72}}) {
+    Array<float> x({2 * m, k});
+    Array<float> w({k, 2 * n});
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 5) - 2.0f;
+    for (int64_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 3) % 7) - 3.0f;
+    const Array<float> z = examples::collective_matmul(x, w, mesh);
+    for (int64_t i = 0; i < 2 * m; ++i) {
+      for (int64_t j = 0; j < 2 * n; ++j) {
+        float s = 0;  // small integers: exact in float32
+        for (int64_t p = 0; p < k; ++p) s += x(i, p) * w(p, j);
+        ASSERT_EQ(z(i, j), s) << "m " << m << ", k " << k << ", n " << n << " at (" << i << ", "
+                              << j << ")";
+      }
+    }
+  }
+}
+
+// Shapes the fixed-shape collectives cannot take raise a UsageError at the caller's line instead
+// of reading past a shard or leaving rows unsummed.
+TEST(Collectives, ShapesTheyCannotTakeRaiseAtTheCallersLine) {
+  const Mesh mesh = jax::make_mesh({2}, {"x"});
+  auto expect_error = [](auto&& call, int line, const std::string& says) {
+    try {
+      (void)call();
+      ADD_FAILURE() << "no error; expected one saying: " << says;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(static_cast<int>(e.where().line()), line) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  const Array<float> odd({24, 200}, 1.0f);
+  // clang-format off
+  int line = __LINE__ + 1;
+  expect_error([&] { return examples::reduce_scatter(odd, mesh); }, line, "the kernel takes (32, 128)");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::reduce_scatter_nested(Array<float>({32, 256}, 1.0f), mesh, 32, 128); }, line, "the kernel takes (64, 128)");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::reduce_scatter_nested(odd, mesh, 12, 100); }, line, "rows a multiple of 16 and columns a multiple of 128");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::ring_all_reduce_mapped(Array<float>({100, 512}, 1.0f), mesh, 1); }, line, "multiple of devices * cores * 8 = 16");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::ring_all_reduce_mapped(Array<float>({64, 512}, 1.0f), mesh, 0); }, line, "at least one core");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::collective_matmul(odd, Array<float>({100, 256}, 1.0f), mesh); }, line, "x @ w needs x (M, K) and w (K, N)");
+  // clang-format on
+}
+
 }  // namespace

@@ -155,6 +155,9 @@ TEST(PallasCallScalarPrefetch, BlockDynamicSliceExample) {
     for (int64_t j = 0; j < 128; ++j) ASSERT_EQ(r(i, j), x(256 + i, 128 + j));
   }
   EXPECT_THROW(examples::block_dynamic_slice(x, 100, 128, 128, 128), UsageError);
+  // A block index past int32 (the SMEM scalar it travels as) is refused, not truncated to 0.
+  EXPECT_THROW(examples::block_dynamic_slice(x, int64_t{128} << 32, 0, 128, 128), UsageError);
+  EXPECT_THROW(examples::block_dynamic_slice(x, -128, 0, 128, 128), UsageError);
 }
 
 // Index maps run one step ahead, for prefetching; an index map failing there is reported at
