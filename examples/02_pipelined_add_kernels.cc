@@ -5,27 +5,44 @@
 #include <cstdint>
 #include <ostream>
 #include <random>
+#include <string>
 
 #include "pipelined_add.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
 Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int num_cores, int64_t bm,
-                           int64_t bn) {
+                           int64_t bn, std::source_location where) {
+  if (x.shape().rank() != 2 || x.shape() != y.shape()) {
+    usage_error("pipelined_add",
+                "x is " + x.shape().to_string() + " and y " + y.shape().to_string() +
+                    ": the add takes two 2-D arrays of one shape",
+                "reshape the operands to one (M, N)", where);
+  }
+  int64_t block_bytes = 0;
+  if (bm < 1 || bn < 1 || __builtin_mul_overflow(bm, bn, &block_bytes) ||
+      __builtin_mul_overflow(block_bytes, int64_t{4}, &block_bytes)) {
+    usage_error("pipelined_add",
+                "the block (" + std::to_string(bm) + ", " + std::to_string(bn) +
+                    ") has a size below 1, or more bytes than a 64-bit count holds",
+                "give block sizes from 1 up, that fit VMEM; (128, 128) is the tutorial's", where);
+  }
   const int64_t m = x.shape()[0];
   const int64_t n = x.shape()[1];
-  auto kernel = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", num_cores),
-                           pl::name("pipelined_add"))(
-      [m, n, bm, bn](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<const float> y_hbm,
-                     pltpu::HbmRef<float> o_hbm) {
+  auto kernel =
+      pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", num_cores, where),
+                 pl::name("pipelined_add"))([m, n, bm, bn](pltpu::HbmRef<const float> x_hbm,
+                                                           pltpu::HbmRef<const float> y_hbm,
+                                                           pltpu::HbmRef<float> o_hbm) {
         const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
         // The inputs are refs to const: the body only reads them, which lets the native engine
         // read full blocks where they lie instead of copying them into VMEM.
         pltpu::emit_pipeline(
             [](pltpu::VmemRef<const float> x_vmem, pltpu::VmemRef<const float> y_vmem,
                pltpu::VmemRef<float> o_vmem) { o_vmem = x_vmem + y_vmem; },
-            pltpu::grid({(m + bm - 1) / bm, (n + bn - 1) / bn}), pl::in_specs(spec, spec),
-            pl::out_specs(spec), pltpu::core_axis_name("core"),
+            pltpu::grid({m / bm + (m % bm != 0 ? 1 : 0), n / bn + (n % bn != 0 ? 1 : 0)}),
+            pl::in_specs(spec, spec), pl::out_specs(spec), pltpu::core_axis_name("core"),
             pltpu::dimension_semantics(pltpu::PARALLEL, pltpu::ARBITRARY))(x_hbm, y_hbm, o_hbm);
       });
   return kernel(x, y);

@@ -285,6 +285,10 @@ Product product(const char* name, const Shape& xs, const Shape& ys, bool transpo
                          : ": x @ y needs x (M, K) and y (K, N)"),
          "pass two 2-D arrays whose contraction sizes agree");
   }
+  if (num_cores < 0) {
+    fail("num_cores=" + std::to_string(num_cores) + " is below 0",
+         "give the cores to run on, or 0 for this machine's");
+  }
   if (given.bm < 0 || given.bn < 0 || given.bk < 0) {
     fail("the blocks (" + std::to_string(given.bm) + ", " + std::to_string(given.bn) + ", " +
              std::to_string(given.bk) + ") have a negative size",
@@ -331,7 +335,7 @@ Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b
       },
       pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
       pl::out_specs(z_spec(b)), params(b, 4, 0),
-      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul"));
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where), pl::name("matmul"));
   return kernel(x, y);
 }
 
@@ -349,8 +353,8 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
       },
       pl::out_shape<bfloat16>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
       pl::out_specs(z_spec(b)), pl::scratch_shapes(pltpu::VMEM<float>({b.bm, b.bn})),
-      params(b, 2, b.bm * b.bn * 4), pltpu::TensorCoreMesh("core", cores_or_default(num_cores)),
-      pl::name("matmul_bf16"));
+      params(b, 2, b.bm * b.bn * 4),
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where), pl::name("matmul_bf16"));
   return kernel(x, y);
 }
 
@@ -371,7 +375,8 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
       pl::in_specs(x_spec(b),
                    pl::BlockSpec({b.bn, b.bk}, [](int, int j, int kk) { return pl::idx(j, kk); })),
       pl::out_specs(z_spec(b)), params(b, 4, 0),
-      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul_transpose_rhs"));
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where),
+      pl::name("matmul_transpose_rhs"));
   return kernel(x, y);
 }
 
@@ -390,7 +395,7 @@ Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlo
       },
       pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
       pl::out_specs(z_spec(b)), params(b, 4, 0),
-      pltpu::TensorCoreMesh("core", cores_or_default(num_cores)), pl::name("matmul_relu"));
+      pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where), pl::name("matmul_relu"));
   return kernel(x, y);
 }
 

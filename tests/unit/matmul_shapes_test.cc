@@ -122,6 +122,8 @@ TEST(MatmulShapes, MistakesRaiseAtTheCallersLine) {
   line = __LINE__ + 1;
   expect_usage_error([&] { (void)examples::matmul(x, values<float>(384, 128, 2), {8, -128, 0}); }, line, "negative size");
   line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::matmul(x, values<float>(384, 128, 2), {}, -2); }, line, "num_cores=-2 is below 0");
+  line = __LINE__ + 1;
   expect_usage_error([&] { (void)examples::matmul_relu(x, values<float>(384, 128, 2), {8, 128, 256}); }, line, "the k block 256 does not divide K = 384");
   line = __LINE__ + 1;
   expect_usage_error([&] { (void)examples::matmul_bf16(values<bfloat16>(8, 384, 1), values<bfloat16>(384, 128, 2), {0, 0, 100}); }, line, "does not divide K = 384");

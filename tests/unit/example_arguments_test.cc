@@ -1,0 +1,58 @@
+// The pipelined add example (examples/02_pipelined_add_kernels.cc) with arguments it cannot take:
+// a UsageError at the caller's line, never a crash (a block of 0 divided by zero) or a silent
+// answer; and with blocks that divide neither side, the exact sum.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "pipelined_add.h"
+
+namespace tessera {
+namespace {
+
+void expect_usage_error(const std::function<void()>& call, int line, const std::string& says) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one saying: " << says;
+  } catch (const UsageError& e) {
+    EXPECT_EQ(static_cast<int>(e.where().line()), line) << e.what();
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
+TEST(PipelinedAddArguments, MistakesRaiseAtTheCallersLine) {
+  const Array<float> x({256, 256}, 1.0f);
+  // clang-format off
+  int line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::pipelined_add(x, Array<float>({256, 128}, 2.0f), 2); }, line, "x is (256, 256) and y (256, 128)");
+  line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::pipelined_add(Array<float>({300}), Array<float>({300}), 2); }, line, "two 2-D arrays of one shape");
+  line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 2, 0, 128); }, line, "the block (0, 128) has a size below 1");
+  line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 2, 8, -128); }, line, "the block (8, -128)");
+  line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 0); }, line, "num_cores=0");
+  line = __LINE__ + 1;
+  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 2, int64_t{1} << 62, 8); }, line, "more bytes than a 64-bit count holds");
+  // clang-format on
+}
+
+TEST(PipelinedAddArguments, BlocksThatDivideNeitherSide) {
+  Array<float> x({200, 300});
+  Array<float> y({200, 300});
+  for (int64_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(i % 97);
+    y[i] = static_cast<float>(i % 13) - 6.0f;
+  }
+  for (const auto& [bm, bn] : {std::pair<int64_t, int64_t>{128, 128}, {64, 256}}) {
+    const Array<float> o = examples::pipelined_add(x, y, 2, bm, bn);
+    for (int64_t i = 0; i < o.size(); ++i)
+      ASSERT_EQ(o[i], x[i] + y[i]) << bm << " x " << bn << ", " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
