@@ -168,11 +168,12 @@ Array<float> collective_matmul_local(const Array<float>& x_shard, const Array<fl
 
 Array<float> collective_matmul(const Array<float>& x, const Array<float>& w, const Mesh& mesh,
                                std::source_location where) {
-  if (x.shape().rank() != 2 || w.shape().rank() != 2 || x.shape()[1] != w.shape()[0]) {
+  if (x.shape().rank() != 2 || w.shape().rank() != 2 || x.shape()[1] != w.shape()[0] ||
+      x.size() == 0 || w.size() == 0) {
     usage_error("collective_matmul",
                 "x is " + x.shape().to_string() + " and w " + w.shape().to_string() +
-                    ": x @ w needs x (M, K) and w (K, N)",
-                "pass two 2-D arrays whose contraction sizes agree", where);
+                    ": x @ w needs x (M, K) and w (K, N), none of M, K, N zero",
+                "pass two non-empty 2-D arrays whose contraction sizes agree", where);
   }
   return jax::shard_map(collective_matmul_local, mesh, {P("x", None), P(None, "x")}, P(None, "x"))(
       x, w);

@@ -30,12 +30,13 @@ Array<float> ring_all_reduce(const Array<float>& x, int cores, bool alone,
                              std::source_location where) {
   const int n = lax::axis_size("x");
   // Each core of each device adds its own rows of every chunk, in blocks of at least 8 rows.
-  if (x.shape().rank() != 2 || cores < 1 || x.shape()[0] % (int64_t{n} * cores * 8) != 0) {
+  if (x.shape().rank() != 2 || cores < 1 || x.shape()[0] < 1 || x.shape()[1] < 1 ||
+      x.shape()[0] % (int64_t{n} * cores * 8) != 0) {
     usage_error("ring_all_reduce",
                 "x is " + x.shape().to_string() + " with " + std::to_string(cores) +
                     " cores on each of " + std::to_string(n) +
-                    " devices; it takes a 2-D array whose rows are a multiple of devices * cores "
-                    "* 8 = " +
+                    " devices; it takes a non-empty 2-D array whose rows are a multiple of "
+                    "devices * cores * 8 = " +
                     std::to_string(int64_t{n} * std::max(cores, 1) * 8) + ", and at least one core",
                 "pad the rows, or use fewer cores", where);
   }

@@ -171,6 +171,12 @@ TEST(Collectives, ShapesTheyCannotTakeRaiseAtTheCallersLine) {
   expect_error([&] { return examples::ring_all_reduce_mapped(Array<float>({64, 512}, 1.0f), mesh, 0); }, line, "at least one core");
   line = __LINE__ + 1;
   expect_error([&] { return examples::collective_matmul(odd, Array<float>({100, 256}, 1.0f), mesh); }, line, "x @ w needs x (M, K) and w (K, N)");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::collective_matmul(Array<float>({0, 128}), Array<float>({128, 256}), mesh); }, line, "none of M, K, N zero");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::collective_matmul(Array<float>({32, 0}), Array<float>({0, 256}), mesh); }, line, "none of M, K, N zero");
+  line = __LINE__ + 1;
+  expect_error([&] { return examples::ring_all_reduce_mapped(Array<float>({0, 512}), mesh, 1); }, line, "a non-empty 2-D array");
   // clang-format on
 }
 

@@ -40,6 +40,11 @@ TEST(PipelinedAddArguments, MistakesRaiseAtTheCallersLine) {
   // clang-format on
 }
 
+TEST(PipelinedAddArguments, AnEmptyAddIsAnEmptyArray) {
+  EXPECT_EQ(examples::pipelined_add(Array<float>({0, 128}), Array<float>({0, 128}), 2).shape(),
+            Shape({0, 128}));
+}
+
 TEST(PipelinedAddArguments, BlocksThatDivideNeitherSide) {
   Array<float> x({200, 300});
   Array<float> y({200, 300});
