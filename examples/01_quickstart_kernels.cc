@@ -4,8 +4,10 @@
 // HBM. So each kernel computes a block in a VMEM scratch buffer, then copies it to its output
 // in HBM with a DMA (`pltpu::sync_copy`). `pl::kernel` runs the body on every core of the mesh.
 #include <ostream>
+#include <string>
 
 #include "quickstart.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
@@ -21,15 +23,19 @@ Array<float> fill_42() {
   return kernel();
 }
 
-Array<float> iota(int num_cores) {
-  auto kernel =
-      pl::kernel(pl::out_type<float>({128 * num_cores}), pltpu::TensorCoreMesh("core", num_cores),
-                 pl::scratch_types(pltpu::VMEM<float>({128})),
-                 pl::name("iota"))([](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
-        const int i = lax::axis_index("core");
-        o_vmem = jnp::arange<float>(128) + float(i * 128);         // our chunk, in VMEM
-        pltpu::sync_copy(o_vmem, o_ref.at(pl::ds(i * 128, 128)));  // to our slice of HBM
-      });
+Array<float> iota(int num_cores, std::source_location where) {
+  if (num_cores < 1) {
+    usage_error("iota", "num_cores=" + std::to_string(num_cores) + " is below 1",
+                "run it on at least one core", where);
+  }
+  auto kernel = pl::kernel(
+      pl::out_type<float>({128 * int64_t{num_cores}}),
+      pltpu::TensorCoreMesh("core", num_cores, where), pl::scratch_types(pltpu::VMEM<float>({128})),
+      pl::name("iota"))([](pltpu::HbmRef<float> o_ref, pltpu::VmemRef<float> o_vmem) {
+    const int i = lax::axis_index("core");
+    o_vmem = jnp::arange<float>(128) + float(i * 128);         // our chunk, in VMEM
+    pltpu::sync_copy(o_vmem, o_ref.at(pl::ds(i * 128, 128)));  // to our slice of HBM
+  });
   return kernel();
 }
 

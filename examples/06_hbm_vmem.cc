@@ -2,12 +2,19 @@
 // pipelined; the body gets an HBM ref and moves what it needs into VMEM itself with a DMA.
 #include <ostream>
 #include <random>
+#include <string>
 
 #include "grid_examples.h"
+#include "usage_error.h"
 
 namespace tessera::examples {
 
-Array<float> hbm_vmem(const Array<float>& x) {
+Array<float> hbm_vmem(const Array<float>& x, std::source_location where) {
+  if (x.shape().rank() != 2 || x.shape()[0] < 1 || x.shape()[1] < 1) {
+    usage_error("hbm_vmem",
+                "x is " + x.shape().to_string() + "; the kernel copies its first row, (1, N)",
+                "pass a 2-D array with at least one row and column", where);
+  }
   auto kernel = pl::pallas_call(
       [](pltpu::AnyRef<const float> x_hbm_ref, pltpu::VmemRef<float> out_vmem_ref,
          pltpu::VmemRef<float> scratch_vmem_ref) {

@@ -19,7 +19,9 @@ bool run_megacore_add(std::ostream& out);
 
 /// `hbm_vmem_kernel`: an input left in HBM (pl::BlockSpec(pl::ANY)); the body DMAs x[0:1] into
 /// a VMEM scratch and writes it + 1. Returns the (1, N) output.
-Array<float> hbm_vmem(const Array<float>& x);
+/// x not 2-D, or empty, raises a UsageError at `where`.
+Array<float> hbm_vmem(const Array<float>& x,
+                      std::source_location where = std::source_location::current());
 /// Runs hbm_vmem on an (8, 128) random array; true when it matches x[0:1] + 1.
 bool run_hbm_vmem(std::ostream& out);
 

@@ -4,6 +4,7 @@
 #include <tessera/tessera.h>
 
 #include <iosfwd>
+#include <source_location>
 
 namespace tessera::examples {
 
@@ -14,7 +15,8 @@ Array<float> fill_42();
 /// `iota`: every core writes its own 128-element slice, so the output is 0 .. 128*n - 1 for a
 /// mesh of n cores (default: pltpu::get_tpu_info().num_cores).
 Array<float> iota();
-Array<float> iota(int num_cores);
+/// num_cores outside 1..256 raises a UsageError at `where`.
+Array<float> iota(int num_cores, std::source_location where = std::source_location::current());
 
 /// Runs both, prints them in numpy's style, checks them; true when both are right.
 bool run_quickstart(std::ostream& out);

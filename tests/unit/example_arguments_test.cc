@@ -1,13 +1,15 @@
-// The pipelined add example (examples/02_pipelined_add_kernels.cc) with arguments it cannot take:
-// a UsageError at the caller's line, never a crash (a block of 0 divided by zero) or a silent
-// answer; and with blocks that divide neither side, the exact sum.
+// The single-device examples with arguments they cannot take: a UsageError at the caller's line,
+// never a crash (the pipelined add's block of 0 divided by zero) or a silent answer; and the
+// pipelined add with blocks that divide neither side, the exact sum.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 #include <utility>
 
+#include "grid_examples.h"
 #include "pipelined_add.h"
+#include "quickstart.h"
 
 namespace tessera {
 namespace {
@@ -57,6 +59,19 @@ TEST(PipelinedAddArguments, BlocksThatDivideNeitherSide) {
     for (int64_t i = 0; i < o.size(); ++i)
       ASSERT_EQ(o[i], x[i] + y[i]) << bm << " x " << bn << ", " << i;
   }
+}
+
+TEST(QuickstartArguments, MistakesRaiseAtTheCallersLine) {
+  // clang-format off
+  int line = __LINE__ + 1;
+  expect_usage_error([] { (void)examples::iota(0); }, line, "num_cores=0 is below 1");
+  line = __LINE__ + 1;
+  expect_usage_error([] { (void)examples::iota(300); }, line, "num_cores=300");
+  line = __LINE__ + 1;
+  expect_usage_error([] { (void)examples::hbm_vmem(Array<float>({128}, 1.0f)); }, line, "x is (128,)");
+  line = __LINE__ + 1;
+  expect_usage_error([] { (void)examples::hbm_vmem(Array<float>({0, 128})); }, line, "at least one row");
+  // clang-format on
 }
 
 }  // namespace
