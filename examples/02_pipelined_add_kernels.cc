@@ -42,8 +42,8 @@ Array<float> pipelined_add(const Array<float>& x, const Array<float>& y, int num
         pltpu::emit_pipeline(
             [](pltpu::VmemRef<const float> x_vmem, pltpu::VmemRef<const float> y_vmem,
                pltpu::VmemRef<float> o_vmem) { o_vmem = x_vmem + y_vmem; },
-            pltpu::grid({m / bm + (m % bm != 0 ? 1 : 0), n / bn + (n % bn != 0 ? 1 : 0)}),
-            pl::in_specs(spec, spec), pl::out_specs(spec), pltpu::core_axis_name("core"),
+            pltpu::grid({pl::cdiv(m, bm), pl::cdiv(n, bn)}), pl::in_specs(spec, spec),
+            pl::out_specs(spec), pltpu::core_axis_name("core"),
             pltpu::dimension_semantics(pltpu::PARALLEL, pltpu::ARBITRARY))(x_hbm, y_hbm, o_hbm);
       });
   return kernel(x, y);

@@ -25,14 +25,6 @@ namespace {
 // where they lie").
 int cores_or_default(int n) { return n > 0 ? n : pltpu::get_tpu_info().num_cores; }
 
-// pallas_call double-buffers each block; raise the VMEM limit when large blocks need it.
-pltpu::CompilerParams params(MatmulBlocks b, int64_t item, int64_t scratch_bytes) {
-  const int64_t need = 2 * (b.bm * b.bk + b.bk * b.bn + b.bm * b.bn) * item + scratch_bytes;
-  return pltpu::CompilerParams{
-      .dimension_semantics = {pltpu::PARALLEL, pltpu::PARALLEL, pltpu::ARBITRARY},
-      .vmem_limit_bytes = std::max<int64_t>(need + (1 << 20), int64_t{16} << 20)};
-}
-
 // The largest divisor of `n` that is at most `cap` (n itself when n <= cap).
 int64_t divisor_up_to(int64_t n, int64_t cap) {
   for (int64_t d = std::min(n, cap); d > 1; --d) {
@@ -41,7 +33,9 @@ int64_t divisor_up_to(int64_t n, int64_t cap) {
   return 1;
 }
 
-// a / b rounded up, for a >= 0 and b >= 1 (without the a + b - 1 that a huge b would overflow).
+// a / b rounded up, for a >= 0 and b >= 1, for the block chooser: a block size a caller gives may
+// be any int64_t, which pl::cdiv refuses where a + b - 1 overflows; here it rounds up without that
+// sum, and product() then refuses the blocks with a message about their VMEM.
 int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 // The bytes of a kernel's double-buffered windows, plus `extra` bytes of scratch, as a double: a
@@ -260,7 +254,8 @@ namespace {
 struct Product {
   int64_t m, n, k;
   MatmulBlocks b;
-  Shape grid() const { return {cdiv(m, b.bm), cdiv(n, b.bn), k / b.bk}; }
+  int64_t vmem_bytes = 0;  // the double-buffered windows and the scratch, plus 1 MiB
+  Shape grid() const { return {pl::cdiv(m, b.bm), pl::cdiv(n, b.bn), k / b.bk}; }
   // No grid step to run: an empty output, or (K = 0) a sum of nothing, zeros.
   bool empty() const { return m == 0 || n == 0 || k == 0; }
 };
@@ -317,7 +312,15 @@ Product product(const char* name, const Shape& xs, const Shape& ys, bool transpo
              std::to_string(kMaxVmemBytes >> 20) + " MiB a kernel may ask for",
          "give smaller blocks, or 0 to have them chosen for this CPU");
   }
+  p.vmem_bytes = static_cast<int64_t>(need);
   return p;
+}
+
+// pallas_call double-buffers each block; raise the VMEM limit when large blocks need it.
+pltpu::CompilerParams params(const Product& p) {
+  return pltpu::CompilerParams{
+      .dimension_semantics = {pltpu::PARALLEL, pltpu::PARALLEL, pltpu::ARBITRARY},
+      .vmem_limit_bytes = std::max<int64_t>(p.vmem_bytes, int64_t{16} << 20)};
 }
 
 }  // namespace
@@ -334,7 +337,7 @@ Array<float> matmul(const Array<float>& x, const Array<float>& y, MatmulBlocks b
         z_ref += jnp::dot(x_ref, y_ref);  // z_ref[...] += x_ref[...] @ y_ref[...]
       },
       pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
-      pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pl::out_specs(z_spec(b)), params(p),
       pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where), pl::name("matmul"));
   return kernel(x, y);
 }
@@ -352,8 +355,7 @@ Array<bfloat16> matmul_bf16(const Array<bfloat16>& x, const Array<bfloat16>& y, 
         if (pl::program_id(2) == pl::num_programs(2) - 1) z_ref = acc_ref.astype<bfloat16>();
       },
       pl::out_shape<bfloat16>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
-      pl::out_specs(z_spec(b)), pl::scratch_shapes(pltpu::VMEM<float>({b.bm, b.bn})),
-      params(b, 2, b.bm * b.bn * 4),
+      pl::out_specs(z_spec(b)), pl::scratch_shapes(pltpu::VMEM<float>({b.bm, b.bn})), params(p),
       pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where), pl::name("matmul_bf16"));
   return kernel(x, y);
 }
@@ -374,7 +376,7 @@ Array<float> matmul_transpose_rhs(const Array<float>& x, const Array<float>& y, 
       pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()),
       pl::in_specs(x_spec(b),
                    pl::BlockSpec({b.bn, b.bk}, [](int, int j, int kk) { return pl::idx(j, kk); })),
-      pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pl::out_specs(z_spec(b)), params(p),
       pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where),
       pl::name("matmul_transpose_rhs"));
   return kernel(x, y);
@@ -394,7 +396,7 @@ Array<float> matmul_relu(const Array<float>& x, const Array<float>& y, MatmulBlo
           z_ref = jnp::maximum(z_ref, 0.0f);  // relu
       },
       pl::out_shape<float>({p.m, p.n}), pl::grid(p.grid()), pl::in_specs(x_spec(b), y_spec(b)),
-      pl::out_specs(z_spec(b)), params(b, 4, 0),
+      pl::out_specs(z_spec(b)), params(p),
       pltpu::TensorCoreMesh("core", cores_or_default(num_cores), where), pl::name("matmul_relu"));
   return kernel(x, y);
 }

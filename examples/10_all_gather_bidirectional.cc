@@ -145,8 +145,8 @@ Array<float> collective_matmul_local(const Array<float>& x_shard, const Array<fl
               if (pl::program_id(2) == 0) o_blk = jnp::zeros_like(o_blk);
               o_blk += jnp::dot(x_blk, w_blk);
             },
-            pltpu::grid({(m + bm - 1) / bm, (n + bn - 1) / bn, k / bk}),
-            pl::in_specs(x_spec, w_spec), pl::out_specs(o_spec));
+            pltpu::grid({pl::cdiv(m, bm), pl::cdiv(n, bn), k / bk}), pl::in_specs(x_spec, w_spec),
+            pl::out_specs(o_spec));
 
         for (int step = 0; step < num_devices; ++step) {
           // The block of x this device holds at this step, which it passes on to the right while

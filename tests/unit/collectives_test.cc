@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "distributed.h"
+#include "support/expect_error.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -148,35 +149,26 @@ TEST(CollectiveMatmul, ShapesItsBlocksDoNotDivide) {
 // of reading past a shard or leaving rows unsummed.
 TEST(Collectives, ShapesTheyCannotTakeRaiseAtTheCallersLine) {
   const Mesh mesh = jax::make_mesh({2}, {"x"});
-  auto expect_error = [](auto&& call, int line, const std::string& says) {
-    try {
-      (void)call();
-      ADD_FAILURE() << "no error; expected one saying: " << says;
-    } catch (const UsageError& e) {
-      EXPECT_EQ(static_cast<int>(e.where().line()), line) << e.what();
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-    }
-  };
   const Array<float> odd({24, 200}, 1.0f);
   // clang-format off
   int line = __LINE__ + 1;
-  expect_error([&] { return examples::reduce_scatter(odd, mesh); }, line, "the kernel takes (32, 128)");
+  EXPECT_TESSERA_ERROR((void)examples::reduce_scatter(odd, mesh), UsageError, ErrorKind::kInvalidArgument, "the kernel takes (32, 128)", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::reduce_scatter_nested(Array<float>({32, 256}, 1.0f), mesh, 32, 128); }, line, "the kernel takes (64, 128)");
+  EXPECT_TESSERA_ERROR((void)examples::reduce_scatter_nested(Array<float>({32, 256}, 1.0f), mesh, 32, 128), UsageError, ErrorKind::kInvalidArgument, "the kernel takes (64, 128)", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::reduce_scatter_nested(odd, mesh, 12, 100); }, line, "rows a multiple of 16 and columns a multiple of 128");
+  EXPECT_TESSERA_ERROR((void)examples::reduce_scatter_nested(odd, mesh, 12, 100), UsageError, ErrorKind::kInvalidArgument, "rows a multiple of 16 and columns a multiple of 128", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::ring_all_reduce_mapped(Array<float>({100, 512}, 1.0f), mesh, 1); }, line, "multiple of devices * cores * 8 = 16");
+  EXPECT_TESSERA_ERROR((void)examples::ring_all_reduce_mapped(Array<float>({100, 512}, 1.0f), mesh, 1), UsageError, ErrorKind::kInvalidArgument, "multiple of devices * cores * 8 = 16", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::ring_all_reduce_mapped(Array<float>({64, 512}, 1.0f), mesh, 0); }, line, "at least one core");
+  EXPECT_TESSERA_ERROR((void)examples::ring_all_reduce_mapped(Array<float>({64, 512}, 1.0f), mesh, 0), UsageError, ErrorKind::kInvalidArgument, "at least one core", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::collective_matmul(odd, Array<float>({100, 256}, 1.0f), mesh); }, line, "x @ w needs x (M, K) and w (K, N)");
+  EXPECT_TESSERA_ERROR((void)examples::collective_matmul(odd, Array<float>({100, 256}, 1.0f), mesh), UsageError, ErrorKind::kInvalidArgument, "x @ w needs x (M, K) and w (K, N)", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::collective_matmul(Array<float>({0, 128}), Array<float>({128, 256}), mesh); }, line, "none of M, K, N zero");
+  EXPECT_TESSERA_ERROR((void)examples::collective_matmul(Array<float>({0, 128}), Array<float>({128, 256}), mesh), UsageError, ErrorKind::kInvalidArgument, "none of M, K, N zero", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::collective_matmul(Array<float>({32, 0}), Array<float>({0, 256}), mesh); }, line, "none of M, K, N zero");
+  EXPECT_TESSERA_ERROR((void)examples::collective_matmul(Array<float>({32, 0}), Array<float>({0, 256}), mesh), UsageError, ErrorKind::kInvalidArgument, "none of M, K, N zero", line);
   line = __LINE__ + 1;
-  expect_error([&] { return examples::ring_all_reduce_mapped(Array<float>({0, 512}), mesh, 1); }, line, "a non-empty 2-D array");
+  EXPECT_TESSERA_ERROR((void)examples::ring_all_reduce_mapped(Array<float>({0, 512}), mesh, 1), UsageError, ErrorKind::kInvalidArgument, "a non-empty 2-D array", line);
   // clang-format on
 }
 

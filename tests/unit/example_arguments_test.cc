@@ -3,42 +3,32 @@
 // pipelined add with blocks that divide neither side, the exact sum.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <utility>
 
 #include "grid_examples.h"
 #include "pipelined_add.h"
 #include "quickstart.h"
+#include "support/expect_error.h"
 
 namespace tessera {
 namespace {
-
-void expect_usage_error(const std::function<void()>& call, int line, const std::string& says) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one saying: " << says;
-  } catch (const UsageError& e) {
-    EXPECT_EQ(static_cast<int>(e.where().line()), line) << e.what();
-    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-  }
-}
 
 TEST(PipelinedAddArguments, MistakesRaiseAtTheCallersLine) {
   const Array<float> x({256, 256}, 1.0f);
   // clang-format off
   int line = __LINE__ + 1;
-  expect_usage_error([&] { (void)examples::pipelined_add(x, Array<float>({256, 128}, 2.0f), 2); }, line, "x is (256, 256) and y (256, 128)");
+  EXPECT_TESSERA_ERROR((void)examples::pipelined_add(x, Array<float>({256, 128}, 2.0f), 2), UsageError, ErrorKind::kInvalidArgument, "x is (256, 256) and y (256, 128)", line);
   line = __LINE__ + 1;
-  expect_usage_error([&] { (void)examples::pipelined_add(Array<float>({300}), Array<float>({300}), 2); }, line, "two 2-D arrays of one shape");
+  EXPECT_TESSERA_ERROR((void)examples::pipelined_add(Array<float>({300}), Array<float>({300}), 2), UsageError, ErrorKind::kInvalidArgument, "two 2-D arrays of one shape", line);
   line = __LINE__ + 1;
-  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 2, 0, 128); }, line, "the block (0, 128) has a size below 1");
+  EXPECT_TESSERA_ERROR((void)examples::pipelined_add(x, x, 2, 0, 128), UsageError, ErrorKind::kInvalidArgument, "the block (0, 128) has a size below 1", line);
   line = __LINE__ + 1;
-  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 2, 8, -128); }, line, "the block (8, -128)");
+  EXPECT_TESSERA_ERROR((void)examples::pipelined_add(x, x, 2, 8, -128), UsageError, ErrorKind::kInvalidArgument, "the block (8, -128)", line);
   line = __LINE__ + 1;
-  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 0); }, line, "num_cores=0");
+  EXPECT_TESSERA_ERROR((void)examples::pipelined_add(x, x, 0), UsageError, ErrorKind::kInvalidArgument, "num_cores=0", line);
   line = __LINE__ + 1;
-  expect_usage_error([&] { (void)examples::pipelined_add(x, x, 2, int64_t{1} << 62, 8); }, line, "more bytes than a 64-bit count holds");
+  EXPECT_TESSERA_ERROR((void)examples::pipelined_add(x, x, 2, int64_t{1} << 62, 8), UsageError, ErrorKind::kInvalidArgument, "more bytes than a 64-bit count holds", line);
   // clang-format on
 }
 
@@ -64,13 +54,13 @@ TEST(PipelinedAddArguments, BlocksThatDivideNeitherSide) {
 TEST(QuickstartArguments, MistakesRaiseAtTheCallersLine) {
   // clang-format off
   int line = __LINE__ + 1;
-  expect_usage_error([] { (void)examples::iota(0); }, line, "num_cores=0 is below 1");
+  EXPECT_TESSERA_ERROR((void)examples::iota(0), UsageError, ErrorKind::kInvalidArgument, "num_cores=0 is below 1", line);
   line = __LINE__ + 1;
-  expect_usage_error([] { (void)examples::iota(300); }, line, "num_cores=300");
+  EXPECT_TESSERA_ERROR((void)examples::iota(300), UsageError, ErrorKind::kInvalidArgument, "num_cores=300", line);
   line = __LINE__ + 1;
-  expect_usage_error([] { (void)examples::hbm_vmem(Array<float>({128}, 1.0f)); }, line, "x is (128,)");
+  EXPECT_TESSERA_ERROR((void)examples::hbm_vmem(Array<float>({128}, 1.0f)), UsageError, ErrorKind::kInvalidArgument, "x is (128,)", line);
   line = __LINE__ + 1;
-  expect_usage_error([] { (void)examples::hbm_vmem(Array<float>({0, 128})); }, line, "at least one row");
+  EXPECT_TESSERA_ERROR((void)examples::hbm_vmem(Array<float>({0, 128})), UsageError, ErrorKind::kInvalidArgument, "at least one row", line);
   // clang-format on
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "matmul.h"
+#include "support/expect_error.h"
 
 namespace tessera {
 namespace {
@@ -100,17 +101,16 @@ TEST(MatmulShapes, PartialEdgeBlocksGiveTheProductChecked) {
 
 TEST(MatmulShapes, MistakesRaiseAtTheCallersLine) {
   const auto x = values<float>(8, 384, 1);
+  // A UsageError of kind kInvalidArgument at `line` saying `says`, whose message also names the
+  // caller's file:line.
   auto expect_usage_error = [](auto&& call, int line, const std::string& says) {
-    try {
-      call();
-      ADD_FAILURE() << "no error; expected one saying: " << says;
-    } catch (const UsageError& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-      EXPECT_EQ(static_cast<int>(e.where().line()), line) << e.what();
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-      const std::string at = "matmul_shapes_test.cc:" + std::to_string(line) + ": ";
-      EXPECT_NE(std::string(e.what()).find(at), std::string::npos) << e.what();
-    }
+    const auto e = testing::catch_error<UsageError>(call);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(static_cast<int>(e->where().line()), line) << e->what();
+    EXPECT_NE(std::string(e->what()).find(says), std::string::npos) << e->what();
+    const std::string at = "matmul_shapes_test.cc:" + std::to_string(line) + ": ";
+    EXPECT_NE(std::string(e->what()).find(at), std::string::npos) << e->what();
   };
   // clang-format off
   int line = __LINE__ + 1;
