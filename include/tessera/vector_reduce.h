@@ -26,7 +26,9 @@
 // above the kernel's scratch and live run_scoped scopes and count against the kernel's VMEM
 // budget; an expression whose temporaries do not fit throws KernelError kCapacityExceeded,
 // naming the op and the sizes. Outside a kernel (tests on hand-made refs) they come from the
-// heap. A transpose or a contiguous reshape of a plain ref needs no temporary (it is a view).
+// heap. A transpose or a contiguous reshape of a plain ref needs no temporary (it is a view), and
+// a reduction, roll or cumsum of a plain ref of 32-bit elements (float32, int32, uint32) laid out
+// row-major reads it where it lies, with no temporary for its operand.
 //
 // Dtypes follow jnp: sum of bool/int8/int16 gives int32, of uint8/uint16 uint32 (of bfloat16,
 // float16 or a float8, its own dtype, accumulated in float32 and rounded once: jnp on a CPU

@@ -354,8 +354,18 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
     result = temps.allocate(out_shape.size() * 4, node, "the result", out_shape);
   }
   const Temporaries::Mark mark = temps.mark();
-  void* operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
-  evaluate_operand(node, std::move(sub), lane, operand);
+  void* operand = nullptr;
+  if (!in_place && sub.size() == 1 && sub[0].op == OpCode::kLoad && sub[0].dtype == lane &&
+      sub[0].shape == in_shape && is_row_major(sub[0].shape, sub[0].strides)) {
+    // A reduction, roll or running sum of a ref (or a block of one) of 32-bit lanes laid out
+    // row-major reads it where it lies; compute_node only reads its operand. Copying it first
+    // cost as much as the reduction itself (docs/performance.md, "Softmax: row reductions and
+    // exp").
+    operand = const_cast<void*>(sub[0].data);
+  } else {
+    operand = temps.allocate(in_shape.size() * 4, node, "the operand", in_shape);
+    evaluate_operand(node, std::move(sub), lane, operand);
+  }
 
   SmallVec load_strides = node.op == OpCode::kBroadcast
                               ? broadcast_view_strides(node, row_major_strides(in_shape))

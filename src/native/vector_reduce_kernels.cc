@@ -69,9 +69,11 @@ T combine1(OpCode op, T a, T b) {
   return op == OpCode::kReduceMax ? std::max(a, b) : std::min(a, b);
 }
 
-/// Folds a contiguous row of L values to one.
+/// Folds a contiguous row of L values to one with the NaN-propagating combine, vector by vector
+/// and then lane by lane: the exact result (which NaN a row with several ends with) that
+/// fold_row keeps for rows that hold a NaN.
 template <class D>
-hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
+hn::TFromD<D> fold_row_nan(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
   using T = hn::TFromD<D>;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t j = 0;
@@ -89,6 +91,75 @@ hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
     for (int64_t i = 0; i < N; ++i) r = combine1(op, r, lanes[i]);
   }
   for (; j < L; ++j) r = combine1(op, r, x[j]);
+  return r;
+}
+
+/// Folds a contiguous row of L values to one: four vector accumulators (one would bound the loop
+/// by its combine's latency: softmax's row max over 128 float32 columns took 38 ns a row that
+/// way, docs/performance.md "Softmax: row reductions and exp"), then across the lanes. Float max
+/// and min combine with the plain instructions and note NaNs aside; a row that holds one is folded
+/// again by fold_row_nan. A float sum's order is four interleaved partial sums, then a tree.
+template <class D>
+hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
+  using T = hn::TFromD<D>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  if (L < N) {
+    T r = identity<T>(op);
+    for (int64_t j = 0; j < L; ++j) r = combine1(op, r, x[j]);
+    return r;
+  }
+  const auto id = hn::Set(d, identity<T>(op));
+  auto acc0 = hn::LoadU(d, x);
+  auto acc1 = id;
+  auto acc2 = id;
+  auto acc3 = id;
+  int64_t j = N;
+  if (op == OpCode::kReduceSum) {
+    for (; j + 4 * N <= L; j += 4 * N) {
+      acc0 = hn::Add(acc0, hn::LoadU(d, x + j));
+      acc1 = hn::Add(acc1, hn::LoadU(d, x + j + N));
+      acc2 = hn::Add(acc2, hn::LoadU(d, x + j + 2 * N));
+      acc3 = hn::Add(acc3, hn::LoadU(d, x + j + 3 * N));
+    }
+    for (; j + N <= L; j += N) acc0 = hn::Add(acc0, hn::LoadU(d, x + j));
+    T r = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
+    for (; j < L; ++j) r = combine1(op, r, x[j]);
+    return r;
+  }
+  const bool is_max = op == OpCode::kReduceMax;
+  auto fold = [&](auto a, auto v) HWY_ATTR { return is_max ? hn::Max(a, v) : hn::Min(a, v); };
+  if constexpr (hwy::IsFloat<T>()) {
+    auto nan = hn::IsNaN(acc0);
+    for (; j + 4 * N <= L; j += 4 * N) {
+      const auto v0 = hn::LoadU(d, x + j);
+      const auto v1 = hn::LoadU(d, x + j + N);
+      const auto v2 = hn::LoadU(d, x + j + 2 * N);
+      const auto v3 = hn::LoadU(d, x + j + 3 * N);
+      acc0 = fold(acc0, v0);
+      acc1 = fold(acc1, v1);
+      acc2 = fold(acc2, v2);
+      acc3 = fold(acc3, v3);
+      nan = hn::Or(
+          nan, hn::Or(hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)), hn::Or(hn::IsNaN(v2), hn::IsNaN(v3))));
+    }
+    for (; j + N <= L; j += N) {
+      const auto v = hn::LoadU(d, x + j);
+      acc0 = fold(acc0, v);
+      nan = hn::Or(nan, hn::IsNaN(v));
+    }
+    if (!hn::AllFalse(d, nan)) return fold_row_nan(d, op, x, L);
+  } else {
+    for (; j + 4 * N <= L; j += 4 * N) {
+      acc0 = fold(acc0, hn::LoadU(d, x + j));
+      acc1 = fold(acc1, hn::LoadU(d, x + j + N));
+      acc2 = fold(acc2, hn::LoadU(d, x + j + 2 * N));
+      acc3 = fold(acc3, hn::LoadU(d, x + j + 3 * N));
+    }
+    for (; j + N <= L; j += N) acc0 = fold(acc0, hn::LoadU(d, x + j));
+  }
+  const auto all = fold(fold(acc0, acc1), fold(acc2, acc3));
+  T r = hn::GetLane(is_max ? hn::MaxOfLanes(d, all) : hn::MinOfLanes(d, all));
+  for (; j < L; ++j) r = combine1(op, r, x[j]);  // a NaN here propagates (combine1)
   return r;
 }
 
