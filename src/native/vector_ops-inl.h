@@ -62,7 +62,7 @@ HWY_INLINE V Exp2(D d, V x) {
   const V xc = hn::Min(hn::Max(x, hn::Set(d, -160.0f)), hn::Set(d, 160.0f));
   const V n = hn::Round(xc);
   const V f = hn::Sub(xc, n);
-  const V e = hn::CallExp(d, hn::Mul(f, hn::Set(d, 0.69314718055994531f)));
+  const V e = hn::Exp(d, hn::Mul(f, hn::Set(d, 0.69314718055994531f)));
   const auto ni = hn::ConvertTo(di, n);
   const auto n1 = hn::ShiftRight<1>(ni);  // floor(n / 2)
   const auto n2 = hn::Sub(ni, n1);
@@ -73,11 +73,46 @@ HWY_INLINE V Exp2(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
-/// exp(x) with Highway's kernel, extended to the whole float range: below -104 the result is 0
-/// (Highway is valid down to -FLT_MAX but not beyond +104, where the result is +inf anyway).
+/// exp(x) for x below -87 (ln(FLT_MIN) is -87.34), where the result is subnormal, 0 or at most
+/// twice FLT_MIN, without a subnormal intermediate: x = n ln2 + r (|r| <= ln2 / 2; ln2 in two
+/// parts, so n ln2_hi is exact), and p = exp(r) scaled by 2^(n + 149), a normal float, rounds to
+/// the integer that is the result's bit pattern (its quantum is 2^-149; 2^23 is FLT_MIN's). On Intel an arithmetic result that is
+/// subnormal takes a microcode assist (over a hundred cycles) unless the FPU flushes it, and
+/// softmax over a row whose scores lie far below its maximum makes many of them
+/// (docs/performance.md, "Softmax: row reductions and exp").
+template <class D, class V>
+HWY_INLINE V ExpTiny(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const V xc = hn::Max(x, hn::Set(d, -110.0f));  // exp(-110) rounds to 0 already
+  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));  // -159 .. -125
+  const V r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f),
+                         hn::MulAdd(n, hn::Set(d, -0.693145751953125f), xc));
+  const V p = hn::Exp(d, r);
+  const auto field = hn::Add(hn::ConvertTo(di, n), hn::Set(di, 149 + 127));  // 2^(n + 149)
+  const V scale = hn::BitCast(d, hn::ShiftLeft<23>(field));
+  return hn::BitCast(d, hn::NearestInt(hn::Mul(p, scale)));
+}
+
+/// exp(x) with Highway's kernel, extended to the whole float range: +inf above 100 (Highway is
+/// not valid beyond +104, where the result is +inf anyway), and below -87 ExpTiny's subnormals
+/// and zeros. hn::Exp rather than hn::CallExp (which Highway keeps out of line):
+/// inlined, a tile's loop overlaps consecutive vectors' polynomials (softmax's exp(s - max) 3-4%
+/// faster).
 template <class D, class V>
 HWY_INLINE V ExpFull(D d, V x) {
-  const V r = hn::CallExp(d, hn::Min(x, hn::Set(d, 100.0f)));
+  // Just above ln(FLT_MIN) = -87.34: at lo Highway's result and its scaling steps are normal
+  // floats; below it ExpTiny's bit patterns are exact for normals too (up to 2^24, twice FLT_MIN).
+  const V lo = hn::Set(d, -87.0f);
+  const auto tiny = hn::Lt(x, lo);
+  V r = hn::Exp(d, hn::Min(hn::Max(x, lo), hn::Set(d, 100.0f)));
+  if (!hn::AllFalse(d, tiny)) {
+    // Below ln(2^-150) = -103.97 the result rounds to 0 (the masked scores of attention land
+    // there, and take no ExpTiny).
+    const auto zero = hn::Lt(x, hn::Set(d, -103.972077f));
+    r = hn::IfThenZeroElse(zero, r);
+    const auto band = hn::AndNot(zero, tiny);
+    if (!hn::AllFalse(d, band)) r = hn::IfThenElse(band, ExpTiny(d, x), r);
+  }
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
