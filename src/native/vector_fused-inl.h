@@ -243,35 +243,43 @@ void fused_dispatch(DF df, const FusedDst& p, const FusedOperand& fa, const Fuse
     fused_rows<false, true>(df, p, fa, fb, op);
 }
 
-// d = a `op` b for the ops the fused path has; false for any other, or when neither operand is a
-// row.
-template <class DF>
+// d = post(a `op` b) for the ops the fused path has; false for any other, or when neither operand
+// is a row. `post` is the identity, or a unary op the plan applies to the result (exp).
+template <class DF, class Post>
 bool fused_binary(DF df, const FusedDst& p, OpCode op, const FusedOperand& fa,
-                  const FusedOperand& fb) {
+                  const FusedOperand& fb, Post post) {
   using V = hn::Vec<DF>;
   if (fa.kind != FusedArg::kRow && fb.kind != FusedArg::kRow) return false;
   switch (op) {
     case OpCode::kAdd:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Add(x, y); });
+      fused_dispatch(df, p, fa, fb, [post](V x, V y) HWY_ATTR { return post(hn::Add(x, y)); });
       return true;
     case OpCode::kSub:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Sub(x, y); });
+      fused_dispatch(df, p, fa, fb, [post](V x, V y) HWY_ATTR { return post(hn::Sub(x, y)); });
       return true;
     case OpCode::kMul:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); });
+      fused_dispatch(df, p, fa, fb, [post](V x, V y) HWY_ATTR { return post(hn::Mul(x, y)); });
       return true;
     case OpCode::kDiv:
-      fused_dispatch(df, p, fa, fb, [](V x, V y) HWY_ATTR { return hn::Div(x, y); });
+      fused_dispatch(df, p, fa, fb, [post](V x, V y) HWY_ATTR { return post(hn::Div(x, y)); });
       return true;
     case OpCode::kMax:
-      fused_dispatch(df, p, fa, fb, [df](V x, V y) HWY_ATTR { return MaxNaN(df, x, y); });
+      fused_dispatch(df, p, fa, fb,
+                     [df, post](V x, V y) HWY_ATTR { return post(MaxNaN(df, x, y)); });
       return true;
     case OpCode::kMin:
-      fused_dispatch(df, p, fa, fb, [df](V x, V y) HWY_ATTR { return MinNaN(df, x, y); });
+      fused_dispatch(df, p, fa, fb,
+                     [df, post](V x, V y) HWY_ATTR { return post(MinNaN(df, x, y)); });
       return true;
     default:
       return false;
   }
+}
+
+template <class DF>
+bool fused_binary(DF df, const FusedDst& p, OpCode op, const FusedOperand& fa,
+                  const FusedOperand& fb) {
+  return fused_binary(df, p, op, fa, fb, [](hn::Vec<DF> v) HWY_ATTR { return v; });
 }
 
 }  // namespace tessera::detail::HWY_NAMESPACE

@@ -64,17 +64,32 @@ bool EvaluateFused(const plan::Plan& p) {
                      .stride = p.dst_stride.data(),
                      .stream = p.stream,
                      .prefetch = p.prefetch};
-  if (p.nodes.size() == 1) {
+  // exp of the value (softmax's exp(s - max)): computed in the same registers, bit for bit the
+  // tile evaluator's result (both take ExpFull of the float32 value).
+  const plan::Node& last = p.nodes.back();
+  const bool exp_last = p.nodes.size() >= 2 && last.op == OpCode::kExp &&
+                        last.dtype == DType::kFloat32 &&
+                        last.a == static_cast<int>(p.nodes.size()) - 2;
+  const size_t value_nodes = p.nodes.size() - (exp_last ? 1 : 0);
+  if (value_nodes == 1) {
     if (!fusable_operand(p.nodes[0], nd, fa) || fa.kind != FusedArg::kRow) return false;
-    fused_rows<true, true>(df, dst, fa, fa, [](V x, V) HWY_ATTR { return x; });
+    if (exp_last) {
+      fused_rows<true, true>(df, dst, fa, fa, [df](V x, V) HWY_ATTR { return ExpFull(df, x); });
+    } else {
+      fused_rows<true, true>(df, dst, fa, fa, [](V x, V) HWY_ATTR { return x; });
+    }
     return true;
   }
-  if (p.nodes.size() != 3) return false;
+  if (value_nodes != 3) return false;
   const plan::Node& n = p.nodes[2];
-  if (n.dtype != DType::kFloat32 || n.a < 0 || n.b < 0 || n.a == n.b) return false;
+  if (n.dtype != DType::kFloat32 || n.a < 0 || n.b < 0 || n.a == n.b || n.a > 1 || n.b > 1) {
+    return false;
+  }
   if (!fusable_operand(p.nodes[static_cast<size_t>(n.a)], nd, fa) ||
       !fusable_operand(p.nodes[static_cast<size_t>(n.b)], nd, fb))
     return false;
+  if (exp_last)
+    return fused_binary(df, dst, n.op, fa, fb, [df](V x) HWY_ATTR { return ExpFull(df, x); });
   return fused_binary(df, dst, n.op, fa, fb);
 }
 
@@ -144,8 +159,8 @@ HWY_INLINE void load_tile(DF df, const plan::Plan& p, const plan::Node& n, size_
   const int64_t row_step = nd >= 2 ? n.stride[nd - 2] * item : 0;
   // A row of a strided view (a block read in place) is a short run far from the previous one,
   // which the hardware prefetchers barely follow: ask for the next tile's rows while these are
-  // read.
-  if (prefetch_rows && s == 1) {
+  // read. Rows back to back (a scratch, a temporary, a whole block) are one run they follow.
+  if (prefetch_rows && s == 1 && row_step != p.extent[nd - 1] * item) {
     const int64_t ahead = std::min(t.nrow, p.extent[nd - 2] - idx[nd - 2] - t.nrow);
     for (int64_t r = 0; r < ahead; ++r) {
       const std::byte* row = base + (t.nrow + r) * row_step;
