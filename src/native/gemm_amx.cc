@@ -37,6 +37,7 @@
 #include "native/gemm_scratch.h"
 #include "native/gemm_transpose.h"
 #include "native/int8_quads-inl.h"
+#include "native/transpose16-inl.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -283,11 +284,23 @@ template <class T>
   }
 }
 
+// One whole B tile of bfloat16 read transposed (b.rs == 1: each column of B contiguous along k,
+// x @ y.T's y): its 16 columns' 16 words (pairs of consecutive k) are 16 rows of 64 bytes, and a
+// 16 x 16 transpose of 32-bit words in registers makes them the tile's rows (a gather per row
+// cost ~50 cycles: flash attention's q @ k.T spent half its packing there).
+[[gnu::always_inline, gnu::target(TESSERA_TRANSPOSE16_TARGET)]] inline void tile_from_columns(
+    uint32_t* tile, const bfloat16* col0, int64_t cs) {
+  __m512 r[16];
+  for (int c = 0; c < 16; ++c) r[c] = _mm512_castsi512_ps(_mm512_loadu_si512(col0 + c * cs));
+  transpose16(r);
+  for (int q = 0; q < 16; ++q) _mm512_storeu_ps(tile + q * 16, r[q]);
+}
+
 // Packs B (k x n) into panels (see the file comment): `steps` tile steps, `panels` panels.
 template <class T>
-[[gnu::target("avx512f,avx512bw,avx512vl")]] void pack_b(uint32_t* bp, const MatrixView<T>& b,
-                                                         int64_t k, int64_t n, int64_t steps,
-                                                         int64_t panels) {
+[[gnu::target(TESSERA_TRANSPOSE16_TARGET)]] void pack_b(uint32_t* bp, const MatrixView<T>& b,
+                                                        int64_t k, int64_t n, int64_t steps,
+                                                        int64_t panels) {
   constexpr int G = 4 / static_cast<int>(sizeof(T));
   if (b.cs == 1) {
     pack_b_rows(bp, b, k, n, steps, panels);
@@ -300,6 +313,13 @@ template <class T>
       for (int t = 0; t < 2; ++t) {
         const int64_t j0 = jp * 32 + t * 16;
         const int64_t cols = std::clamp<int64_t>(n - j0, 0, 16);
+        if constexpr (sizeof(T) == 2) {
+          if (b.rs == 1 && cols == 16 && (s + 1) * 16 * G <= k) {
+            tile_from_columns(tile_row(bp, steps, jp, s, t, 0), b.data + j0 * b.cs + s * 16 * G,
+                              b.cs);
+            continue;
+          }
+        }
         for (int r = 0; r < 16; ++r) {
           const int64_t p = s * 16 * G + r * G;
           uint32_t* row = tile_row(bp, steps, jp, s, t, r);
