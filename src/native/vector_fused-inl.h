@@ -282,6 +282,138 @@ bool fused_binary(DF df, const FusedDst& p, OpCode op, const FusedOperand& fa,
   return fused_binary(df, p, op, fa, fb, [](hn::Vec<DF> v) HWY_ATTR { return v; });
 }
 
+// ---- two-op chains: d = (a op1 b) op2 c, or c op2 (a op1 b) -------------------------------------
+// The commonest three-operand statements (flash attention's acc * alpha + p @ v, a scale and a
+// shift, (x - mean) * rstd) in registers: the tile evaluator took a (128, 128) acc * alpha + x
+// through four lane buffers in 6.5 us, four times one fused binary op. op1 and op2 are add, sub
+// or mul; each operand a row, a per-row scalar or a constant (at least one a row); the same ops
+// in the same order as the tile evaluator, so the same bits.
+
+struct ChainOperand {
+  const float* p;  // the row's first element, or the scalar
+  bool row;
+};
+
+// Keeps the compiler from contracting the op that made `v` with the next into one FMA (GCC
+// contracts a vector multiply and add by default): each op of a chain rounds on its own, as the
+// tile evaluator's separate nodes do. (The emulated targets have no FMA to contract into.)
+template <class V>
+HWY_INLINE V rounded(V v) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR
+  asm("" : "+v"(v.raw));
+#endif
+  return v;
+}
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> chain_op(DF, OpCode op, hn::Vec<DF> x, hn::Vec<DF> y) {
+  if (op == OpCode::kAdd) return hn::Add(x, y);
+  if (op == OpCode::kSub) return hn::Sub(x, y);
+  return hn::Mul(x, y);
+}
+
+// One row of `len` elements. Op1 / Op2 are the op codes (template arguments, so that the loop
+// holds no switch); CFirst: c is op2's first operand.
+template <OpCode Op1, OpCode Op2, bool CFirst, class DF>
+void chain_row(DF df, ChainOperand a, ChainOperand b, ChainOperand c, float* d, int64_t len,
+               bool stream) {
+  using V = hn::Vec<DF>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const V va = hn::Set(df, a.row ? 0.0f : *a.p);
+  const V vb = hn::Set(df, b.row ? 0.0f : *b.p);
+  const V vc = hn::Set(df, c.row ? 0.0f : *c.p);
+  auto op = [df](V x, V y, V z) HWY_ATTR {
+    const V r = rounded(chain_op(df, Op1, x, y));
+    return CFirst ? chain_op(df, Op2, z, r) : chain_op(df, Op2, r, z);
+  };
+  auto value = [&](int64_t j) HWY_ATTR {
+    return op(a.row ? hn::LoadU(df, a.p + j) : va, b.row ? hn::LoadU(df, b.p + j) : vb,
+              c.row ? hn::LoadU(df, c.p + j) : vc);
+  };
+  const int64_t j = stream && reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0
+                        ? store_vectors<true>(df, d, len, value)
+                        : store_vectors<false>(df, d, len, value);
+  if (j < len) {  // the tail, through vectors of lanes, as fused_row
+    HWY_ALIGN float t[3][hn::MaxLanes(df)] = {};
+    HWY_ALIGN float to[hn::MaxLanes(df)];
+    const size_t rest = static_cast<size_t>(len - j) * sizeof(float);
+    if (a.row) std::memcpy(t[0], a.p + j, rest);
+    if (b.row) std::memcpy(t[1], b.p + j, rest);
+    if (c.row) std::memcpy(t[2], c.p + j, rest);
+    hn::Store(op(a.row ? hn::Load(df, t[0]) : va, b.row ? hn::Load(df, t[1]) : vb,
+                 c.row ? hn::Load(df, t[2]) : vc),
+              df, to);
+    std::memcpy(d + j, to, rest);
+  }
+}
+
+template <class DF>
+using ChainRowFn = void (*)(DF, ChainOperand, ChainOperand, ChainOperand, float*, int64_t, bool);
+
+template <OpCode Op1, class DF>
+ChainRowFn<DF> chain_row_for(OpCode op2, bool c_first) {
+  switch (op2) {
+    case OpCode::kAdd:
+      return c_first ? &chain_row<Op1, OpCode::kAdd, true, DF>
+                     : &chain_row<Op1, OpCode::kAdd, false, DF>;
+    case OpCode::kSub:
+      return c_first ? &chain_row<Op1, OpCode::kSub, true, DF>
+                     : &chain_row<Op1, OpCode::kSub, false, DF>;
+    case OpCode::kMul:
+      return c_first ? &chain_row<Op1, OpCode::kMul, true, DF>
+                     : &chain_row<Op1, OpCode::kMul, false, DF>;
+    default:
+      return nullptr;
+  }
+}
+
+// d = (a op1 b) op2 c (c_first: c op2 (a op1 b)) on the fused path; false (nothing done) for
+// other ops or when no operand is a row.
+template <class DF>
+bool fused_chain(DF df, const FusedDst& p, OpCode op1, OpCode op2, bool c_first,
+                 const FusedOperand (&f)[3]) {
+  if (f[0].kind != FusedArg::kRow && f[1].kind != FusedArg::kRow && f[2].kind != FusedArg::kRow) {
+    return false;
+  }
+  ChainRowFn<DF> row = nullptr;
+  if (op1 == OpCode::kAdd) row = chain_row_for<OpCode::kAdd, DF>(op2, c_first);
+  if (op1 == OpCode::kSub) row = chain_row_for<OpCode::kSub, DF>(op2, c_first);
+  if (op1 == OpCode::kMul) row = chain_row_for<OpCode::kMul, DF>(op2, c_first);
+  if (row == nullptr) return false;
+  const int nd = p.nd;
+  const int64_t len = p.extent[nd - 1];
+  // An operand's element stride along axis `d`; a constant stays where it is.
+  auto stride = [](const FusedOperand& o, int d) -> int64_t {
+    return o.stride == nullptr || d < 0 ? 0 : o.stride[d];
+  };
+  PrefetchQueue* queue = p.prefetch;
+  if (queue != nullptr) {
+    queue->materialize();
+    if (!queue->active()) queue = nullptr;
+  }
+  const int64_t row_bytes = len * static_cast<int64_t>(sizeof(float));
+  SmallVec idx(nd, 0);  // the row's index over the axes outside the row
+  for (;;) {
+    ChainOperand o[3];
+    for (int i = 0; i < 3; ++i) {
+      const float* base = f[i].stride == nullptr ? &f[i].value : f[i].data;
+      for (int d = 0; d + 1 < nd; ++d) base += idx[d] * stride(f[i], d);
+      o[i] = ChainOperand{base, f[i].kind == FusedArg::kRow};
+    }
+    float* dst = p.data;
+    for (int d = 0; d + 1 < nd; ++d) dst += idx[d] * p.stride[d];
+    row(df, o[0], o[1], o[2], dst, len, p.stream);
+    if (queue != nullptr) drain_prefetch(*queue, row_bytes);
+    int d = nd - 2;
+    for (; d >= 0; --d) {
+      if (++idx[d] < p.extent[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+  return true;
+}
+
 }  // namespace tessera::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

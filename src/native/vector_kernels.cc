@@ -47,6 +47,36 @@ namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using plan::kTile;
 
+// A five-node plan that is a two-op chain of three fusable operands (fused_chain): the last node
+// combines a leaf with an op node of two leaves. False when `p` is not one.
+template <class DF>
+bool EvaluateFusedChain(DF df, const FusedDst& dst, const plan::Plan& p) {
+  const int nd = p.extent.size();
+  const plan::Node& last = p.nodes[4];
+  if (last.dtype != DType::kFloat32 || last.a < 0 || last.b < 0 || last.c >= 0) return false;
+  auto is_leaf = [&](int i) {
+    return p.nodes[static_cast<size_t>(i)].op == OpCode::kLoad ||
+           p.nodes[static_cast<size_t>(i)].op == OpCode::kConst;
+  };
+  const bool c_first = is_leaf(last.a);
+  const int inner = c_first ? last.b : last.a;
+  const int leaf = c_first ? last.a : last.b;
+  if (!is_leaf(leaf) || is_leaf(inner)) return false;
+  const plan::Node& x = p.nodes[static_cast<size_t>(inner)];
+  if (x.dtype != DType::kFloat32 || x.a < 0 || x.b < 0 || x.c >= 0 || !is_leaf(x.a) ||
+      !is_leaf(x.b)) {
+    return false;
+  }
+  // Five nodes: the three leaves are distinct nodes.
+  FusedOperand f[3];
+  if (!fusable_operand(p.nodes[static_cast<size_t>(x.a)], nd, f[0]) ||
+      !fusable_operand(p.nodes[static_cast<size_t>(x.b)], nd, f[1]) ||
+      !fusable_operand(p.nodes[static_cast<size_t>(leaf)], nd, f[2])) {
+    return false;
+  }
+  return fused_chain(df, dst, x.op, last.op, c_first, f);
+}
+
 // Evaluates `p` on the fused path (vector_fused-inl.h) when its program has one of the fused
 // forms; false otherwise.
 bool EvaluateFused(const plan::Plan& p) {
@@ -80,6 +110,7 @@ bool EvaluateFused(const plan::Plan& p) {
     }
     return true;
   }
+  if (value_nodes == 5 && !exp_last) return EvaluateFusedChain(df, dst, p);
   if (value_nodes != 3) return false;
   const plan::Node& n = p.nodes[2];
   if (n.dtype != DType::kFloat32 || n.a < 0 || n.b < 0 || n.a == n.b || n.a > 1 || n.b > 1) {
