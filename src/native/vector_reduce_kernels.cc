@@ -122,7 +122,16 @@ hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
       acc3 = hn::Add(acc3, hn::LoadU(d, x + j + 3 * N));
     }
     for (; j + N <= L; j += N) acc0 = hn::Add(acc0, hn::LoadU(d, x + j));
-    T r = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
+    const auto all = hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3));
+    T r;
+    if constexpr (hwy::IsFloat<T>()) {
+      r = hn::GetLane(hn::SumOfLanes(d, all));
+    } else {  // lane by lane, wrapping (the intrinsics' horizontal sums add as signed int)
+      HWY_ALIGN T lanes[hn::MaxLanes(d)];
+      hn::Store(all, d, lanes);
+      r = T(0);
+      for (int64_t i = 0; i < N; ++i) r = combine1(op, r, lanes[i]);
+    }
     for (; j < L; ++j) r = combine1(op, r, x[j]);
     return r;
   }
