@@ -1,6 +1,7 @@
 // Internal: the evaluator's form of an ExprProgram (see vector_kernels.cc).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -93,4 +94,7 @@ std::vector<std::pair<int64_t, std::string>> vector_targets();
 /// Test hook: later evaluations use only `targets` (Highway's HWY_* bits; 0 restores what the
 /// CPU supports). Not thread-safe: call it while no evaluation runs.
 void set_vector_targets_for_test(int64_t targets);
+/// Whether plans may take the fused path (EvaluateFused, vector_kernels.cc); tests turn it off to
+/// compare a fused result with the tile evaluator's. Relaxed: set it while no evaluation runs.
+inline std::atomic<bool> g_fused_path_for_test{true};
 }  // namespace tessera::detail

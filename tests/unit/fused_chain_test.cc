@@ -1,9 +1,10 @@
-// Two-op chains on the native evaluator's fused path (src/native/vector_fused-inl.h,
-// fused_chain): d = (a op1 b) op2 c and d = c op2 (a op1 b) for op1, op2 in add, sub, mul, with
+// Chains on the native evaluator's fused path (src/native/vector_fused-inl.h): two-op chains
+// d = (a op1 b) op2 c and c op2 (a op1 b) for op1, op2 in add, sub, mul (fused_chain), and longer
+// chains of + - * / maximum minimum and exp with an operand on either side (fused_long_chain),
 // each operand a row, a per-row scalar or a constant, must give bit for bit the tile evaluator's
-// result (the same statement times 1, which the fused path does not take), over 2-D and 3-D
-// shapes with row tails, values with NaN and infinities, into a window of a wider buffer, on every
-// SIMD target and in checked mode. Other ops (div) take the tile evaluator and stay right.
+// result (the same statement with the fused path turned off), over 2-D and 3-D shapes with row
+// tails, values with NaN and infinities, into a window of a wider buffer, on every SIMD target
+// and in checked mode. Trees and chains past eight steps take the tile evaluator.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "native/vector_plan.h"
 #include "support/vector_targets.h"
 #include "tessera/tessera.h"
 
@@ -32,9 +34,10 @@ Array<float> values(Shape s, int seed) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// Runs body(x, y, s, o_fused, o_tile) in a 1-core pallas_call on x, y (shape `s`), a per-row
-// scalar sc (s with its last extent 1), and compares the two outputs bit for bit over the
-// window of `s` (the outputs' rows are 3 elements longer).
+// Runs body(x, y, s, o) in a 1-core pallas_call on x, y (shape `s`), a per-row scalar sc (s with
+// its last extent 1), once into o_fused and once, with the fused path off, into o_tile, and
+// compares the two outputs bit for bit over the window of `s` (the outputs' rows are 3 elements
+// longer).
 template <class Body>
 void compare(const std::string& what, Shape s, Body body) {
   const Array<float> x = values(s, 1), y = values(s, 2);
@@ -53,7 +56,10 @@ void compare(const std::string& what, Shape s, Body body) {
           return r.rank() == 2 ? r.at(pl::all, pl::ds(0, cols))
                                : r.at(pl::all, pl::all, pl::ds(0, cols));
         };
-        body(xr, yr, sr, w(fused), w(tile));
+        body(xr, yr, sr, w(fused));
+        detail::g_fused_path_for_test = false;
+        body(xr, yr, sr, w(tile));
+        detail::g_fused_path_for_test = true;
       },
       pl::out_shape(out, out));
   auto [fused, tile] = k(x, y, sc);
@@ -73,64 +79,41 @@ using W = pltpu::VmemRef<float>;
 void check_all(const std::string& how) {
   for (const Shape& s : {Shape{4, 37}, Shape{3, 128}, Shape{2, 3, 21}}) {
     // (a op1 b) op2 c, every pair of ops, all rows.
-    compare(how + ": x * y + x", s, [](R x, R y, R, W f, W t) {
-      f = x * y + x;
-      t = (x * y + x) * 1.0f;
-    });
-    compare(how + ": x * y - y", s, [](R x, R y, R, W f, W t) {
-      f = x * y - y;
-      t = (x * y - y) * 1.0f;
-    });
-    compare(how + ": (x - y) * x", s, [](R x, R y, R, W f, W t) {
-      f = (x - y) * x;
-      t = (x - y) * x * 1.0f;
-    });
-    compare(how + ": (x + y) - x", s, [](R x, R y, R, W f, W t) {
-      f = (x + y) - x;
-      t = ((x + y) - x) * 1.0f;
-    });
-    compare(how + ": (x + y) * y", s, [](R x, R y, R, W f, W t) {
-      f = (x + y) * y;
-      t = (x + y) * y * 1.0f;
-    });
-    compare(how + ": (x - y) + y", s, [](R x, R y, R, W f, W t) {
-      f = (x - y) + y;
-      t = ((x - y) + y) * 1.0f;
-    });
+    compare(how + ": x * y + x", s, [](R x, R y, R, W o) { o = x * y + x; });
+    compare(how + ": x * y - y", s, [](R x, R y, R, W o) { o = x * y - y; });
+    compare(how + ": (x - y) * x", s, [](R x, R y, R, W o) { o = (x - y) * x; });
+    compare(how + ": (x + y) - x", s, [](R x, R y, R, W o) { o = (x + y) - x; });
+    compare(how + ": (x + y) * y", s, [](R x, R y, R, W o) { o = (x + y) * y; });
+    compare(how + ": (x - y) + y", s, [](R x, R y, R, W o) { o = (x - y) + y; });
     // c op2 (a op1 b), per-row scalars and constants in every place.
-    compare(how + ": x - y * s", s, [](R x, R y, R sc, W f, W t) {
-      f = x - y * sc;
-      t = (x - y * sc) * 1.0f;
+    compare(how + ": x - y * s", s, [](R x, R y, R sc, W o) { o = x - y * sc; });
+    compare(how + ": y * (x - s)", s, [](R x, R y, R sc, W o) { o = y * (x - sc); });
+    compare(how + ": acc * alpha + p", s, [](R x, R y, R sc, W o) { o = x * sc + y; });
+    compare(how + ": (x - mean) * rstd", s, [](R x, R, R sc, W o) { o = (x - sc) * sc; });
+    compare(how + ": 2 - x * 0.5", s, [](R x, R, R, W o) { o = 2.0f - x * 0.5f; });
+    compare(how + ": (s + 1) * x", s, [](R x, R, R sc, W o) { o = (sc + 1.0f) * x; });
+    compare(how + ": s * s - x", s, [](R x, R, R sc, W o) { o = sc * sc - x; });
+    // Longer chains: every op, operands on either side, exp inside, scalars and constants.
+    compare(how + ": x * y / s", s, [](R x, R y, R sc, W o) { o = x * y / sc; });
+    compare(how + ": max(x * 1.5 + 0.25, 0)", s,
+            [](R x, R, R, W o) { o = jnp::maximum(x * 1.5f + 0.25f, 0.0f); });
+    compare(how + ": (x - s) * s * y + x", s,
+            [](R x, R y, R sc, W o) { o = (x - sc) * sc * y + x; });
+    compare(how + ": 1 / (1 + exp(-x))", s,
+            [](R x, R, R, W o) { o = 1.0f / (1.0f + jnp::exp(0.0f - x)); });
+    compare(how + ": min(s, exp(x - s) * y) - 2", s,
+            [](R x, R y, R sc, W o) { o = jnp::minimum(sc, jnp::exp(x - sc) * y) - 2.0f; });
+    compare(how + ": y / max(x, s) / x", s,
+            [](R x, R y, R sc, W o) { o = y / jnp::maximum(x, sc) / x; });
+    compare(how + ": eight steps", s, [](R x, R y, R sc, W o) {
+      o = ((((((x + y) * sc - x) / 3.0f + y) * 0.5f - sc) * y) + 1.0f) * x;
     });
-    compare(how + ": y * (x - s)", s, [](R x, R y, R sc, W f, W t) {
-      f = y * (x - sc);
-      t = y * (x - sc) * 1.0f;
+    compare(how + ": nine steps (tile evaluator)", s, [](R x, R y, R sc, W o) {
+      o = (((((((x + y) * sc - x) / 3.0f + y) * 0.5f - sc) * y) + 1.0f) * x) - y;
     });
-    compare(how + ": acc * alpha + p", s, [](R x, R y, R sc, W f, W t) {
-      f = x * sc + y;
-      t = (x * sc + y) * 1.0f;
-    });
-    compare(how + ": (x - mean) * rstd", s, [](R x, R, R sc, W f, W t) {
-      f = (x - sc) * sc;
-      t = (x - sc) * sc * 1.0f;
-    });
-    compare(how + ": 2 - x * 0.5", s, [](R x, R, R, W f, W t) {
-      f = 2.0f - x * 0.5f;
-      t = (2.0f - x * 0.5f) * 1.0f;
-    });
-    compare(how + ": (s + 1) * x", s, [](R x, R, R sc, W f, W t) {
-      f = (sc + 1.0f) * x;
-      t = (sc + 1.0f) * x * 1.0f;
-    });
-    compare(how + ": s * s - x", s, [](R x, R, R sc, W f, W t) {
-      f = sc * sc - x;
-      t = (sc * sc - x) * 1.0f;
-    });
-    // Not a fused op: the tile evaluator, the same value.
-    compare(how + ": x * y / s", s, [](R x, R y, R sc, W f, W t) {
-      f = x * y / sc;
-      t = x * y / sc * 1.0f;
-    });
+    compare(how + ": a tree (tile evaluator)", s,
+            [](R x, R y, R sc, W o) { o = (x + y) * (x - sc); });
+    compare(how + ": scalars only", s, [](R, R, R sc, W o) { o = sc * 2.0f + sc; });
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
