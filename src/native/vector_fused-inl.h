@@ -295,6 +295,45 @@ struct ChainOperand {
   bool row;
 };
 
+// The most steps a fused chain takes (longer ones take the tile evaluator); it has one operand
+// more.
+inline constexpr int kMaxChainSteps = 8;
+
+// Calls row_fn(o, d) for every row of the destination: o[i] is operand f[i]'s row (or scalar)
+// there, d the destination row. Inside a pipeline step the prefetch queue is drained as the rows
+// are stored (step_hints.h).
+template <class RowFn>
+void for_each_chain_row(const FusedDst& p, const FusedOperand* f, int no, RowFn row_fn) {
+  const int nd = p.nd;
+  PrefetchQueue* queue = p.prefetch;
+  if (queue != nullptr) {
+    queue->materialize();
+    if (!queue->active()) queue = nullptr;
+  }
+  const int64_t row_bytes = p.extent[nd - 1] * static_cast<int64_t>(sizeof(float));
+  SmallVec idx(nd, 0);  // the row's index over the axes outside the row
+  for (;;) {
+    ChainOperand o[kMaxChainSteps + 1];
+    for (int i = 0; i < no; ++i) {
+      const float* base = f[i].stride == nullptr ? &f[i].value : f[i].data;
+      if (f[i].stride != nullptr) {
+        for (int d = 0; d + 1 < nd; ++d) base += idx[d] * f[i].stride[d];
+      }
+      o[i] = ChainOperand{base, f[i].kind == FusedArg::kRow};
+    }
+    float* dst = p.data;
+    for (int d = 0; d + 1 < nd; ++d) dst += idx[d] * p.stride[d];
+    row_fn(o, dst);
+    if (queue != nullptr) drain_prefetch(*queue, row_bytes);
+    int d = nd - 2;
+    for (; d >= 0; --d) {
+      if (++idx[d] < p.extent[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
 // Keeps the compiler from contracting the op that made `v` with the next into one FMA (GCC
 // contracts a vector multiply and add by default): each op of a chain rounds on its own, as the
 // tile evaluator's separate nodes do. (The emulated targets have no FMA to contract into.)
@@ -381,50 +420,20 @@ bool fused_chain(DF df, const FusedDst& p, OpCode op1, OpCode op2, bool c_first,
   if (op1 == OpCode::kSub) row = chain_row_for<OpCode::kSub, DF>(op2, c_first);
   if (op1 == OpCode::kMul) row = chain_row_for<OpCode::kMul, DF>(op2, c_first);
   if (row == nullptr) return false;
-  const int nd = p.nd;
-  const int64_t len = p.extent[nd - 1];
-  // An operand's element stride along axis `d`; a constant stays where it is.
-  auto stride = [](const FusedOperand& o, int d) -> int64_t {
-    return o.stride == nullptr || d < 0 ? 0 : o.stride[d];
-  };
-  PrefetchQueue* queue = p.prefetch;
-  if (queue != nullptr) {
-    queue->materialize();
-    if (!queue->active()) queue = nullptr;
-  }
-  const int64_t row_bytes = len * static_cast<int64_t>(sizeof(float));
-  SmallVec idx(nd, 0);  // the row's index over the axes outside the row
-  for (;;) {
-    ChainOperand o[3];
-    for (int i = 0; i < 3; ++i) {
-      const float* base = f[i].stride == nullptr ? &f[i].value : f[i].data;
-      for (int d = 0; d + 1 < nd; ++d) base += idx[d] * stride(f[i], d);
-      o[i] = ChainOperand{base, f[i].kind == FusedArg::kRow};
-    }
-    float* dst = p.data;
-    for (int d = 0; d + 1 < nd; ++d) dst += idx[d] * p.stride[d];
+  const int64_t len = p.extent[p.nd - 1];
+  for_each_chain_row(p, f, 3, [&](const ChainOperand* o, float* dst) HWY_ATTR {
     row(df, o[0], o[1], o[2], dst, len, p.stream);
-    if (queue != nullptr) drain_prefetch(*queue, row_bytes);
-    int d = nd - 2;
-    for (; d >= 0; --d) {
-      if (++idx[d] < p.extent[d]) break;
-      idx[d] = 0;
-    }
-    if (d < 0) break;
-  }
+  });
   return true;
 }
 
-// ---- longer chains
-// ------------------------------------------------------------------------------- A chain of up to
-// kMaxChainSteps steps, each combining the running value with one more operand (on either side) by
-// + - * / maximum minimum, or applying exp, every operand a row, a per-row scalar or a constant: a
-// scaled activation (max(x * 1.5 + 0.25, 0)), a normalisation's (x - mean) * rstd * w + b. The
-// steps are chosen at run time once per chunk of four vectors, which stays in registers across
-// them, so one loop serves every chain; each step is the tile evaluator's op on the same operands
-// in the same order, rounded on its own (`rounded`).
-
-inline constexpr int kMaxChainSteps = 8;
+// ---- longer chains ---------------------------------------------------------------------------
+// A chain of up to kMaxChainSteps steps, each combining the running value with one more operand
+// (on either side) by + - * / maximum minimum, or applying exp, every operand a row, a per-row
+// scalar or a constant: a scaled activation (max(x * 1.5 + 0.25, 0)), a normalisation's
+// (x - mean) * rstd * w + b. The steps are chosen at run time once per chunk of four vectors,
+// which stays in registers across them, so one loop serves every chain; each step is the tile
+// evaluator's op on the same operands in the same order, rounded on its own (`rounded`).
 
 struct ChainStep {
   OpCode op;
@@ -522,35 +531,10 @@ bool fused_long_chain(DF df, const FusedDst& p, const FusedOperand* f, int no,
   bool any_row = false;
   for (int i = 0; i < no; ++i) any_row = any_row || f[i].kind == FusedArg::kRow;
   if (!any_row) return false;
-  const int nd = p.nd;
-  const int64_t len = p.extent[nd - 1];
-  PrefetchQueue* queue = p.prefetch;
-  if (queue != nullptr) {
-    queue->materialize();
-    if (!queue->active()) queue = nullptr;
-  }
-  const int64_t row_bytes = len * static_cast<int64_t>(sizeof(float));
-  SmallVec idx(nd, 0);  // the row's index over the axes outside the row
-  for (;;) {
-    ChainOperand o[kMaxChainSteps + 1];
-    for (int i = 0; i < no; ++i) {
-      const float* base = f[i].stride == nullptr ? &f[i].value : f[i].data;
-      if (f[i].stride != nullptr) {
-        for (int d = 0; d + 1 < nd; ++d) base += idx[d] * f[i].stride[d];
-      }
-      o[i] = ChainOperand{base, f[i].kind == FusedArg::kRow};
-    }
-    float* dst = p.data;
-    for (int d = 0; d + 1 < nd; ++d) dst += idx[d] * p.stride[d];
+  const int64_t len = p.extent[p.nd - 1];
+  for_each_chain_row(p, f, no, [&](const ChainOperand* o, float* dst) HWY_ATTR {
     long_chain_row(df, o, no, steps, ns, dst, len, p.stream);
-    if (queue != nullptr) drain_prefetch(*queue, row_bytes);
-    int d = nd - 2;
-    for (; d >= 0; --d) {
-      if (++idx[d] < p.extent[d]) break;
-      idx[d] = 0;
-    }
-    if (d < 0) break;
-  }
+  });
   return true;
 }
 

@@ -76,10 +76,10 @@ HWY_INLINE V Exp2(D d, V x) {
 /// exp(x) for x below -87 (ln(FLT_MIN) is -87.34), where the result is subnormal, 0 or at most
 /// twice FLT_MIN, without a subnormal intermediate: x = n ln2 + r (|r| <= ln2 / 2; ln2 in two
 /// parts, so n ln2_hi is exact), and p = exp(r) scaled by 2^(n + 149), a normal float, rounds to
-/// the integer that is the result's bit pattern (its quantum is 2^-149; 2^23 is FLT_MIN's). On Intel an arithmetic result that is
-/// subnormal takes a microcode assist (over a hundred cycles) unless the FPU flushes it, and
-/// softmax over a row whose scores lie far below its maximum makes many of them
-/// (docs/performance.md, "Softmax: row reductions and exp").
+/// the integer that is the result's bit pattern (its quantum is 2^-149; 2^23 is FLT_MIN's). On
+/// Intel an arithmetic result that is subnormal takes a microcode assist (over a hundred cycles)
+/// unless the FPU flushes it, and softmax over a row whose scores lie far below its maximum makes
+/// many of them (docs/performance.md, "Softmax: row reductions and exp").
 template <class D, class V>
 HWY_INLINE V ExpTiny(D d, V x) {
   const hn::RebindToSigned<D> di;
