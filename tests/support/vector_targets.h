@@ -23,4 +23,14 @@ int on_every_vector_target(F&& check) {
   return tried;
 }
 
+/// While alive, plans take the tile evaluator, not the fused path (detail::g_fused_path_for_test):
+/// a fused result's reference.
+class TileEvaluatorOnly {
+ public:
+  TileEvaluatorOnly() { detail::g_fused_path_for_test = false; }
+  ~TileEvaluatorOnly() { detail::g_fused_path_for_test = true; }
+  TileEvaluatorOnly(const TileEvaluatorOnly&) = delete;
+  TileEvaluatorOnly& operator=(const TileEvaluatorOnly&) = delete;
+};
+
 }  // namespace tessera::testing

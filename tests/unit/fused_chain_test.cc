@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "native/vector_plan.h"
 #include "support/vector_targets.h"
 #include "tessera/tessera.h"
 
@@ -57,9 +56,8 @@ void compare(const std::string& what, Shape s, Body body) {
                                : r.at(pl::all, pl::all, pl::ds(0, cols));
         };
         body(xr, yr, sr, w(fused));
-        detail::g_fused_path_for_test = false;
+        const tessera::testing::TileEvaluatorOnly tile_only;
         body(xr, yr, sr, w(tile));
-        detail::g_fused_path_for_test = true;
       },
       pl::out_shape(out, out));
   auto [fused, tile] = k(x, y, sc);
