@@ -112,6 +112,16 @@ void check_all(const std::string& how) {
     compare(how + ": a tree (tile evaluator)", s,
             [](R x, R y, R sc, W o) { o = (x + y) * (x - sc); });
     compare(how + ": scalars only", s, [](R, R, R sc, W o) { o = sc * 2.0f + sc; });
+    if (s.rank() == 2) {  // a (1, cols) row broadcast over the rows (a layer norm's weights)
+      compare(how + ": (x - s) * w + w", s, [](R x, R y, R sc, W o) {
+        auto w = y.at(pl::ds(0, 1), pl::all);
+        o = (x - sc) * w + w;
+      });
+      compare(how + ": max((x - s) * s * w + 1, 0)", s, [](R x, R y, R sc, W o) {
+        auto w = y.at(pl::ds(1, 1), pl::all);
+        o = jnp::maximum((x - sc) * sc * w + 1.0f, 0.0f);
+      });
+    }
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
