@@ -476,17 +476,24 @@ void long_chain_row(DF df, const ChainOperand* o, int no, const ChainStep* steps
   V scalar[kMaxChainSteps + 1];
   for (int i = 0; i < no; ++i) scalar[i] = hn::Set(df, o[i].row ? 0.0f : *o[i].p);
   // The value over `K` vectors from element j, through `at(i, j)`: operand i's vector at j.
-  auto run = [&](auto k_tag, int64_t j, auto at, V* v) HWY_ATTR {
+  // The value over K vectors: `row(i)` is where row operand i's vectors start. Whether an operand
+  // is a row or a scalar is asked once a step, not once a vector.
+  auto run = [&](auto k_tag, auto row, V* v) HWY_ATTR {
     constexpr int K = decltype(k_tag)::value;
-    for (int k = 0; k < K; ++k) v[k] = at(0, j + k * N);
+    for (int k = 0; k < K; ++k) v[k] = o[0].row ? hn::LoadU(df, row(0) + k * N) : scalar[0];
     for (int t = 0; t < ns; ++t) {
       const int leaf = steps[t].leaf;
-      chain_step<K>(df, steps[t], v,
-                    [&](int k) HWY_ATTR { return leaf < 0 ? v[k] : at(leaf, j + k * N); });
+      if (leaf < 0) {
+        chain_step<K>(df, steps[t], v, [&](int k) HWY_ATTR { return v[k]; });
+      } else if (o[leaf].row) {
+        const float* p = row(leaf);
+        chain_step<K>(df, steps[t], v, [&](int k) HWY_ATTR { return hn::LoadU(df, p + k * N); });
+      } else {
+        const V sv = scalar[leaf];
+        chain_step<K>(df, steps[t], v, [&](int) HWY_ATTR { return sv; });
+      }
     }
   };
-  auto at = [&](int i, int64_t j)
-                HWY_ATTR { return o[i].row ? hn::LoadU(df, o[i].p + j) : scalar[i]; };
   auto put = [&](V v, float* p) HWY_ATTR {
     if (stream)
       hn::Stream(v, df, p);
@@ -498,12 +505,14 @@ void long_chain_row(DF df, const ChainOperand* o, int no, const ChainStep* steps
   int64_t j = 0;
   for (; j + 4 * N <= len; j += 4 * N) {
     V v[4];
-    run(std::integral_constant<int, 4>(), j, at, v);
+    run(
+        std::integral_constant<int, 4>(), [&](int i) { return o[i].p + j; }, v);
     for (int k = 0; k < 4; ++k) put(v[k], d + j + k * N);
   }
   for (; j + N <= len; j += N) {
     V v[1];
-    run(std::integral_constant<int, 1>(), j, at, v);
+    run(
+        std::integral_constant<int, 1>(), [&](int i) { return o[i].p + j; }, v);
     put(v[0], d + j);
   }
   if (j < len) {  // the tail, through vectors of lanes, as fused_row
@@ -513,10 +522,9 @@ void long_chain_row(DF df, const ChainOperand* o, int no, const ChainStep* steps
       std::memset(t[i], 0, sizeof t[i]);
       if (o[i].row) std::memcpy(t[i], o[i].p + j, rest);
     }
-    auto at_tail = [&](int i, int64_t)
-                       HWY_ATTR { return o[i].row ? hn::Load(df, t[i]) : scalar[i]; };
     V v[1];
-    run(std::integral_constant<int, 1>(), 0, at_tail, v);
+    run(
+        std::integral_constant<int, 1>(), [&](int i) -> const float* { return t[i]; }, v);
     HWY_ALIGN float to[hn::MaxLanes(df)];
     hn::Store(v[0], df, to);
     std::memcpy(d + j, to, rest);
