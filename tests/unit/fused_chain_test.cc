@@ -7,6 +7,7 @@
 // and in checked mode. Trees and chains past eight steps take the tile evaluator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -150,6 +151,33 @@ TEST(FusedChain, ValuesAreThePlainOnes) {
       ASSERT_TRUE(same_bits(o(i, j), want) || (std::isnan(o(i, j)) && std::isnan(want)))
           << i << ", " << j << ": " << o(i, j) << " / " << want;
     }
+  }
+}
+
+// A chain whose destination overlaps its operand one element further on: the whole right side is
+// read before any of it is written, as numpy assigns (the two-op form and a longer one).
+TEST(FusedChain, ADestinationOverlappingItsOperandGetsTheOldValues) {
+  Array<float> x(Shape{4, 64});
+  for (int64_t e = 0; e < x.size(); ++e) x[e] = static_cast<float>(e % 64);
+  auto k = pl::pallas_call(
+      [](R xr, W o) {
+        o = xr * 1.0f;
+        o.at(pl::all, pl::ds(1, 63)) = o.at(pl::all, pl::ds(0, 63)) * 2.0f + 1.0f;
+        o.at(pl::all, pl::ds(0, 63)) =
+            jnp::maximum(o.at(pl::all, pl::ds(1, 63)) * 0.5f - 1.0f, 0.0f) + 0.0f;
+      },
+      pl::out_shape<float>({4, 64}));
+  const Array<float> o = k(x);
+  std::vector<float> r(64), s(64);
+  for (int j = 0; j < 64; ++j)
+    s[static_cast<size_t>(j)] = j == 0 ? 0.0f : static_cast<float>(j - 1) * 2.0f + 1.0f;
+  for (int j = 0; j < 64; ++j) {
+    r[static_cast<size_t>(j)] =
+        j == 63 ? s[63] : std::max(s[static_cast<size_t>(j + 1)] * 0.5f - 1.0f, 0.0f) + 0.0f;
+  }
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 64; ++j)
+      ASSERT_EQ(o(i, j), r[static_cast<size_t>(j)]) << i << ", " << j;
   }
 }
 
