@@ -475,7 +475,6 @@ void long_chain_row(DF df, const ChainOperand* o, int no, const ChainStep* steps
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   V scalar[kMaxChainSteps + 1];
   for (int i = 0; i < no; ++i) scalar[i] = hn::Set(df, o[i].row ? 0.0f : *o[i].p);
-  // The value over `K` vectors from element j, through `at(i, j)`: operand i's vector at j.
   // The value over K vectors: `row(i)` is where row operand i's vectors start. Whether an operand
   // is a row or a scalar is asked once a step, not once a vector.
   auto run = [&](auto k_tag, auto row, V* v) HWY_ATTR {

@@ -47,6 +47,12 @@ namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using plan::kTile;
 
+// Whether node i of `p` is a leaf: a load or a constant.
+inline bool is_leaf(const plan::Plan& p, int i) {
+  const OpCode op = p.nodes[static_cast<size_t>(i)].op;
+  return op == OpCode::kLoad || op == OpCode::kConst;
+}
+
 // A five-node plan that is a two-op chain of three fusable operands (fused_chain): the last node
 // combines a leaf with an op node of two leaves. False when `p` is not one.
 template <class DF>
@@ -54,17 +60,13 @@ bool EvaluateFusedChain(DF df, const FusedDst& dst, const plan::Plan& p) {
   const int nd = p.extent.size();
   const plan::Node& last = p.nodes[4];
   if (last.dtype != DType::kFloat32 || last.a < 0 || last.b < 0 || last.c >= 0) return false;
-  auto is_leaf = [&](int i) {
-    return p.nodes[static_cast<size_t>(i)].op == OpCode::kLoad ||
-           p.nodes[static_cast<size_t>(i)].op == OpCode::kConst;
-  };
-  const bool c_first = is_leaf(last.a);
+  const bool c_first = is_leaf(p, last.a);
   const int inner = c_first ? last.b : last.a;
   const int leaf = c_first ? last.a : last.b;
-  if (!is_leaf(leaf) || is_leaf(inner)) return false;
+  if (!is_leaf(p, leaf) || is_leaf(p, inner)) return false;
   const plan::Node& x = p.nodes[static_cast<size_t>(inner)];
-  if (x.dtype != DType::kFloat32 || x.a < 0 || x.b < 0 || x.c >= 0 || !is_leaf(x.a) ||
-      !is_leaf(x.b)) {
+  if (x.dtype != DType::kFloat32 || x.a < 0 || x.b < 0 || x.c >= 0 || !is_leaf(p, x.a) ||
+      !is_leaf(p, x.b)) {
     return false;
   }
   // Five nodes: the three leaves are distinct nodes.
@@ -83,10 +85,6 @@ bool EvaluateFusedChain(DF df, const FusedDst& dst, const plan::Plan& p) {
 template <class DF>
 bool EvaluateFusedLongChain(DF df, const FusedDst& dst, const plan::Plan& p) {
   const int nd = p.extent.size();
-  auto is_leaf = [&](int i) {
-    const OpCode op = p.nodes[static_cast<size_t>(i)].op;
-    return op == OpCode::kLoad || op == OpCode::kConst;
-  };
   auto chain_op = [](OpCode op) {
     return op == OpCode::kAdd || op == OpCode::kSub || op == OpCode::kMul || op == OpCode::kDiv ||
            op == OpCode::kMax || op == OpCode::kMin;
@@ -101,7 +99,7 @@ bool EvaluateFusedLongChain(DF df, const FusedDst& dst, const plan::Plan& p) {
   };
   int node = static_cast<int>(p.nodes.size()) - 1;
   for (;;) {
-    if (is_leaf(node)) {
+    if (is_leaf(p, node)) {
       if (!add_leaf(node, 0)) return false;
       break;
     }
@@ -114,7 +112,7 @@ bool EvaluateFusedLongChain(DF df, const FusedDst& dst, const plan::Plan& p) {
       continue;
     }
     if (!chain_op(n.op) || n.b < 0) return false;
-    const bool a_leaf = is_leaf(n.a), b_leaf = is_leaf(n.b);
+    const bool a_leaf = is_leaf(p, n.a), b_leaf = is_leaf(p, n.b);
     if (!a_leaf && !b_leaf) return false;
     const int leaf = b_leaf ? n.b : n.a;
     if (!add_leaf(leaf, no)) return false;
