@@ -295,9 +295,8 @@ struct ChainOperand {
   bool row;
 };
 
-// The most steps a fused chain takes (longer ones take the tile evaluator); it has one operand
-// more.
-inline constexpr int kMaxChainSteps = 8;
+// The most operands a fused chain or tree takes (vector_fused_tree-inl.h).
+inline constexpr int kMaxFusedOperands = 16;
 
 // Calls row_fn(o, d) for every row of the destination: o[i] is operand f[i]'s row (or scalar)
 // there, d the destination row. Inside a pipeline step the prefetch queue is drained as the rows
@@ -313,7 +312,7 @@ void for_each_chain_row(const FusedDst& p, const FusedOperand* f, int no, RowFn 
   const int64_t row_bytes = p.extent[nd - 1] * static_cast<int64_t>(sizeof(float));
   SmallVec idx(nd, 0);  // the row's index over the axes outside the row
   for (;;) {
-    ChainOperand o[kMaxChainSteps + 1];
+    ChainOperand o[kMaxFusedOperands];
     for (int i = 0; i < no; ++i) {
       const float* base = f[i].stride == nullptr ? &f[i].value : f[i].data;
       if (f[i].stride != nullptr) {
@@ -423,124 +422,6 @@ bool fused_chain(DF df, const FusedDst& p, OpCode op1, OpCode op2, bool c_first,
   const int64_t len = p.extent[p.nd - 1];
   for_each_chain_row(p, f, 3, [&](const ChainOperand* o, float* dst) HWY_ATTR {
     row(df, o[0], o[1], o[2], dst, len, p.stream);
-  });
-  return true;
-}
-
-// ---- longer chains ---------------------------------------------------------------------------
-// A chain of up to kMaxChainSteps steps, each combining the running value with one more operand
-// (on either side) by + - * / maximum minimum, or applying exp, every operand a row, a per-row
-// scalar or a constant: a scaled activation (max(x * 1.5 + 0.25, 0)), a normalisation's
-// (x - mean) * rstd * w + b. The steps are chosen at run time once per chunk of four vectors,
-// which stays in registers across them, so one loop serves every chain; each step is the tile
-// evaluator's op on the same operands in the same order, rounded on its own (`rounded`).
-
-struct ChainStep {
-  OpCode op;
-  int leaf;         // the operand it combines with; -1 for exp
-  bool leaf_first;  // the operand is the op's first
-};
-
-// v[0..K) = step(v[k], operand k) for one step; `get(k)` gives the operand's k-th vector.
-template <int K, class DF, class V, class Get>
-HWY_INLINE void chain_step(DF df, const ChainStep& s, V* v, Get get) {
-  auto each = [&](auto f) HWY_ATTR {
-    for (int k = 0; k < K; ++k) v[k] = rounded(f(v[k], get(k)));
-  };
-  const bool lf = s.leaf_first;
-  switch (s.op) {
-    case OpCode::kAdd:
-      return each([lf](V a, V l) HWY_ATTR { return lf ? hn::Add(l, a) : hn::Add(a, l); });
-    case OpCode::kSub:
-      return each([lf](V a, V l) HWY_ATTR { return lf ? hn::Sub(l, a) : hn::Sub(a, l); });
-    case OpCode::kMul:
-      return each([lf](V a, V l) HWY_ATTR { return lf ? hn::Mul(l, a) : hn::Mul(a, l); });
-    case OpCode::kDiv:
-      return each([lf](V a, V l) HWY_ATTR { return lf ? hn::Div(l, a) : hn::Div(a, l); });
-    case OpCode::kMax:
-      return each([df, lf](V a, V l) HWY_ATTR { return lf ? MaxNaN(df, l, a) : MaxNaN(df, a, l); });
-    case OpCode::kMin:
-      return each([df, lf](V a, V l) HWY_ATTR { return lf ? MinNaN(df, l, a) : MinNaN(df, a, l); });
-    default:  // exp
-      for (int k = 0; k < K; ++k) v[k] = ExpFull(df, v[k]);
-      return;
-  }
-}
-
-// One row of the chain over `len` elements: operand 0 starts the value, steps[0..ns) follow.
-template <class DF>
-void long_chain_row(DF df, const ChainOperand* o, int no, const ChainStep* steps, int ns, float* d,
-                    int64_t len, bool stream) {
-  using V = hn::Vec<DF>;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  V scalar[kMaxChainSteps + 1];
-  for (int i = 0; i < no; ++i) scalar[i] = hn::Set(df, o[i].row ? 0.0f : *o[i].p);
-  // The value over K vectors: `row(i)` is where row operand i's vectors start. Whether an operand
-  // is a row or a scalar is asked once a step, not once a vector.
-  auto run = [&](auto k_tag, auto row, V* v) HWY_ATTR {
-    constexpr int K = decltype(k_tag)::value;
-    for (int k = 0; k < K; ++k) v[k] = o[0].row ? hn::LoadU(df, row(0) + k * N) : scalar[0];
-    for (int t = 0; t < ns; ++t) {
-      const int leaf = steps[t].leaf;
-      if (leaf < 0) {
-        chain_step<K>(df, steps[t], v, [&](int k) HWY_ATTR { return v[k]; });
-      } else if (o[leaf].row) {
-        const float* p = row(leaf);
-        chain_step<K>(df, steps[t], v, [&](int k) HWY_ATTR { return hn::LoadU(df, p + k * N); });
-      } else {
-        const V sv = scalar[leaf];
-        chain_step<K>(df, steps[t], v, [&](int) HWY_ATTR { return sv; });
-      }
-    }
-  };
-  auto put = [&](V v, float* p) HWY_ATTR {
-    if (stream)
-      hn::Stream(v, df, p);
-    else
-      hn::StoreU(v, df, p);
-  };
-  const bool aligned = reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0;
-  stream = stream && aligned;
-  int64_t j = 0;
-  for (; j + 4 * N <= len; j += 4 * N) {
-    V v[4];
-    run(
-        std::integral_constant<int, 4>(), [&](int i) { return o[i].p + j; }, v);
-    for (int k = 0; k < 4; ++k) put(v[k], d + j + k * N);
-  }
-  for (; j + N <= len; j += N) {
-    V v[1];
-    run(
-        std::integral_constant<int, 1>(), [&](int i) { return o[i].p + j; }, v);
-    put(v[0], d + j);
-  }
-  if (j < len) {  // the tail, through vectors of lanes, as fused_row
-    HWY_ALIGN float t[kMaxChainSteps + 1][hn::MaxLanes(df)];
-    const size_t rest = static_cast<size_t>(len - j) * sizeof(float);
-    for (int i = 0; i < no; ++i) {
-      std::memset(t[i], 0, sizeof t[i]);
-      if (o[i].row) std::memcpy(t[i], o[i].p + j, rest);
-    }
-    V v[1];
-    run(
-        std::integral_constant<int, 1>(), [&](int i) -> const float* { return t[i]; }, v);
-    HWY_ALIGN float to[hn::MaxLanes(df)];
-    hn::Store(v[0], df, to);
-    std::memcpy(d + j, to, rest);
-  }
-}
-
-// d = the chain (operands f[0..no), steps[0..ns)) on the fused path, row by row; false (nothing
-// done) when no operand is a row.
-template <class DF>
-bool fused_long_chain(DF df, const FusedDst& p, const FusedOperand* f, int no,
-                      const ChainStep* steps, int ns) {
-  bool any_row = false;
-  for (int i = 0; i < no; ++i) any_row = any_row || f[i].kind == FusedArg::kRow;
-  if (!any_row) return false;
-  const int64_t len = p.extent[p.nd - 1];
-  for_each_chain_row(p, f, no, [&](const ChainOperand* o, float* dst) HWY_ATTR {
-    long_chain_row(df, o, no, steps, ns, dst, len, p.stream);
   });
   return true;
 }

@@ -39,6 +39,7 @@
 #include "native/vector_convert-inl.h"
 #include "native/vector_fused-inl.h"
 #include "native/vector_fused_iota-inl.h"
+#include "native/vector_fused_tree-inl.h"
 #include "native/vector_lanes-inl.h"
 #include "native/vector_ops-inl.h"
 
@@ -77,52 +78,6 @@ bool EvaluateFusedChain(DF df, const FusedDst& dst, const plan::Plan& p) {
     return false;
   }
   return fused_chain(df, dst, x.op, last.op, c_first, f);
-}
-
-// A chain (fused_long_chain): from the last node down, each node an op of a leaf and the chain
-// below it, or exp of it, down to a leaf or an op of two leaves; every node float32 and visited
-// once, every leaf fusable. False when `p` is not one (or is too long).
-template <class DF>
-bool EvaluateFusedLongChain(DF df, const FusedDst& dst, const plan::Plan& p) {
-  const int nd = p.extent.size();
-  auto chain_op = [](OpCode op) {
-    return op == OpCode::kAdd || op == OpCode::kSub || op == OpCode::kMul || op == OpCode::kDiv ||
-           op == OpCode::kMax || op == OpCode::kMin;
-  };
-  FusedOperand f[kMaxChainSteps + 1];
-  ChainStep rev[kMaxChainSteps];  // the steps from the last one down
-  int no = 1, ns = 0;             // f[0] is the chain's first operand
-  size_t visited = 0;
-  auto add_leaf = [&](int i, int slot) {
-    ++visited;
-    return fusable_operand(p.nodes[static_cast<size_t>(i)], nd, f[slot]);
-  };
-  int node = static_cast<int>(p.nodes.size()) - 1;
-  for (;;) {
-    if (is_leaf(p, node)) {
-      if (!add_leaf(node, 0)) return false;
-      break;
-    }
-    const plan::Node& n = p.nodes[static_cast<size_t>(node)];
-    if (n.dtype != DType::kFloat32 || n.c >= 0 || ns == kMaxChainSteps || n.a < 0) return false;
-    ++visited;
-    if (n.op == OpCode::kExp && n.b < 0) {
-      rev[ns++] = ChainStep{OpCode::kExp, -1, false};
-      node = n.a;
-      continue;
-    }
-    if (!chain_op(n.op) || n.b < 0) return false;
-    const bool a_leaf = is_leaf(p, n.a), b_leaf = is_leaf(p, n.b);
-    if (!a_leaf && !b_leaf) return false;
-    const int leaf = b_leaf ? n.b : n.a;
-    if (!add_leaf(leaf, no)) return false;
-    rev[ns++] = ChainStep{n.op, no++, !b_leaf};
-    node = b_leaf ? n.a : n.b;
-  }
-  if (visited != p.nodes.size()) return false;
-  ChainStep steps[kMaxChainSteps];
-  for (int t = 0; t < ns; ++t) steps[t] = rev[ns - 1 - t];
-  return fused_long_chain(df, dst, f, no, steps, ns);
 }
 
 // Evaluates `p` on the fused path (vector_fused-inl.h) when its program has one of the fused
@@ -171,7 +126,8 @@ bool EvaluateFused(const plan::Plan& p) {
       return fused_binary(df, dst, n.op, fa, fb);
     }
   }
-  return EvaluateFusedLongChain(df, dst, p);
+  TreeProgram tree;
+  return TreeCompiler(p, tree).compile() && fused_tree(dst, tree);
 }
 
 // A statement's iota that needs no plan (run_fused_iota).

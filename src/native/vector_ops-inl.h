@@ -20,7 +20,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
+#include "native/vector_math-inl.h"
 #include "tessera/detail/expr_program.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -41,228 +43,21 @@ HWY_INLINE void map2(D d, const hn::TFromD<D>* a, const hn::TFromD<D>* b, hn::TF
     hn::Store(f(hn::Load(d, a + j), hn::Load(d, b + j)), d, out + j);
 }
 
-/// max/min that propagate NaN (jnp.maximum); x86's max returns the second operand instead.
-template <class D, class V>
-HWY_INLINE V MaxNaN(D, V a, V b) {
-  const V r = hn::Max(a, b);
-  return hn::IfThenElse(hn::IsNaN(b), b, hn::IfThenElse(hn::IsNaN(a), a, r));
-}
-template <class D, class V>
-HWY_INLINE V MinNaN(D, V a, V b) {
-  const V r = hn::Min(a, b);
-  return hn::IfThenElse(hn::IsNaN(b), b, hn::IfThenElse(hn::IsNaN(a), a, r));
-}
-
-/// 2**x: x = n + f with n = round(x) and |f| <= 0.5, so exp(f * ln 2) keeps full accuracy; 2**n
-/// is applied as two exact power-of-two factors so that results near the subnormal and overflow
-/// limits are right.
-template <class D, class V>
-HWY_INLINE V Exp2(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  const V xc = hn::Min(hn::Max(x, hn::Set(d, -160.0f)), hn::Set(d, 160.0f));
-  const V n = hn::Round(xc);
-  const V f = hn::Sub(xc, n);
-  const V e = hn::Exp(d, hn::Mul(f, hn::Set(d, 0.69314718055994531f)));
-  const auto ni = hn::ConvertTo(di, n);
-  const auto n1 = hn::ShiftRight<1>(ni);  // floor(n / 2)
-  const auto n2 = hn::Sub(ni, n1);
-  const auto bias = hn::Set(di, 127);
-  const V p1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
-  const V p2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
-  const V r = hn::Mul(hn::Mul(e, p1), p2);
-  return hn::IfThenElse(hn::IsNaN(x), x, r);
-}
-
-/// exp(x) for x below -87 (ln(FLT_MIN) is -87.34), where the result is subnormal, 0 or at most
-/// twice FLT_MIN, without a subnormal intermediate: x = n ln2 + r (|r| <= ln2 / 2; ln2 in two
-/// parts, so n ln2_hi is exact), and p = exp(r) scaled by 2^(n + 149), a normal float, rounds to
-/// the integer that is the result's bit pattern (its quantum is 2^-149; 2^23 is FLT_MIN's). On
-/// Intel an arithmetic result that is subnormal takes a microcode assist (over a hundred cycles)
-/// unless the FPU flushes it, and softmax over a row whose scores lie far below its maximum makes
-/// many of them (docs/performance.md, "Softmax: row reductions and exp").
-template <class D, class V>
-HWY_INLINE V ExpTiny(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  const V xc = hn::Max(x, hn::Set(d, -110.0f));  // exp(-110) rounds to 0 already
-  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));  // -159 .. -125
-  const V r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f),
-                         hn::MulAdd(n, hn::Set(d, -0.693145751953125f), xc));
-  const V p = hn::Exp(d, r);
-  const auto field = hn::Add(hn::ConvertTo(di, n), hn::Set(di, 149 + 127));  // 2^(n + 149)
-  const V scale = hn::BitCast(d, hn::ShiftLeft<23>(field));
-  return hn::BitCast(d, hn::NearestInt(hn::Mul(p, scale)));
-}
-
-/// exp(x) with Highway's kernel, extended to the whole float range: +inf above 100 (Highway is
-/// not valid beyond +104, where the result is +inf anyway), and below -87 ExpTiny's subnormals
-/// and zeros. hn::Exp rather than hn::CallExp (which Highway keeps out of line):
-/// inlined, a tile's loop overlaps consecutive vectors' polynomials (softmax's exp(s - max) 3-4%
-/// faster).
-template <class D, class V>
-HWY_INLINE V ExpFull(D d, V x) {
-  // Just above ln(FLT_MIN) = -87.34: at lo Highway's result and its scaling steps are normal
-  // floats; below it ExpTiny's bit patterns are exact for normals too (up to 2^24, twice FLT_MIN).
-  const V lo = hn::Set(d, -87.0f);
-  const auto tiny = hn::Lt(x, lo);
-  V r = hn::Exp(d, hn::Min(hn::Max(x, lo), hn::Set(d, 100.0f)));
-  if (!hn::AllFalse(d, tiny)) {
-    // Below ln(2^-150) = -103.97 the result rounds to 0 (the masked scores of attention land
-    // there, and take no ExpTiny).
-    const auto zero = hn::Lt(x, hn::Set(d, -103.972077f));
-    r = hn::IfThenZeroElse(zero, r);
-    const auto band = hn::AndNot(zero, tiny);
-    if (!hn::AllFalse(d, band)) r = hn::IfThenElse(band, ExpTiny(d, x), r);
-  }
-  return hn::IfThenElse(hn::IsNaN(x), x, r);
-}
-
-/// log(x) with the special values libm gives: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
-template <class D, class V>
-HWY_INLINE V LogFull(D d, V x) {
-  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  const V nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
-  V r = hn::CallLog(d, hn::Max(x, hn::Set(d, std::numeric_limits<float>::denorm_min())));
-  r = hn::IfThenElse(hn::Eq(x, hn::Zero(d)), hn::Neg(inf), r);
-  r = hn::IfThenElse(hn::Eq(x, inf), inf, r);
-  r = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), nan, r);
-  return hn::IfThenElse(hn::IsNaN(x), x, r);
-}
-template <class D, class V>
-HWY_INLINE V Log1pFull(D d, V x) {
-  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  const V nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
-  const V m1 = hn::Set(d, -1.0f);
-  V r = hn::CallLog1p(d, hn::Max(x, hn::Set(d, -0.99999994f)));
-  r = hn::IfThenElse(hn::Eq(x, m1), hn::Neg(inf), r);
-  r = hn::IfThenElse(hn::Eq(x, inf), inf, r);
-  r = hn::IfThenElse(hn::Lt(x, m1), nan, r);
-  return hn::IfThenElse(hn::IsNaN(x), x, r);
-}
-
-/// erf(x) = x * P(x^2) / Q(x^2) on [-4, 4] (the rational approximation XLA and Eigen use for
-/// float32), clamped outside where erf is +-1 in float32.
-template <class D, class V>
-HWY_INLINE V Erf(D d, V x) {
-  const V xc = hn::Min(hn::Max(x, hn::Set(d, -4.0f)), hn::Set(d, 4.0f));
-  const V x2 = hn::Mul(xc, xc);
-  V p = hn::Set(d, -2.72614225801306e-10f);
-  p = hn::MulAdd(x2, p, hn::Set(d, 2.77068142495902e-08f));
-  p = hn::MulAdd(x2, p, hn::Set(d, -2.10102402082508e-06f));
-  p = hn::MulAdd(x2, p, hn::Set(d, -5.69250639462346e-05f));
-  p = hn::MulAdd(x2, p, hn::Set(d, -7.34990630326855e-04f));
-  p = hn::MulAdd(x2, p, hn::Set(d, -2.95459980854025e-03f));
-  p = hn::MulAdd(x2, p, hn::Set(d, -1.60960333262415e-02f));
-  p = hn::Mul(p, xc);
-  V q = hn::Set(d, -1.45660718464996e-05f);
-  q = hn::MulAdd(x2, q, hn::Set(d, -2.13374055278905e-04f));
-  q = hn::MulAdd(x2, q, hn::Set(d, -1.68282697438203e-03f));
-  q = hn::MulAdd(x2, q, hn::Set(d, -7.37332916720468e-03f));
-  q = hn::MulAdd(x2, q, hn::Set(d, -1.42647390514189e-02f));
-  const V r = hn::Div(p, q);
-  return hn::IfThenElse(hn::IsNaN(x), x, r);
-}
-
-/// erf^-1(x) in float32: M. Giles' single-precision approximation ("Approximating the erfinv
-/// function", GPU Computing Gems, 2011), two polynomials in w = -log1p(-x^2); +-1 give +-inf,
-/// |x| > 1 NaN.
-inline float erf_inv(float x) {
-  float w = -std::log1p(-x * x);
-  float p;
-  if (w < 5.0f) {
-    w -= 2.5f;
-    p = 2.81022636e-08f;
-    p = 3.43273939e-07f + p * w;
-    p = -3.5233877e-06f + p * w;
-    p = -4.39150654e-06f + p * w;
-    p = 0.00021858087f + p * w;
-    p = -0.00125372503f + p * w;
-    p = -0.00417768164f + p * w;
-    p = 0.246640727f + p * w;
-    p = 1.50140941f + p * w;
-  } else {
-    w = std::sqrt(w) - 3.0f;
-    p = -0.000200214257f;
-    p = 0.000100950558f + p * w;
-    p = 0.00134934322f + p * w;
-    p = -0.00367342844f + p * w;
-    p = 0.00573950773f + p * w;
-    p = -0.0076224613f + p * w;
-    p = 0.00943887047f + p * w;
-    p = 1.00167406f + p * w;
-    p = 2.83297682f + p * w;
-  }
-  if (std::fabs(x) == 1.0f) return x * std::numeric_limits<float>::infinity();
-  return p * x;
-}
-
-// ---- float nodes -------------------------------------------------------------------------------
 template <class DF>
 void UnaryF(DF df, OpCode op, int64_t k, const float* a, float* o, int64_t n) {
   using V = hn::Vec<DF>;
-  const V one = hn::Set(df, 1.0f);
+  const bool vector_op = with_unary_v(op, [&](auto tag) HWY_ATTR {
+    constexpr OpCode kOp = decltype(tag)::value;
+    map1(df, a, o, n, [&](V x) HWY_ATTR { return UnaryV<kOp>(df, k, x); });
+  });
+  if (vector_op) return;
   switch (op) {
-    case OpCode::kNeg:
-      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Neg(x); });
-    case OpCode::kAbs:
-      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Abs(x); });
-    case OpCode::kSign:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR {
-        const V z = hn::Zero(df);
-        return hn::IfThenElse(hn::Gt(x, z), one, hn::IfThenElse(hn::Lt(x, z), hn::Neg(one), x));
-      });
-    case OpCode::kSquare:
-      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Mul(x, x); });
-    case OpCode::kSqrt:
-      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Sqrt(x); });
-    case OpCode::kRsqrt:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return hn::Div(one, hn::Sqrt(x)); });
-    case OpCode::kExp:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return ExpFull(df, x); });
-    case OpCode::kExp2:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return Exp2(df, x); });
-    case OpCode::kLog:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return LogFull(df, x); });
-    case OpCode::kLog1p:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return Log1pFull(df, x); });
-    case OpCode::kTanh:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR {
-        const V r = hn::CallTanh(df, x);
-        return hn::IfThenElse(hn::IsNaN(x), x, r);
-      });
-    case OpCode::kLogistic:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR {
-        return hn::Div(one, hn::Add(one, ExpFull(df, hn::Neg(x))));
-      });
-    case OpCode::kSin:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return hn::CallSin(df, x); });
-    case OpCode::kCos:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return hn::CallCos(df, x); });
-    case OpCode::kErf:
-      return map1(df, a, o, n, [&](V x) HWY_ATTR { return Erf(df, x); });
     case OpCode::kTan:  // libm's tanf per lane (correctly rounded or within 1 ULP)
       for (int64_t j = 0; j < n; ++j) o[j] = std::tan(a[j]);
       return;
     case OpCode::kErfInv:
       for (int64_t j = 0; j < n; ++j) o[j] = erf_inv(a[j]);
       return;
-    case OpCode::kFloor:
-      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Floor(x); });
-    case OpCode::kCeil:
-      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Ceil(x); });
-    case OpCode::kRound:
-      return map1(df, a, o, n, [](V x) HWY_ATTR { return hn::Round(x); });
-    case OpCode::kIntegerPow: {
-      const int64_t e = k < 0 ? -k : k;
-      return map1(df, a, o, n, [&](V x) HWY_ATTR {
-        V r = one;
-        V b = x;
-        for (int64_t m = e; m > 0; m >>= 1) {
-          if (m & 1) r = hn::Mul(r, b);
-          if (m > 1) b = hn::Mul(b, b);
-        }
-        return k < 0 ? hn::Div(one, r) : r;
-      });
-    }
     default:
       return;
   }
@@ -288,19 +83,12 @@ inline float py_floordiv(float x, float y) {
 template <class DF>
 void BinaryF(DF df, OpCode op, const float* a, const float* b, float* o, int64_t n) {
   using V = hn::Vec<DF>;
+  const bool vector_op = with_binary_v(op, [&](auto tag) HWY_ATTR {
+    constexpr OpCode kOp = decltype(tag)::value;
+    map2(df, a, b, o, n, [&](V x, V y) HWY_ATTR { return BinaryV<kOp>(df, x, y); });
+  });
+  if (vector_op) return;
   switch (op) {
-    case OpCode::kAdd:
-      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Add(x, y); });
-    case OpCode::kSub:
-      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Sub(x, y); });
-    case OpCode::kMul:
-      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); });
-    case OpCode::kDiv:
-      return map2(df, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Div(x, y); });
-    case OpCode::kMax:
-      return map2(df, a, b, o, n, [&](V x, V y) HWY_ATTR { return MaxNaN(df, x, y); });
-    case OpCode::kMin:
-      return map2(df, a, b, o, n, [&](V x, V y) HWY_ATTR { return MinNaN(df, x, y); });
     case OpCode::kRem:
       for (int64_t j = 0; j < n; ++j) o[j] = py_fmod(a[j], b[j]);
       return;

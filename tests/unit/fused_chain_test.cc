@@ -1,10 +1,11 @@
 // Chains on the native evaluator's fused path (src/native/vector_fused-inl.h): two-op chains
 // d = (a op1 b) op2 c and c op2 (a op1 b) for op1, op2 in add, sub, mul (fused_chain), and longer
-// chains of + - * / maximum minimum and exp with an operand on either side (fused_long_chain),
-// each operand a row, a per-row scalar or a constant, must give bit for bit the tile evaluator's
+// chains of + - * / maximum minimum and exp with an operand on either side (which the fused trees
+// take, src/native/vector_fused_tree-inl.h, tested with trees in fused_tree_test.cc), each
+// operand a row, a per-row scalar or a constant, must give bit for bit the tile evaluator's
 // result (the same statement with the fused path turned off), over 2-D and 3-D shapes with row
 // tails, values with NaN and infinities, into a window of a wider buffer, on every SIMD target
-// and in checked mode. Trees and chains past eight steps take the tile evaluator.
+// and in checked mode.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,11 +108,10 @@ void check_all(const std::string& how) {
     compare(how + ": eight steps", s, [](R x, R y, R sc, W o) {
       o = ((((((x + y) * sc - x) / 3.0f + y) * 0.5f - sc) * y) + 1.0f) * x;
     });
-    compare(how + ": nine steps (tile evaluator)", s, [](R x, R y, R sc, W o) {
+    compare(how + ": nine steps", s, [](R x, R y, R sc, W o) {
       o = (((((((x + y) * sc - x) / 3.0f + y) * 0.5f - sc) * y) + 1.0f) * x) - y;
     });
-    compare(how + ": a tree (tile evaluator)", s,
-            [](R x, R y, R sc, W o) { o = (x + y) * (x - sc); });
+    compare(how + ": a tree", s, [](R x, R y, R sc, W o) { o = (x + y) * (x - sc); });
     compare(how + ": scalars only", s, [](R, R, R sc, W o) { o = sc * 2.0f + sc; });
     if (s.rank() == 2) {  // a (1, cols) row broadcast over the rows (a layer norm's weights)
       compare(how + ": (x - s) * w + w", s, [](R x, R y, R sc, W o) {

@@ -1,0 +1,232 @@
+// Trees on the native evaluator's fused path (src/native/vector_fused_tree-inl.h): a float32
+// expression of any shape over + - * / maximum minimum and the float unary ops, each operand a
+// row, a per-row scalar, a (1, cols) row broadcast over the rows or a constant, must give bit for
+// bit the tile evaluator's result (the same statement with the fused path turned off), over 2-D
+// and 3-D shapes with row tails, values with NaN and infinities, into a window of a wider buffer,
+// on every SIMD target and in checked mode; and the statements the fused trees take must have
+// been taken by them (detail::g_fused_trees_for_test), the others left to the tile evaluator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "native/vector_plan.h"
+#include "support/vector_targets.h"
+#include "tessera/tessera.h"
+
+namespace {
+using namespace tessera;
+
+Array<float> values(Shape s, int seed) {
+  Array<float> x(s);
+  for (int64_t e = 0; e < x.size(); ++e) {
+    const int64_t v = (e * 7919 + seed * 104729) % 1009;
+    x[e] = v == 13   ? std::numeric_limits<float>::quiet_NaN()
+           : v == 17 ? std::numeric_limits<float>::infinity()
+           : v == 19 ? -std::numeric_limits<float>::infinity()
+                     : static_cast<float>(v - 500) / 37.0f;
+  }
+  return x;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Which path a statement must take on the native engine (kAny: in checked mode, which is not it).
+enum class Path { kTree, kTile, kAny };
+
+// Runs body(x, y, s, o) in a 1-core pallas_call on x, y (shape `s`), a per-row scalar sc (s with
+// its last extent 1), once into o_fused and once, with the fused path off, into o_tile, and
+// compares the two outputs bit for bit over the window of `s` (the outputs' rows are 3 elements
+// longer). `path`: whether the first run must have been a fused tree (it must have fused a
+// statement) or the tile evaluator (it must have fused none).
+bool g_checked = false;  // the tests run in checked mode: no path to check
+
+template <class Body>
+void compare(const std::string& what, Shape s, Path path, Body body) {
+  if (g_checked) path = Path::kAny;
+  const Array<float> x = values(s, 1), y = values(s, 2);
+  std::vector<int64_t> sd(s.begin(), s.end());
+  sd.back() = 1;
+  const Array<float> sc = values(Shape(sd), 3);
+  std::vector<int64_t> wide(s.begin(), s.end());
+  wide.back() += 3;
+  const ShapeDtypeStruct<float> out{Shape(wide)};
+  const int64_t cols = s[s.rank() - 1];
+  int64_t trees = 0;
+  auto k = pl::pallas_call(
+      [&body, &trees, cols](pltpu::VmemRef<const float> xr, pltpu::VmemRef<const float> yr,
+                            pltpu::VmemRef<const float> sr, pltpu::VmemRef<float> fused,
+                            pltpu::VmemRef<float> tile) {
+        auto w = [cols](pltpu::VmemRef<float> r) {
+          return r.rank() == 2 ? r.at(pl::all, pl::ds(0, cols))
+                               : r.at(pl::all, pl::all, pl::ds(0, cols));
+        };
+        const int64_t before = detail::g_fused_trees_for_test.load();
+        body(xr, yr, sr, w(fused));
+        trees = detail::g_fused_trees_for_test.load() - before;
+        const tessera::testing::TileEvaluatorOnly tile_only;
+        body(xr, yr, sr, w(tile));
+      },
+      pl::out_shape(out, out));
+  auto [fused, tile] = k(x, y, sc);
+  const int64_t rows = x.size() / cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const float a = fused[r * (cols + 3) + j], b = tile[r * (cols + 3) + j];
+      ASSERT_TRUE(same_bits(a, b)) << what << " shape " << s.to_string() << " at row " << r
+                                   << ", col " << j << ": " << a << " / " << b;
+    }
+  }
+  if (path == Path::kTree) {
+    EXPECT_GE(trees, 1) << what << ": not a fused tree";
+  } else if (path == Path::kTile) {
+    EXPECT_EQ(trees, 0) << what << ": a fused tree";
+  }
+}
+
+using R = pltpu::VmemRef<const float>;
+using W = pltpu::VmemRef<float>;
+
+// Every unary op the fused trees take, inside a tree (both its operand and its result combined
+// with other subtrees).
+void check_unary(const std::string& how, Shape s) {
+  auto each = [&](const std::string& name, auto f) {
+    compare(how + ": " + name + " in a tree", s, Path::kTree,
+            [f](R x, R y, R sc, W o) { o = f(x * 0.25f - sc) * y + f(y); });
+  };
+  each("neg", [](auto v) { return -std::move(v); });
+  each("abs", [](auto v) { return jnp::abs(std::move(v)); });
+  each("sign", [](auto v) { return jnp::sign(std::move(v)); });
+  each("square", [](auto v) { return jnp::square(std::move(v)); });
+  each("sqrt", [](auto v) { return jnp::sqrt(std::move(v)); });
+  each("rsqrt", [](auto v) { return lax::rsqrt(std::move(v)); });
+  each("exp", [](auto v) { return jnp::exp(std::move(v)); });
+  each("exp2", [](auto v) { return jnp::exp2(std::move(v)); });
+  each("log", [](auto v) { return jnp::log(std::move(v)); });
+  each("log1p", [](auto v) { return jnp::log1p(std::move(v)); });
+  each("tanh", [](auto v) { return jnp::tanh(std::move(v)); });
+  each("logistic", [](auto v) { return lax::logistic(std::move(v)); });
+  each("sin", [](auto v) { return jnp::sin(std::move(v)); });
+  each("cos", [](auto v) { return jnp::cos(std::move(v)); });
+  each("erf", [](auto v) { return lax::erf(std::move(v)); });
+  each("floor", [](auto v) { return jnp::floor(std::move(v)); });
+  each("ceil", [](auto v) { return jnp::ceil(std::move(v)); });
+  each("round", [](auto v) { return jnp::round(std::move(v)); });
+  each("integer_pow 3", [](auto v) { return lax::integer_pow(std::move(v), 3); });
+  each("integer_pow -2", [](auto v) { return lax::integer_pow(std::move(v), -2); });
+}
+
+void check_trees(const std::string& how, Shape s) {
+  compare(how + ": tanh-GELU", s, Path::kTree, [](R x, R, R, W o) {
+    o = 0.5f * x * (1.0f + jnp::tanh(0.7978846f * (x + 0.044715f * x * x * x)));
+  });
+  // Every binary op with its inputs in every place: a row, a scalar, a subtree's lane buffer.
+  auto each = [&](const std::string& name, auto f) {
+    compare(how + ": " + name + " of subtrees", s, Path::kTree,
+            [f](R x, R y, R, W o) { o = f(x + y, x * y); });
+    compare(how + ": " + name + " of a subtree and a row", s, Path::kTree,
+            [f](R x, R y, R, W o) { o = f(x - y, y) + f(x, x * 3.0f); });
+    compare(how + ": " + name + " of a subtree and a scalar", s, Path::kTree,
+            [f](R x, R, R sc, W o) { o = f(x * 0.5f, sc) - f(2.0f, x + 1.0f); });
+    compare(how + ": " + name + " of a scalar and a row", s, Path::kTree,
+            [f](R x, R, R sc, W o) { o = f(sc, x) * f(x, -1.5f); });
+  };
+  each("add", [](auto a, auto b) { return std::move(a) + std::move(b); });
+  each("sub", [](auto a, auto b) { return std::move(a) - std::move(b); });
+  each("mul", [](auto a, auto b) { return std::move(a) * std::move(b); });
+  each("div", [](auto a, auto b) { return std::move(a) / std::move(b); });
+  each("maximum", [](auto a, auto b) { return jnp::maximum(std::move(a), std::move(b)); });
+  each("minimum", [](auto a, auto b) { return jnp::minimum(std::move(a), std::move(b)); });
+  // Shapes of trees: deeper on the left, on the right, balanced, four levels (four lane buffers)
+  // and five (more than the fused trees hold: the tile evaluator).
+  compare(how + ": deeper left", s, Path::kTree,
+          [](R x, R y, R, W o) { o = ((x + y) * (x - y) + (y * 2.0f)) / (x + 3.0f); });
+  compare(how + ": deeper right", s, Path::kTree,
+          [](R x, R y, R, W o) { o = (x + 3.0f) - ((x + y) * (x - y) + (y * 2.0f)); });
+  auto level2 = [](R x, R y, R sc) { return (x + y) * (y - sc); };
+  auto level3 = [level2](R x, R y, R sc) { return level2(x, y, sc) - level2(y, x, sc); };
+  auto level4 = [level3](R x, R y, R sc) { return level3(x, y, sc) / level3(y, x, sc); };
+  compare(how + ": four levels", s, Path::kTree,
+          [level4](R x, R y, R sc, W o) { o = level4(x, y, sc) * 0.5f; });
+  compare(how + ": five levels (tile evaluator)", s, Path::kTile,
+          [level4](R x, R y, R sc, W o) { o = level4(x, y, sc) + level4(y, x, sc); });
+  // 32 ops fused, 33 not.
+  auto e7 = [](R x, R y, R sc) { return ((((x + y) * sc - x) / 3.0f + y) * 0.5f - sc); };
+  compare(how + ": 32 ops", s, Path::kTree, [e7](R x, R y, R sc, W o) {
+    o = e7(x, y, sc) * e7(y, x, sc) + e7(x, x, sc) * e7(y, y, sc) - 1.0f;
+  });
+  compare(how + ": 33 ops (tile evaluator)", s, Path::kTile, [e7](R x, R y, R sc, W o) {
+    o = e7(x, y, sc) * e7(y, x, sc) + e7(x, x, sc) * e7(y, y, sc) - 1.0f - y;
+  });
+  // A normalisation, with a subtree of scalars only, and operands given twice.
+  compare(how + ": (x - s) * rsqrt(s * s + eps) * 1.5 + 0.5", s, Path::kTree,
+          [](R x, R, R sc, W o) { o = (x - sc) * lax::rsqrt(sc * sc + 1e-5f) * 1.5f + 0.5f; });
+  compare(how + ": x * x * x * x", s, Path::kTree, [](R x, R, R, W o) { o = x * x * (x * x); });
+  compare(how + ": sixteen operands", s, Path::kTree, [](R x, R y, R sc, W o) {
+    o = (x * 1.0f + y * 2.0f) * (sc + 3.0f) - (x * 4.0f - y * 5.0f) / (sc * 6.0f) +
+        jnp::maximum(x, 7.0f) * 8.0f - (9.0f - y) * (10.0f + x) + (11.0f * sc - 12.0f) * 13.0f;
+  });
+  compare(how + ": seventeen operands (tile evaluator)", s, Path::kTile, [](R x, R y, R sc, W o) {
+    o = (x * 1.0f + y * 2.0f) * (sc + 3.0f) - (x * 4.0f - y * 5.0f) / (sc * 6.0f) +
+        jnp::maximum(x, 7.0f) * 8.0f - (9.0f - y) * (10.0f + x) + (11.0f * sc - 12.0f) * 13.0f +
+        14.0f;
+  });
+  compare(how + ": scalars only (tile evaluator)", s, Path::kTile,
+          [](R, R, R sc, W o) { o = jnp::exp(sc * 2.0f) + sc * sc; });
+  compare(how + ": a comparison (tile evaluator)", s, Path::kTile,
+          [](R x, R y, R, W o) { o = jnp::where(x > y, x * 2.0f, y - x); });
+  if (s.rank() == 2) {  // a (1, cols) row broadcast over the rows (a layer norm's weights)
+    compare(how + ": (x - s) * s * w + (w * 0.5)", s, Path::kTree, [](R x, R y, R sc, W o) {
+      auto w = y.at(pl::ds(0, 1), pl::all);
+      o = (x - sc) * sc * w + w * 0.5f;
+    });
+  }
+}
+
+void check_all(const std::string& how) {
+  for (const Shape& s : {Shape{4, 37}, Shape{3, 128}, Shape{2, 300}, Shape{2, 3, 21}}) {
+    check_unary(how, s);
+    check_trees(how, s);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(FusedTree, TreesMatchTheTileEvaluatorOnEveryTarget) {
+  const int tried = tessera::testing::on_every_vector_target(
+      [](const char* t) { check_all(std::string("target ") + t); });
+  EXPECT_GE(tried, 1);
+}
+
+TEST(FusedTree, TreesMatchTheTileEvaluatorChecked) {
+  const pltpu::ForceTpuInterpretMode force;
+  g_checked = true;
+  check_all("checked");
+  g_checked = false;
+}
+
+// The fused values are the plain ones: tanh-GELU and a normalisation against float math here.
+TEST(FusedTree, ValuesAreThePlainOnes) {
+  Array<float> x(Shape{2, 70});
+  for (int64_t e = 0; e < x.size(); ++e) x[e] = static_cast<float>(e % 70 - 35) / 9.0f;
+  auto k = pl::pallas_call(
+      [](R xr, W g, W n) {
+        g = 0.5f * xr * (1.0f + jnp::tanh(0.7978846f * (xr + 0.044715f * xr * xr * xr)));
+        n = (xr - 0.25f) * lax::rsqrt(xr * xr + 1.0f) + xr * 2.0f;
+      },
+      pl::out_shape(ShapeDtypeStruct<float>{Shape{2, 70}}, ShapeDtypeStruct<float>{Shape{2, 70}}));
+  auto [g, n] = k(x);
+  for (int64_t e = 0; e < x.size(); ++e) {
+    const double v = x[e];
+    const double gelu = 0.5 * v * (1.0 + std::tanh(0.7978846 * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(g[e], gelu, 1e-5 * (1.0 + std::fabs(gelu))) << e;
+    const double norm = (v - 0.25) / std::sqrt(v * v + 1.0) + v * 2.0;
+    EXPECT_NEAR(n[e], norm, 1e-5 * (1.0 + std::fabs(norm))) << e;
+  }
+}
+
+}  // namespace
