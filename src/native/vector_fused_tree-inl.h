@@ -40,16 +40,21 @@ HWY_BEFORE_NAMESPACE();
 namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The most steps and lane buffers a fused tree takes (larger trees take the tile evaluator).
+// The most steps and lane buffers a fused tree takes (larger trees take the tile evaluator), and
+// the most subtrees of per-row scalars it computes once a row.
 inline constexpr int kMaxTreeSteps = 32;
 inline constexpr int kMaxTreeBuffers = 4;
+inline constexpr int kMaxRowScalars = 8;
 // The vectors of a row a chunk holds: the steps are dispatched once per chunk.
 inline constexpr int kChunk = 16;
 
 // A compiled tree is a list of steps, each one op of the tree over a chunk of a row: out =
 // op(a) or op(a, b), where an input is an operand's row or scalar or a lane buffer (the value of
-// a subtree below), and out is a lane buffer or, for the root, the destination row. Its code says
-// which op and where its inputs are:
+// a subtree below), and out is a lane buffer or, for the root, the destination row. A subtree
+// whose leaves are all per-row scalars or constants (a normalisation's rsqrt(var + eps)) is
+// computed once a row, before the row's chunks, by the row steps, on one vector; its value is a
+// scalar to the steps (a row scalar, index kMaxFusedOperands + r). A step's code says which op
+// and where its inputs are:
 //   kUnaryBase + u * 3 + sa                  kUnaryVOps[u](a)
 //   kBinaryBase + (b * 3 + sa) * 3 + sb      kBinaryVOps[b](a, b)
 // with sa, sb the inputs' TreeSource.
@@ -66,15 +71,18 @@ struct TreeInput {
 struct TreeStep {
   int code;
   int a, b;   // the inputs' operands or lane buffers
-  int out;    // the lane buffer it writes; -1: the destination
+  int out;    // the lane buffer it writes; -1: the destination; -2 - r: row scalar r
   int64_t k;  // kIntegerPow's exponent
 };
 
 struct TreeProgram {
   FusedOperand f[kMaxFusedOperands];
   int no = 0;
-  TreeStep steps[kMaxTreeSteps];
+  TreeStep steps[kMaxTreeSteps];  // once a chunk
   int ns = 0;
+  TreeStep row_steps[kMaxTreeSteps];  // once a row, first
+  int nr = 0;
+  int row_scalars = 0;
 };
 
 // Builds the program of the tree under the last node of `p`. The subtrees of a node run one
@@ -91,7 +99,10 @@ class TreeCompiler {
   bool compile() {
     const int nn = static_cast<int>(p_.nodes.size());
     if (nn > kMaxNodes || is_leaf(nn - 1)) return false;
-    for (int i = 0; i < nn; ++i) need_[i] = need(i);
+    for (int i = 0; i < nn; ++i) {
+      need_[i] = need(i);
+      scalars_[i] = per_row(i);
+    }
     TreeInput root;
     return need_[nn - 1] <= kMaxTreeBuffers && emit(nn - 1, 0, -1, root);
   }
@@ -112,6 +123,15 @@ class TreeCompiler {
     if (op_index(kBinaryVOps, n.op) < 0) return kNo;
     const int na = need_[n.a], nb = need_[n.b];
     return std::max(1, na == nb ? na + 1 : std::max(na, nb));
+  }
+
+  // Whether node i's value is one per row: a constant, a ref with stride 0 along the row, or an
+  // op the fused trees take of such values.
+  bool per_row(int i) const {
+    const plan::Node& n = node(i);
+    if (n.op == OpCode::kConst) return true;
+    if (n.op == OpCode::kLoad) return n.stride[p_.extent.size() - 1] == 0;
+    return need_[i] < kNo && scalars_[n.a] && (n.b < 0 || scalars_[n.b]);
   }
 
   // The operand of leaf i: one already taken when it is the same leaf, else a new one; -1 when
@@ -138,6 +158,17 @@ class TreeCompiler {
   // emits nothing and is read where it lies).
   bool emit(int i, int buf, int out, TreeInput& in) {
     const plan::Node& n = node(i);
+    if (!is_leaf(i) && out >= 0 && scalars_[i] && !in_row_steps_) {
+      // A subtree of per-row values: once a row, into row scalar r.
+      if (out_.row_scalars == kMaxRowScalars) return false;
+      const int r = out_.row_scalars++;
+      TreeInput value;
+      in_row_steps_ = true;
+      const bool ok = emit(i, 0, -2 - r, value);
+      in_row_steps_ = false;
+      in = TreeInput{TreeSource::kScalar, kMaxFusedOperands + r};
+      return ok;
+    }
     if (is_leaf(i)) {
       const int o = operand(i);
       if (o < 0) return false;
@@ -145,7 +176,8 @@ class TreeCompiler {
       in = TreeInput{row ? TreeSource::kRow : TreeSource::kScalar, o};
       return true;
     }
-    if (buf == kMaxTreeBuffers || out_.ns == kMaxTreeSteps) return false;
+    int& ns = in_row_steps_ ? out_.nr : out_.ns;
+    if (buf == kMaxTreeBuffers || ns == kMaxTreeSteps) return false;
     TreeInput a, b{TreeSource::kScalar, 0};
     int code;
     if (n.b < 0) {
@@ -162,8 +194,9 @@ class TreeCompiler {
       code = kBinaryBase + (op_index(kBinaryVOps, n.op) * 3 + static_cast<int>(a.src)) * 3 +
              static_cast<int>(b.src);
     }
-    if (out_.ns == kMaxTreeSteps) return false;
-    out_.steps[out_.ns++] = TreeStep{code, a.index, b.index, out, n.iconst};
+    if (ns == kMaxTreeSteps) return false;
+    (in_row_steps_ ? out_.row_steps : out_.steps)[ns++] =
+        TreeStep{code, a.index, b.index, out, n.iconst};
     in = TreeInput{TreeSource::kBuffer, out};
     return true;
   }
@@ -171,6 +204,8 @@ class TreeCompiler {
   const plan::Plan& p_;
   TreeProgram& out_;
   int need_[kMaxNodes];
+  bool scalars_[kMaxNodes];
+  bool in_row_steps_ = false;
 };
 
 // ---- running a program ------------------------------------------------------------------------
@@ -191,6 +226,7 @@ struct TreeChunk {
   float* const* buf;
   float* dst;
   bool stream;
+  float* row_scalars;  // one vector each
 };
 
 // Input `index` of source S's k-th vector of the chunk, as get(k).
@@ -225,7 +261,9 @@ void tree_step(const TreeChunk& c, const TreeStep& st, int64_t nv) {
       return [a, b, df](int64_t k) HWY_ATTR { return BinaryV<kOp>(df, a(k), b(k)); };
     }
   }();
-  float* out = st.out < 0 ? c.dst : c.buf[st.out];
+  float* out = st.out >= 0    ? c.buf[st.out]
+               : st.out == -1 ? c.dst
+                              : c.row_scalars + (-2 - st.out) * hn::MaxLanes(df);
   if (st.out < 0 && c.stream) {
     for (int64_t k = 0; k < nv; ++k) hn::Stream(value(k), df, out + k * N);
   } else {
@@ -247,11 +285,22 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
                      bool stream) {
   const TreeDF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  TreeV scalar[kMaxFusedOperands];
+  TreeV scalar[kMaxFusedOperands + kMaxRowScalars];
   for (int i = 0; i < t.no; ++i) scalar[i] = hn::Set(df, o[i].row ? 0.0f : *o[i].p);
   HWY_ALIGN float lanes[kMaxTreeBuffers][kChunk * hn::MaxLanes(df)];
+  HWY_ALIGN float row_scalars[kMaxRowScalars][hn::MaxLanes(df)];
   float* const buf[kMaxTreeBuffers] = {lanes[0], lanes[1], lanes[2], lanes[3]};
-  TreeChunk c{o, 0, scalar, buf, d, stream && reinterpret_cast<uintptr_t>(d) % (N * 4) == 0};
+  TreeChunk c{o,
+              0,
+              scalar,
+              buf,
+              d,
+              stream && reinterpret_cast<uintptr_t>(d) % (N * 4) == 0,
+              row_scalars[0]};
+  for (int s = 0; s < t.nr; ++s) kTreeSteps[t.row_steps[s].code](c, t.row_steps[s], 1);
+  for (int r = 0; r < t.row_scalars; ++r) {
+    scalar[kMaxFusedOperands + r] = hn::Load(df, row_scalars[r]);
+  }
   auto run = [&](int64_t nv) {
     for (int s = 0; s < t.ns; ++s) kTreeSteps[t.steps[s].code](c, t.steps[s], nv);
   };
@@ -269,7 +318,7 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
       if (o[i].row) std::memcpy(tail[i], o[i].p + whole, rest);
       to[i] = ChainOperand{tail[i], o[i].row};
     }
-    c = TreeChunk{to, 0, scalar, buf, out, false};
+    c = TreeChunk{to, 0, scalar, buf, out, false, row_scalars[0]};
     run(1);
     std::memcpy(d + whole, out, rest);
   }
