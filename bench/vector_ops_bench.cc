@@ -179,6 +179,37 @@ void BM_Softmax_Loop(benchmark::State& state) {
       kElementwiseBytes);
 }
 
+// 5. A layer norm, as Pallas' layer-norm kernels write it: mean, variance of x - mean, then
+// (x - mean) * rsqrt(var + eps) * w + b (w, b constants here).
+void BM_LayerNorm_Tessera(benchmark::State& state) {
+  run_tessera(
+      state,
+      [](pltpu::VmemRef<float> x, pltpu::VmemRef<float> y, pltpu::VmemRef<float>) {
+        jnp::Value mean = jnp::mean(x, 1, true);
+        jnp::Value var = jnp::mean(jnp::square(x - mean), 1, true);
+        y = (x - mean) * lax::rsqrt(var + 1e-5f) * 1.5f + 0.25f;
+      },
+      kElementwiseBytes);
+}
+void BM_LayerNorm_Loop(benchmark::State& state) {
+  run_loop(
+      state,
+      [](const float* x, float* y, float*) {
+        for (int64_t i = 0; i < kRows; ++i) {
+          const float* r = x + i * kCols;
+          float* o = y + i * kCols;
+          float sum = 0;
+          for (int64_t j = 0; j < kCols; ++j) sum += r[j];
+          const float mean = sum / static_cast<float>(kCols);
+          float sq = 0;
+          for (int64_t j = 0; j < kCols; ++j) sq += (r[j] - mean) * (r[j] - mean);
+          const float rstd = 1.0f / std::sqrt(sq / static_cast<float>(kCols) + 1e-5f);
+          for (int64_t j = 0; j < kCols; ++j) o[j] = (r[j] - mean) * rstd * 1.5f + 0.25f;
+        }
+      },
+      kElementwiseBytes);
+}
+
 BENCHMARK(BM_ReluChain_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReluChain_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GeluChain_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
@@ -187,6 +218,8 @@ BENCHMARK(BM_RowSum_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kM
 BENCHMARK(BM_RowSum_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Softmax_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Softmax_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LayerNorm_Tessera)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LayerNorm_Loop)->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
@@ -195,5 +228,6 @@ int main(int argc, char** argv) {
                                          {{"BM_ReluChain_Tessera", "BM_ReluChain_Loop"},
                                           {"BM_GeluChain_Tessera", "BM_GeluChain_Loop"},
                                           {"BM_RowSum_Tessera", "BM_RowSum_Loop"},
-                                          {"BM_Softmax_Tessera", "BM_Softmax_Loop"}});
+                                          {"BM_Softmax_Tessera", "BM_Softmax_Loop"},
+                                          {"BM_LayerNorm_Tessera", "BM_LayerNorm_Loop"}});
 }
