@@ -291,8 +291,10 @@ bool fused_binary(DF df, const FusedDst& p, OpCode op, const FusedOperand& fa,
 // in the same order as the tile evaluator, so the same bits.
 
 struct ChainOperand {
-  const float* p;  // the row's first element, or the scalar
+  const float* p;  // the row's first element, or the scalar (null for an iota)
   bool row;
+  int64_t base = 0;  // an iota's value at the row's first element
+  int64_t coef = 0;  // an iota's coefficient along the row
 };
 
 // The most operands a fused chain or tree takes (vector_fused_tree-inl.h).
@@ -314,6 +316,12 @@ void for_each_chain_row(const FusedDst& p, const FusedOperand* f, int no, RowFn 
   for (;;) {
     ChainOperand o[kMaxFusedOperands];
     for (int i = 0; i < no; ++i) {
+      if (f[i].kind == FusedArg::kIota) {
+        int64_t first = 0;
+        for (int d = 0; d + 1 < nd; ++d) first += idx[d] * f[i].stride[d];
+        o[i] = ChainOperand{nullptr, false, first, f[i].stride[nd - 1]};
+        continue;
+      }
       const float* base = f[i].stride == nullptr ? &f[i].value : f[i].data;
       if (f[i].stride != nullptr) {
         for (int d = 0; d + 1 < nd; ++d) base += idx[d] * f[i].stride[d];

@@ -35,193 +35,28 @@
 #include "native/vector_fused-inl.h"
 #include "native/vector_math-inl.h"
 #include "native/vector_plan.h"
+#include "native/vector_tree_compile-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The most steps and lane buffers a fused tree takes (larger trees take the tile evaluator), and
-// the most subtrees of per-row scalars it computes once a row.
-inline constexpr int kMaxTreeSteps = 32;
-inline constexpr int kMaxTreeBuffers = 4;
-inline constexpr int kMaxRowScalars = 8;
-// The vectors of a row a chunk holds: the steps are dispatched once per chunk.
-inline constexpr int kChunk = 16;
-
-// A compiled tree is a list of steps, each one op of the tree over a chunk of a row: out =
-// op(a) or op(a, b), where an input is an operand's row or scalar or a lane buffer (the value of
-// a subtree below), and out is a lane buffer or, for the root, the destination row. A subtree
-// whose leaves are all per-row scalars or constants (a normalisation's rsqrt(var + eps)) is
-// computed once a row, before the row's chunks, by the row steps, on one vector; its value is a
-// scalar to the steps (a row scalar, index kMaxFusedOperands + r). A step's code says which op
-// and where its inputs are:
-//   kUnaryBase + u * 3 + sa                  kUnaryVOps[u](a)
-//   kBinaryBase + (b * 3 + sa) * 3 + sb      kBinaryVOps[b](a, b)
-// with sa, sb the inputs' TreeSource.
-enum class TreeSource : int { kRow, kScalar, kBuffer };
-inline constexpr int kUnaryBase = 0;
-inline constexpr int kBinaryBase = kUnaryBase + static_cast<int>(std::size(kUnaryVOps)) * 3;
-inline constexpr int kNumCodes = kBinaryBase + static_cast<int>(std::size(kBinaryVOps)) * 9;
-
-struct TreeInput {
-  TreeSource src;
-  int index;  // the operand (kRow, kScalar) or the lane buffer (kBuffer)
-};
-
-struct TreeStep {
-  int code;
-  int a, b;   // the inputs' operands or lane buffers
-  int out;    // the lane buffer it writes; -1: the destination; -2 - r: row scalar r
-  int64_t k;  // kIntegerPow's exponent
-};
-
-struct TreeProgram {
-  FusedOperand f[kMaxFusedOperands];
-  int no = 0;
-  TreeStep steps[kMaxTreeSteps];  // once a chunk
-  int ns = 0;
-  TreeStep row_steps[kMaxTreeSteps];  // once a row, first
-  int nr = 0;
-  int row_scalars = 0;
-};
-
-// Builds the program of the tree under the last node of `p`. The subtrees of a node run one
-// after the other, each leaving its value in a lane buffer, the one needing more buffers first
-// (Sethi-Ullman order), so that a tree of n levels needs at most n buffers; leaves are read where
-// they lie. Operands that are the same leaf (a ref read at the same place, a constant of the same
-// bits) are one. False when the tree has a node the fused trees do not take: a dtype other than
-// float32, a comparison, select, conversion, iota or an op UnaryV / BinaryV do not compute, a leaf
-// that is not fusable (fusable_operand), or more steps, operands or buffers than they hold.
-class TreeCompiler {
- public:
-  TreeCompiler(const plan::Plan& p, TreeProgram& out) : p_(p), out_(out) {}
-
-  bool compile() {
-    const int nn = static_cast<int>(p_.nodes.size());
-    if (nn > kMaxNodes || is_leaf(nn - 1)) return false;
-    for (int i = 0; i < nn; ++i) {
-      need_[i] = need(i);
-      scalars_[i] = per_row(i);
-    }
-    TreeInput root;
-    return need_[nn - 1] <= kMaxTreeBuffers && emit(nn - 1, 0, -1, root);
-  }
-
- private:
-  static constexpr int kMaxNodes = 4 * kMaxTreeSteps;
-  static constexpr int kNo = kMaxTreeBuffers + 1;  // a need: too many, or a node not taken
-
-  const plan::Node& node(int i) const { return p_.nodes[static_cast<size_t>(i)]; }
-  bool is_leaf(int i) const { return node(i).op == OpCode::kLoad || node(i).op == OpCode::kConst; }
-
-  // The lane buffers node i's subtree needs, from its operands' (which come before it).
-  int need(int i) const {
-    if (is_leaf(i)) return 0;
-    const plan::Node& n = node(i);
-    if (n.dtype != DType::kFloat32 || n.a < 0 || n.a >= i || n.b >= i || n.c >= 0) return kNo;
-    if (n.b < 0) return op_index(kUnaryVOps, n.op) >= 0 ? std::max(1, need_[n.a]) : kNo;
-    if (op_index(kBinaryVOps, n.op) < 0) return kNo;
-    const int na = need_[n.a], nb = need_[n.b];
-    return std::max(1, na == nb ? na + 1 : std::max(na, nb));
-  }
-
-  // Whether node i's value is one per row: a constant, a ref with stride 0 along the row, or an
-  // op the fused trees take of such values.
-  bool per_row(int i) const {
-    const plan::Node& n = node(i);
-    if (n.op == OpCode::kConst) return true;
-    if (n.op == OpCode::kLoad) return n.stride[p_.extent.size() - 1] == 0;
-    return need_[i] < kNo && scalars_[n.a] && (n.b < 0 || scalars_[n.b]);
-  }
-
-  // The operand of leaf i: one already taken when it is the same leaf, else a new one; -1 when
-  // it is not fusable or there are too many.
-  int operand(int i) {
-    FusedOperand f;
-    const int nd = p_.extent.size();
-    if (!fusable_operand(node(i), nd, f)) return -1;
-    for (int o = 0; o < out_.no; ++o) {
-      const FusedOperand& g = out_.f[o];
-      if (g.kind != f.kind || g.data != f.data) continue;
-      if (f.stride == nullptr ? std::memcmp(&g.value, &f.value, sizeof f.value) == 0
-                              : std::memcmp(g.stride, f.stride, sizeof(int64_t) * nd) == 0) {
-        return o;
-      }
-    }
-    if (out_.no == kMaxFusedOperands) return -1;
-    out_.f[out_.no] = f;
-    return out_.no++;
-  }
-
-  // Emits node i's subtree, its value going to lane buffer `buf` (-1: the destination), the
-  // buffers below `buf` holding values still to be used; `in` says where the value is (a leaf
-  // emits nothing and is read where it lies).
-  bool emit(int i, int buf, int out, TreeInput& in) {
-    const plan::Node& n = node(i);
-    if (!is_leaf(i) && out >= 0 && scalars_[i] && !in_row_steps_) {
-      // A subtree of per-row values: once a row, into row scalar r.
-      if (out_.row_scalars == kMaxRowScalars) return false;
-      const int r = out_.row_scalars++;
-      TreeInput value;
-      in_row_steps_ = true;
-      const bool ok = emit(i, 0, -2 - r, value);
-      in_row_steps_ = false;
-      in = TreeInput{TreeSource::kScalar, kMaxFusedOperands + r};
-      return ok;
-    }
-    if (is_leaf(i)) {
-      const int o = operand(i);
-      if (o < 0) return false;
-      const bool row = out_.f[o].kind == FusedArg::kRow;
-      in = TreeInput{row ? TreeSource::kRow : TreeSource::kScalar, o};
-      return true;
-    }
-    int& ns = in_row_steps_ ? out_.nr : out_.ns;
-    if (buf == kMaxTreeBuffers || ns == kMaxTreeSteps) return false;
-    TreeInput a, b{TreeSource::kScalar, 0};
-    int code;
-    if (n.b < 0) {
-      if (!emit(n.a, buf, buf, a)) return false;
-      code = kUnaryBase + op_index(kUnaryVOps, n.op) * 3 + static_cast<int>(a.src);
-    } else {
-      // The subtree needing more buffers first, into `buf`; the other into the next one.
-      const bool a_first = need_[n.a] >= need_[n.b];
-      const int first_buf = need_[a_first ? n.a : n.b] > 0 ? buf : buf - 1;
-      if (!emit(a_first ? n.a : n.b, buf, buf, a_first ? a : b) ||
-          !emit(a_first ? n.b : n.a, first_buf + 1, first_buf + 1, a_first ? b : a)) {
-        return false;
-      }
-      code = kBinaryBase + (op_index(kBinaryVOps, n.op) * 3 + static_cast<int>(a.src)) * 3 +
-             static_cast<int>(b.src);
-    }
-    if (ns == kMaxTreeSteps) return false;
-    (in_row_steps_ ? out_.row_steps : out_.steps)[ns++] =
-        TreeStep{code, a.index, b.index, out, n.iconst};
-    in = TreeInput{TreeSource::kBuffer, out};
-    return true;
-  }
-
-  const plan::Plan& p_;
-  TreeProgram& out_;
-  int need_[kMaxNodes];
-  bool scalars_[kMaxNodes];
-  bool in_row_steps_ = false;
-};
-
 // ---- running a program ------------------------------------------------------------------------
 // A row is run in chunks of up to kChunk vectors. Each step is one call, through a table made at
 // compile time, of the function for its code, which runs the op over the chunk's vectors in a
 // tight loop: one indirect call per step and chunk, and no step pays for the cases it is not.
+inline constexpr int kChunk = 16;
 
 using TreeDF = hn::ScalableTag<float>;
 using TreeV = hn::Vec<TreeDF>;
 
-// Where a chunk's steps read and write: operand i's row (or scalar) o[i] from the chunk's first
-// element j of the row, the operands' broadcast scalars, the lane buffers and the destination
+// Where a chunk's steps read and write: operand i's row (or scalar, or iota) o[i] from element j
+// of it, the operands' broadcast scalars, the lane buffers and the destination
 // (its chunk; `stream`: with streaming stores).
 struct TreeChunk {
   const ChainOperand* o;
   int64_t j;
+  int64_t pos;  // the chunk's first element's index along the row (an iota's)
   const TreeV* scalar;
   float* const* buf;
   float* dst;
@@ -232,13 +67,82 @@ struct TreeChunk {
 // Input `index` of source S's k-th vector of the chunk, as get(k).
 template <TreeSource S>
 HWY_INLINE auto tree_input(const TreeChunk& c, int index) {
-  const TreeDF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   if constexpr (S == TreeSource::kScalar) {
     return [v = c.scalar[index]](int64_t) HWY_ATTR { return v; };
   } else {
     const float* p = S == TreeSource::kRow ? c.o[index].p + c.j : c.buf[index];
-    return [p, N, df](int64_t k) HWY_ATTR { return hn::LoadU(df, p + k * N); };
+    // (Capturing only the pointer: a capture of two words was copied through a 16-byte
+    // load of two 8-byte stores, which store forwarding does not serve.)
+    return [p](int64_t k) HWY_ATTR {
+      const TreeDF d;
+      return hn::LoadU(d, p + k * static_cast<int64_t>(hn::Lanes(d)));
+    };
+  }
+}
+
+// The value of the step of code `Code`, as value(k) for the chunk's k-th vector.
+template <int Code>
+HWY_INLINE auto tree_value(const TreeChunk& c, const TreeStep& st) {
+  const TreeDF df;
+  const hn::RebindToSigned<TreeDF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  if constexpr (Code < kFloatBinary) {
+    constexpr OpCode kOp = kUnaryVOps[(Code - kFloatUnary) / 3];
+    const auto a = tree_input<static_cast<TreeSource>((Code - kFloatUnary) % 3)>(c, st.a);
+    const int64_t e = st.k;
+    return [a, e, df](int64_t k) HWY_ATTR { return UnaryV<kOp>(df, e, a(k)); };
+  } else if constexpr (Code < kSelect) {
+    constexpr int kRange = Code < kIntBinary  ? kFloatBinary
+                           : Code < kCompareF ? kIntBinary
+                           : Code < kCompareI ? kCompareF
+                                              : kCompareI;
+    constexpr int kIdx = Code - kRange;
+    const auto a = tree_input<static_cast<TreeSource>(kIdx / 3 % 3)>(c, st.a);
+    const auto b = tree_input<static_cast<TreeSource>(kIdx % 3)>(c, st.b);
+    return [a, b, df, di](int64_t k) HWY_ATTR {
+      if constexpr (kRange == kFloatBinary) {
+        return BinaryV<kBinaryVOps[kIdx / 9]>(df, a(k), b(k));
+      } else if constexpr (kRange == kIntBinary) {
+        constexpr OpCode kOp = kIntBinaryVOps[kIdx / 9];
+        return hn::BitCast(df, IntBinaryV<kOp>(di, hn::BitCast(di, a(k)), hn::BitCast(di, b(k))));
+      } else {
+        constexpr OpCode kOp = kCompareOps[kIdx / 9];
+        hn::Mask<TreeDF> m;
+        if constexpr (kRange == kCompareF) {
+          m = CompareV<kOp>(df, a(k), b(k));
+        } else {
+          m = hn::RebindMask(df, CompareV<kOp>(di, hn::BitCast(di, a(k)), hn::BitCast(di, b(k))));
+        }
+        return hn::BitCast(df, hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1)));
+      }
+    };
+  } else if constexpr (Code < kIotaF) {
+    constexpr int kIdx = Code - kSelect;
+    const auto a = tree_input<static_cast<TreeSource>(kIdx / 3 % 3)>(c, st.a);
+    const auto b = tree_input<static_cast<TreeSource>(kIdx % 3)>(c, st.b);
+    const auto cond = tree_input < kIdx < 9 ? TreeSource::kBuffer : TreeSource::kScalar > (c, st.c);
+    return [a, b, cond, df, di](int64_t k) HWY_ATTR {
+      const auto m = hn::RebindMask(df, hn::Ne(hn::BitCast(di, cond(k)), hn::Zero(di)));
+      return hn::IfThenElse(m, a(k), b(k));
+    };
+  } else {
+    // An iota, as the tile evaluator computes it (iota_tile, vector_kernels.cc): the lane
+    // indices times the coefficient along the row, plus the value at the vector's first element.
+    const ChainOperand& o = c.o[st.a];
+    const int64_t coef = o.coef, first = o.base + coef * c.pos;
+    if constexpr (Code == kIotaF) {
+      const auto lanes =
+          rounded(hn::Mul(hn::Iota(df, 0.0f), hn::Set(df, static_cast<float>(coef))));
+      return [lanes, coef, first, N, df](int64_t k) HWY_ATTR {
+        return hn::Add(lanes, hn::Set(df, static_cast<float>(first + coef * k * N)));
+      };
+    } else {
+      const auto lanes = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(coef)));
+      return [lanes, coef, first, N, df, di](int64_t k) HWY_ATTR {
+        return hn::BitCast(df,
+                           hn::Add(lanes, hn::Set(di, static_cast<int32_t>(first + coef * k * N))));
+      };
+    }
   }
 }
 
@@ -247,24 +151,11 @@ template <int Code>
 void tree_step(const TreeChunk& c, const TreeStep& st, int64_t nv) {
   const TreeDF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto value = [&]() HWY_ATTR {
-    if constexpr (Code < kBinaryBase) {
-      constexpr OpCode kOp = kUnaryVOps[(Code - kUnaryBase) / 3];
-      const auto a = tree_input<static_cast<TreeSource>((Code - kUnaryBase) % 3)>(c, st.a);
-      const int64_t e = st.k;
-      return [a, e, df](int64_t k) HWY_ATTR { return UnaryV<kOp>(df, e, a(k)); };
-    } else {
-      constexpr int kIdx = Code - kBinaryBase;
-      constexpr OpCode kOp = kBinaryVOps[kIdx / 9];
-      const auto a = tree_input<static_cast<TreeSource>(kIdx / 3 % 3)>(c, st.a);
-      const auto b = tree_input<static_cast<TreeSource>(kIdx % 3)>(c, st.b);
-      return [a, b, df](int64_t k) HWY_ATTR { return BinaryV<kOp>(df, a(k), b(k)); };
-    }
-  }();
+  const auto value = tree_value<Code>(c, st);
   float* out = st.out >= 0    ? c.buf[st.out]
                : st.out == -1 ? c.dst
                               : c.row_scalars + (-2 - st.out) * hn::MaxLanes(df);
-  if (st.out < 0 && c.stream) {
+  if (st.out == -1 && c.stream) {
     for (int64_t k = 0; k < nv; ++k) hn::Stream(value(k), df, out + k * N);
   } else {
     for (int64_t k = 0; k < nv; ++k) hn::StoreU(value(k), df, out + k * N);
@@ -286,11 +177,16 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
   const TreeDF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   TreeV scalar[kMaxFusedOperands + kMaxRowScalars];
-  for (int i = 0; i < t.no; ++i) scalar[i] = hn::Set(df, o[i].row ? 0.0f : *o[i].p);
+  for (int i = 0; i < t.no; ++i) {
+    float v = 0;  // (an int32 scalar's bits)
+    if (!o[i].row && o[i].p != nullptr) std::memcpy(&v, o[i].p, sizeof v);
+    scalar[i] = hn::Set(df, v);
+  }
   HWY_ALIGN float lanes[kMaxTreeBuffers][kChunk * hn::MaxLanes(df)];
   HWY_ALIGN float row_scalars[kMaxRowScalars][hn::MaxLanes(df)];
   float* const buf[kMaxTreeBuffers] = {lanes[0], lanes[1], lanes[2], lanes[3]};
   TreeChunk c{o,
+              0,
               0,
               scalar,
               buf,
@@ -305,7 +201,7 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
     for (int s = 0; s < t.ns; ++s) kTreeSteps[t.steps[s].code](c, t.steps[s], nv);
   };
   const int64_t whole = len / N * N;
-  for (; c.j < whole; c.j += kChunk * N, c.dst += kChunk * N) {
+  for (; c.j < whole; c.j += kChunk * N, c.pos = c.j, c.dst += kChunk * N) {
     run(std::min<int64_t>(kChunk, (whole - c.j) / N));
   }
   if (whole < len) {  // the tail, through vectors of lanes, as fused_row
@@ -315,19 +211,23 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
     const size_t rest = static_cast<size_t>(len - whole) * sizeof(float);
     for (int i = 0; i < t.no; ++i) {
       std::memset(tail[i], 0, sizeof tail[i]);
-      if (o[i].row) std::memcpy(tail[i], o[i].p + whole, rest);
-      to[i] = ChainOperand{tail[i], o[i].row};
+      to[i] = o[i];
+      if (o[i].row) {
+        std::memcpy(tail[i], o[i].p + whole, rest);
+        to[i].p = tail[i];
+      }
     }
-    c = TreeChunk{to, 0, scalar, buf, out, false, row_scalars[0]};
+    c = TreeChunk{to, 0, whole, scalar, buf, out, false, row_scalars[0]};
     run(1);
     std::memcpy(d + whole, out, rest);
   }
 }
 
-// d = the tree `t` on the fused path, row by row; false (nothing done) when no operand is a row.
+// d = the tree `t` on the fused path, row by row; false (nothing done) when no operand is a row
+// or an iota.
 inline bool fused_tree(const FusedDst& p, const TreeProgram& t) {
   bool any_row = false;
-  for (int i = 0; i < t.no; ++i) any_row = any_row || t.f[i].kind == FusedArg::kRow;
+  for (int i = 0; i < t.no; ++i) any_row = any_row || t.f[i].kind != FusedArg::kScalar;
   if (!any_row) return false;
   g_fused_trees_for_test.fetch_add(1, std::memory_order_relaxed);
   const int64_t len = p.extent[p.nd - 1];

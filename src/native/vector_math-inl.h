@@ -296,6 +296,71 @@ HWY_INLINE bool with_binary_v(OpCode op, F f) {
   return with_op<kBinaryVOps>(op, f, std::make_index_sequence<std::size(kBinaryVOps)>());
 }
 
+/// The int32 ops computed a vector at a time (on int32 lanes; bool lanes hold 0 or 1): wrapping
+/// + - *, signed maximum and minimum, bitwise and, or, xor.
+inline constexpr OpCode kIntBinaryVOps[] = {OpCode::kAdd, OpCode::kSub, OpCode::kMul, OpCode::kMax,
+                                            OpCode::kMin, OpCode::kAnd, OpCode::kOr,  OpCode::kXor};
+template <OpCode Op, class DI, class V = hn::Vec<DI>>
+HWY_INLINE V IntBinaryV(DI, V x, V y) {
+  if constexpr (Op == OpCode::kAdd) {
+    return hn::Add(x, y);
+  } else if constexpr (Op == OpCode::kSub) {
+    return hn::Sub(x, y);
+  } else if constexpr (Op == OpCode::kMul) {
+    return hn::Mul(x, y);
+  } else if constexpr (Op == OpCode::kMax) {
+    return hn::Max(x, y);
+  } else if constexpr (Op == OpCode::kMin) {
+    return hn::Min(x, y);
+  } else if constexpr (Op == OpCode::kAnd) {
+    return hn::And(x, y);
+  } else if constexpr (Op == OpCode::kOr) {
+    return hn::Or(x, y);
+  } else {
+    static_assert(Op == OpCode::kXor);
+    return hn::Xor(x, y);
+  }
+}
+
+/// The comparisons, of float lanes or of int32 lanes: a mask. != is true for NaN, as numpy's
+/// (x86's NEQ_OQ is not); integer <= and >= are the negations (Highway 1.0.3 has no integer Le,
+/// Ge).
+inline constexpr OpCode kCompareOps[] = {OpCode::kEq, OpCode::kNe, OpCode::kLt,
+                                         OpCode::kLe, OpCode::kGt, OpCode::kGe};
+template <OpCode Op, class D, class V = hn::Vec<D>>
+HWY_INLINE hn::Mask<D> CompareV(D, V x, V y) {
+  constexpr bool kFloat = hwy::IsFloat<hn::TFromD<D>>();
+  if constexpr (Op == OpCode::kEq) {
+    return hn::Eq(x, y);
+  } else if constexpr (Op == OpCode::kNe) {
+    return hn::Not(hn::Eq(x, y));
+  } else if constexpr (Op == OpCode::kLt) {
+    return hn::Lt(x, y);
+  } else if constexpr (Op == OpCode::kLe) {
+    if constexpr (kFloat)
+      return hn::Le(x, y);
+    else
+      return hn::Not(hn::Gt(x, y));
+  } else if constexpr (Op == OpCode::kGt) {
+    return hn::Gt(x, y);
+  } else {
+    static_assert(Op == OpCode::kGe);
+    if constexpr (kFloat)
+      return hn::Ge(x, y);
+    else
+      return hn::Not(hn::Lt(x, y));
+  }
+}
+
+template <class F>
+HWY_INLINE bool with_int_binary_v(OpCode op, F f) {
+  return with_op<kIntBinaryVOps>(op, f, std::make_index_sequence<std::size(kIntBinaryVOps)>());
+}
+template <class F>
+HWY_INLINE bool with_compare_v(OpCode op, F f) {
+  return with_op<kCompareOps>(op, f, std::make_index_sequence<std::size(kCompareOps)>());
+}
+
 }  // namespace tessera::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

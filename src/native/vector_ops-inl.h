@@ -233,23 +233,12 @@ void BinaryI(DI di, OpCode op, DType dt, const int32_t* a, const int32_t* b, int
         break;
     }
   }
+  const bool vector_op = with_int_binary_v(op, [&](auto tag) HWY_ATTR {
+    constexpr OpCode kOp = decltype(tag)::value;
+    map2(di, a, b, o, n, [&](V x, V y) HWY_ATTR { return IntBinaryV<kOp>(di, x, y); });
+  });
+  if (vector_op) return;
   switch (op) {
-    case OpCode::kAdd:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Add(x, y); });
-    case OpCode::kSub:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Sub(x, y); });
-    case OpCode::kMul:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); });
-    case OpCode::kMax:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Max(x, y); });
-    case OpCode::kMin:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Min(x, y); });
-    case OpCode::kAnd:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::And(x, y); });
-    case OpCode::kOr:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Or(x, y); });
-    case OpCode::kXor:
-      return map2(di, a, b, o, n, [](V x, V y) HWY_ATTR { return hn::Xor(x, y); });
     case OpCode::kShl:
       return map2(di, a, b, o, n, [&](V x, V y) HWY_ATTR {
         const auto amt = hn::BitCast(du, y);
@@ -298,42 +287,18 @@ void Compare(D d, DI di, OpCode op, const hn::TFromD<D>* a, const hn::TFromD<D>*
   const auto one = hn::Set(di, 1);
   [[maybe_unused]] const auto bias =
       hn::BitCast(d, hn::Set(di, flip ? std::numeric_limits<int32_t>::min() : 0));
-  for (int64_t j = 0; j < n; j += N) {
-    auto x = hn::Load(d, a + j);
-    auto y = hn::Load(d, b + j);
-    if constexpr (!hwy::IsFloat<hn::TFromD<D>>()) {
-      x = hn::Xor(x, bias);
-      y = hn::Xor(y, bias);
+  with_compare_v(op, [&](auto tag) HWY_ATTR {
+    for (int64_t j = 0; j < n; j += N) {
+      auto x = hn::Load(d, a + j);
+      auto y = hn::Load(d, b + j);
+      if constexpr (!hwy::IsFloat<hn::TFromD<D>>()) {
+        x = hn::Xor(x, bias);
+        y = hn::Xor(y, bias);
+      }
+      const auto m = CompareV<decltype(tag)::value>(d, x, y);
+      hn::Store(hn::IfThenElseZero(hn::RebindMask(di, m), one), di, o + j);
     }
-    hn::Mask<D> m;
-    switch (op) {
-      case OpCode::kEq:
-        m = hn::Eq(x, y);
-        break;
-      case OpCode::kNe:
-        m = hn::Not(hn::Eq(x, y));  // true for NaN, as numpy (x86's NEQ_OQ is not)
-        break;
-      case OpCode::kLt:
-        m = hn::Lt(x, y);
-        break;
-      case OpCode::kLe:
-        if constexpr (hwy::IsFloat<hn::TFromD<D>>())
-          m = hn::Le(x, y);
-        else
-          m = hn::Not(hn::Gt(x, y));  // integer Le/Ge do not exist in Highway 1.0.3
-        break;
-      case OpCode::kGt:
-        m = hn::Gt(x, y);
-        break;
-      default:
-        if constexpr (hwy::IsFloat<hn::TFromD<D>>())
-          m = hn::Ge(x, y);
-        else
-          m = hn::Not(hn::Lt(x, y));
-        break;
-    }
-    hn::Store(hn::IfThenElseZero(hn::RebindMask(di, m), one), di, o + j);
-  }
+  });
 }
 
 template <class D, class DI>

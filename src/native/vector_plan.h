@@ -52,7 +52,8 @@ struct FusedDst {
   bool stream = false;              // streaming (non-temporal) stores
   PrefetchQueue* prefetch = nullptr;
 };
-enum class FusedArg : uint8_t { kRow, kScalar };
+// kIota (the fused trees' only): an iota, whose `stride` holds its coefficients per axis.
+enum class FusedArg : uint8_t { kRow, kScalar, kIota };
 struct FusedOperand {
   FusedArg kind = FusedArg::kScalar;
   const float* data = nullptr;      // a ref's first element (null for a constant)

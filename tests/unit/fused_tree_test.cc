@@ -7,6 +7,7 @@
 // been taken by them (detail::g_fused_trees_for_test), the others left to the tile evaluator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -199,8 +200,10 @@ void check_trees(const std::string& how, Shape s) {
   });
   compare(how + ": scalars only (tile evaluator)", s, Path::kTile,
           [](R, R, R sc, W o) { o = jnp::exp(sc * 2.0f) + sc * sc; });
-  compare(how + ": a comparison (tile evaluator)", s, Path::kTile,
-          [](R x, R y, R, W o) { o = jnp::where(x > y, x * 2.0f, y - x); });
+  compare(how + ": a conversion (tile evaluator)", s, Path::kTile,
+          [](R x, R y, R, W o) { o = (x * 2.0f).astype<bfloat16>().astype<float>() + y; });
+  compare(how + ": a remainder (tile evaluator)", s, Path::kTile,
+          [](R x, R y, R, W o) { o = jnp::remainder(x, y) + x; });
   if (s.rank() == 2) {  // a (1, cols) row broadcast over the rows (a layer norm's weights)
     compare(how + ": (x - s) * s * w + (w * 0.5)", s, Path::kTree, [](R x, R y, R sc, W o) {
       auto w = y.at(pl::ds(0, 1), pl::all);
@@ -209,10 +212,58 @@ void check_trees(const std::string& how, Shape s) {
   }
 }
 
+// Masks: comparisons of floats (NaN and infinities among them) and of int32 iotas, bools combined
+// by & | ^, selects of floats and of ints, float iotas; the last axis is the row.
+void check_masks(const std::string& how, Shape s) {
+  const int last = s.rank() - 1;
+  auto each = [&](const std::string& name, auto cmp) {
+    compare(how + ": where(x " + name + " y / 2)", s, Path::kTree,
+            [cmp](R x, R y, R, W o) { o = jnp::where(cmp(x, y * 0.5f), x, y); });
+    compare(how + ": where(row " + name + " col)", s, Path::kTree, [cmp, last](R x, R y, R, W o) {
+      auto row = 3 + lax::broadcasted_iota<int32_t>(x.shape(), last - 1);
+      auto col = lax::broadcasted_iota<int32_t>(x.shape(), last) * 2 - 7;
+      o = jnp::where(cmp(std::move(row), std::move(col)), x - y, y * 3.0f);
+    });
+  };
+  each("==", [](auto a, auto b) { return std::move(a) == std::move(b); });
+  each("!=", [](auto a, auto b) { return std::move(a) != std::move(b); });
+  each("<", [](auto a, auto b) { return std::move(a) < std::move(b); });
+  each("<=", [](auto a, auto b) { return std::move(a) <= std::move(b); });
+  each(">", [](auto a, auto b) { return std::move(a) > std::move(b); });
+  each(">=", [](auto a, auto b) { return std::move(a) >= std::move(b); });
+  compare(how + ": a causal mask", s, Path::kTree, [last](R x, R, R, W o) {
+    auto q = 256 + lax::broadcasted_iota<int32_t>(x.shape(), last - 1);
+    auto k = 240 + lax::broadcasted_iota<int32_t>(x.shape(), last);
+    o = jnp::where(std::move(q) >= std::move(k), x * 0.125f, -1e30f);
+  });
+  compare(how + ": a local window (& | ^ of masks)", s, Path::kTree, [last](R x, R y, R, W o) {
+    auto r = lax::broadcasted_iota<int32_t>(x.shape(), last - 1);
+    auto c = lax::broadcasted_iota<int32_t>(x.shape(), last);
+    o = jnp::where(((r >= c) & (r - c < 8)) | ((x > y) ^ (y < 0.0f)), x, y);
+  });
+  compare(how + ": int ops and an int select", s, Path::kTree, [last](R x, R y, R, W o) {
+    auto r = lax::broadcasted_iota<int32_t>(x.shape(), last - 1);
+    auto c = lax::broadcasted_iota<int32_t>(x.shape(), last);
+    auto m = jnp::maximum(r * 3, c) - jnp::minimum(r, c - 5) * 1000003;
+    o = jnp::where(jnp::where(std::move(m) > 20, r, c) >= 4, x, y);
+  });
+  compare(how + ": float iotas", s, Path::kTree, [last](R x, R, R, W o) {
+    o = x * lax::broadcasted_iota<float>(x.shape(), last) +
+        lax::broadcasted_iota<float>(x.shape(), last - 1) * 0.5f;
+  });
+  compare(how + ": a per-row condition", s, Path::kTree,
+          [](R x, R y, R sc, W o) { o = jnp::where(sc > 0.0f, x, y) + jnp::where(x < sc, sc, y); });
+  compare(how + ": iotas only", s, Path::kTree, [last](R x, R, R, W o) {
+    o = jnp::where(lax::broadcasted_iota<int32_t>(x.shape(), last) > 5, 1.0f, 2.0f) +
+        lax::broadcasted_iota<float>(x.shape(), last - 1);
+  });
+}
+
 void check_all(const std::string& how) {
   for (const Shape& s : {Shape{4, 37}, Shape{3, 128}, Shape{2, 300}, Shape{2, 3, 21}}) {
     check_unary(how, s);
     check_trees(how, s);
+    check_masks(how, s);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
@@ -228,6 +279,46 @@ TEST(FusedTree, TreesMatchTheTileEvaluatorChecked) {
   g_checked = true;
   check_all("checked");
   g_checked = false;
+}
+
+// int32 refs as operands (a row and a per-row scalar), read as 32-bit lanes: fused against the
+// tile evaluator, and the values against plain C++.
+TEST(FusedTree, Int32RefsAreOperands) {
+  for (const Shape& s : {Shape{4, 37}, Shape{3, 128}}) {
+    const int64_t rows = s[0], cols = s[1];
+    Array<int32_t> ir(s), is(Shape{rows, 1});
+    Array<float> x(s);
+    for (int64_t e = 0; e < ir.size(); ++e) {
+      ir[e] = static_cast<int32_t>((e * 7919) % 201) - 100;
+      x[e] = static_cast<float>(e % 17) - 8.0f;
+    }
+    for (int64_t r = 0; r < rows; ++r) is[r] = static_cast<int32_t>(r * 40 - 50);
+    auto body = [](pltpu::VmemRef<const int32_t> a, pltpu::VmemRef<const int32_t> b, R xr, W o) {
+      o = jnp::where((a * 3 - 5 >= jnp::maximum(a, b)) & (a != b), xr, -xr);
+    };
+    int64_t trees = 0;
+    auto k = pl::pallas_call(
+        [&](pltpu::VmemRef<const int32_t> a, pltpu::VmemRef<const int32_t> b, R xr, W fused,
+            W tile) {
+          const int64_t before = detail::g_fused_trees_for_test.load();
+          body(a, b, xr, fused);
+          trees = detail::g_fused_trees_for_test.load() - before;
+          const tessera::testing::TileEvaluatorOnly tile_only;
+          body(a, b, xr, tile);
+        },
+        pl::out_shape(ShapeDtypeStruct<float>{s}, ShapeDtypeStruct<float>{s}));
+    auto [fused, tile] = k(ir, is, x);
+    EXPECT_GE(trees, 1) << s.to_string();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t e = r * cols + j;
+        const int32_t a = ir[e], b = is[r];
+        const float want = (a * 3 - 5 >= std::max(a, b)) && a != b ? x[e] : -x[e];
+        ASSERT_EQ(fused[e], want) << s.to_string() << " " << r << ", " << j;
+        ASSERT_EQ(tile[e], want) << s.to_string() << " " << r << ", " << j;
+      }
+    }
+  }
 }
 
 // The fused values are the plain ones: tanh-GELU and a normalisation against float math here.

@@ -1,0 +1,308 @@
+// Per-target compilation of the native VPU's fused trees (vector_fused_tree-inl.h, which runs
+// them): a plan whose nodes form a tree the fused trees take becomes a TreeProgram, a straight
+// list of three-address steps.
+
+// Re-included per target: the guard toggles with HWY_TARGET_TOGGLE (Highway's -inl.h idiom).
+#if defined(TESSERA_NATIVE_VECTOR_TREE_COMPILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TESSERA_NATIVE_VECTOR_TREE_COMPILE_INL_H_
+#undef TESSERA_NATIVE_VECTOR_TREE_COMPILE_INL_H_
+#else
+#define TESSERA_NATIVE_VECTOR_TREE_COMPILE_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+
+#include "native/vector_fused-inl.h"
+#include "native/vector_math-inl.h"
+#include "native/vector_plan.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera::detail::HWY_NAMESPACE {
+
+// The most steps and lane buffers a fused tree takes (larger trees take the tile evaluator), and
+// the most subtrees of per-row scalars it computes once a row.
+inline constexpr int kMaxTreeSteps = 32;
+inline constexpr int kMaxTreeBuffers = 4;
+inline constexpr int kMaxRowScalars = 8;
+
+// A compiled tree is a list of steps, each one node of the tree over a chunk of a row: out =
+// op(a), op(a, b) or select(c, a, b), where an input is an operand's row or scalar or a lane
+// buffer (the value of a subtree below), and out is a lane buffer or, for the root, the
+// destination row. Lanes are 32 bits: float32 values, int32 values, or bools as int32 0 or 1 (as
+// the tile evaluator keeps them). A subtree whose leaves are all per-row scalars or constants (a
+// normalisation's rsqrt(var + eps)) is computed once a row, before the row's chunks, by the row
+// steps, on one vector; its value is a scalar to the steps (a row scalar, index
+// kMaxFusedOperands + r). A step's code says which op and where its inputs are (s = 3 * sa + sb,
+// sa and sb the inputs' TreeSource):
+//   kFloatUnary + 3 * u + sa   kUnaryVOps[u](a) of float lanes
+//   kFloatBinary + 9 * b + s   kBinaryVOps[b](a, b) of float lanes
+//   kIntBinary + 9 * b + s     kIntBinaryVOps[b](a, b) of int32 or bool lanes
+//   kCompareF + 9 * b + s      kCompareOps[b](a, b) of float lanes, a bool
+//   kCompareI + 9 * b + s      kCompareOps[b](a, b) of int32 lanes, a bool
+//   kSelect + 9 * sc + s       c ? a : b, c a bool from a buffer (sc 0) or a scalar (sc 1)
+//   kIotaF, kIotaI             float32 or int32 iota operand `a` (its value at each element)
+enum class TreeSource : int { kRow, kScalar, kBuffer };
+inline constexpr int kFloatUnary = 0;
+inline constexpr int kFloatBinary = kFloatUnary + 3 * static_cast<int>(std::size(kUnaryVOps));
+inline constexpr int kIntBinary = kFloatBinary + 9 * static_cast<int>(std::size(kBinaryVOps));
+inline constexpr int kCompareF = kIntBinary + 9 * static_cast<int>(std::size(kIntBinaryVOps));
+inline constexpr int kCompareI = kCompareF + 9 * static_cast<int>(std::size(kCompareOps));
+inline constexpr int kSelect = kCompareI + 9 * static_cast<int>(std::size(kCompareOps));
+inline constexpr int kIotaF = kSelect + 18;
+inline constexpr int kIotaI = kIotaF + 1;
+inline constexpr int kNumCodes = kIotaI + 1;
+
+struct TreeInput {
+  TreeSource src = TreeSource::kScalar;
+  int index = 0;  // the operand (kRow, kScalar) or the lane buffer (kBuffer)
+};
+
+struct TreeStep {
+  int code;
+  int a, b, c;  // the inputs' operands or lane buffers
+  int out;      // the lane buffer it writes; -1: the destination; -2 - r: row scalar r
+  int64_t k;    // kIntegerPow's exponent
+};
+
+struct TreeProgram {
+  FusedOperand f[kMaxFusedOperands];
+  int no = 0;
+  TreeStep steps[kMaxTreeSteps];  // once a chunk
+  int ns = 0;
+  TreeStep row_steps[kMaxTreeSteps];  // once a row, first
+  int nr = 0;
+  int row_scalars = 0;
+};
+
+// Builds the program of the tree under the last node of `p`. The subtrees of a node run one
+// after the other, each leaving its value in a lane buffer, the one needing more buffers first
+// (Sethi-Ullman order), so that a tree of n levels needs at most n buffers; leaves are read where
+// they lie. Operands that are the same leaf (a ref read at the same place, a constant of the same
+// bits, an iota of the same coefficients) are one. False when the tree has a node the fused
+// trees do not take (a conversion, a dtype other than float32, int32 and bool, an op not in the
+// lists above, a leaf that is not a row, a per-row scalar or a constant), or more steps,
+// operands, buffers or row scalars than they hold.
+class TreeCompiler {
+ public:
+  TreeCompiler(const plan::Plan& p, TreeProgram& out) : p_(p), out_(out) {}
+
+  bool compile() {
+    const int nn = static_cast<int>(p_.nodes.size());
+    if (nn > kMaxNodes || is_leaf(nn - 1) || dtype(nn - 1) != DType::kFloat32) return false;
+    for (int i = 0; i < nn; ++i) {
+      base_[i] = code_base(i);
+      need_[i] = need(i);
+      scalars_[i] = per_row(i);
+    }
+    TreeInput root;
+    return need_[nn - 1] <= kMaxTreeBuffers && emit(nn - 1, 0, -1, root);
+  }
+
+ private:
+  static constexpr int kMaxNodes = 4 * kMaxTreeSteps;
+  static constexpr int kNo = kMaxTreeBuffers + 1;  // a need: too many, or a node not taken
+  static constexpr int kLeaf = -1;                 // code_base: a load or a constant
+
+  const plan::Node& node(int i) const { return p_.nodes[static_cast<size_t>(i)]; }
+  bool is_leaf(int i) const { return node(i).op == OpCode::kLoad || node(i).op == OpCode::kConst; }
+  DType dtype(int i) const { return node(i).dtype; }
+
+  // The first code of node i's op (its inputs' sources are added to it), kLeaf for a leaf, -2
+  // for a node the fused trees do not take. Operands come before their node.
+  int code_base(int i) const {
+    const plan::Node& n = node(i);
+    const DType t = n.dtype;
+    const bool f32 = t == DType::kFloat32, i32 = t == DType::kInt32;
+    if (is_leaf(i)) return f32 || i32 ? kLeaf : -2;
+    if (n.op == OpCode::kIota) return f32 ? kIotaF : i32 ? kIotaI : -2;
+    if (n.a < 0 || n.a >= i || n.b >= i || n.c >= i) return -2;
+    if (n.op == OpCode::kSelect) {
+      const bool ok =
+          (f32 || i32) && dtype(n.a) == t && dtype(n.b) == t && dtype(n.c) == DType::kBool;
+      return ok ? kSelect : -2;
+    }
+    if (n.c >= 0) return -2;
+    if (n.b < 0) {
+      const int u = op_index(kUnaryVOps, n.op);
+      return f32 && dtype(n.a) == t && u >= 0 ? kFloatUnary + 3 * u : -2;
+    }
+    const DType in = dtype(n.a);
+    if (dtype(n.b) != in) return -2;
+    if (f32 && in == t && op_index(kBinaryVOps, n.op) >= 0) {
+      return kFloatBinary + 9 * op_index(kBinaryVOps, n.op);
+    }
+    const int ib = op_index(kIntBinaryVOps, n.op);
+    const bool logical = n.op == OpCode::kAnd || n.op == OpCode::kOr || n.op == OpCode::kXor;
+    if (ib >= 0 && in == t && (i32 || (t == DType::kBool && logical))) return kIntBinary + 9 * ib;
+    const int cmp = op_index(kCompareOps, n.op);
+    if (t == DType::kBool && cmp >= 0 && (in == DType::kFloat32 || in == DType::kInt32)) {
+      return (in == DType::kFloat32 ? kCompareF : kCompareI) + 9 * cmp;
+    }
+    return -2;
+  }
+
+  // Node i's operand `pos` (0: a, 1: b, 2: c).
+  int operand_node(int i, int pos) const {
+    const plan::Node& n = node(i);
+    return pos == 0 ? n.a : pos == 1 ? n.b : n.c;
+  }
+  // Node i's operand positions in the order they run (more buffers needed first), and how many.
+  int children(int i, int (&pos)[3]) const {
+    int m = 0;
+    for (int k = 0; k < 3; ++k) {
+      if (operand_node(i, k) >= 0) pos[m++] = k;
+    }
+    std::stable_sort(pos, pos + m, [this, i](int x, int y) {
+      return need_[operand_node(i, x)] > need_[operand_node(i, y)];
+    });
+    return m;
+  }
+
+  // The lane buffers node i's subtree needs, from its operands'.
+  int need(int i) const {
+    if (base_[i] == kLeaf) return 0;
+    if (base_[i] < 0) return kNo;
+    int ch[3];
+    const int m = children(i, ch);
+    int most = 1;
+    for (int k = 0; k < m; ++k) {  // leaves (need 0, last) take no buffer
+      const int x = need_[operand_node(i, ch[k])];
+      if (x > 0) most = std::max(most, x + k);
+    }
+    return std::min(most, kNo);
+  }
+
+  // Whether node i's value is one per row: a constant, a ref with stride 0 along the row, or an
+  // op the fused trees take of such values.
+  bool per_row(int i) const {
+    const plan::Node& n = node(i);
+    if (n.op == OpCode::kConst) return true;
+    if (n.op == OpCode::kLoad) return n.stride[p_.extent.size() - 1] == 0;
+    if (n.op == OpCode::kIota || need_[i] >= kNo) return false;
+    int ch[3];
+    const int m = children(i, ch);
+    for (int k = 0; k < m; ++k) {
+      if (!scalars_[operand_node(i, ch[k])]) return false;
+    }
+    return true;
+  }
+
+  // Leaf or iota i as an operand: false when it is neither a row, a per-row scalar nor a
+  // constant.
+  bool make_operand(int i, FusedOperand& f) const {
+    const plan::Node& n = node(i);
+    const int nd = p_.extent.size();
+    if (n.op == OpCode::kIota) {
+      f = FusedOperand{FusedArg::kIota, nullptr, n.stride.data(), 0};
+      return true;
+    }
+    if (n.dtype == DType::kFloat32) return fusable_operand(n, nd, f);
+    if (n.op == OpCode::kConst) {  // int32: its bits, as the lanes hold them
+      f = FusedOperand{FusedArg::kScalar, nullptr, nullptr, std::bit_cast<float>(n.ival)};
+      return true;
+    }
+    // An int32 ref, read as 32-bit lanes as a float32 one is.
+    const int64_t s = n.stride[nd - 1];
+    if (s != 0 && s != 1) return false;
+    f = FusedOperand{s == 1 ? FusedArg::kRow : FusedArg::kScalar,
+                     reinterpret_cast<const float*>(n.data), n.stride.data(), 0};
+    return true;
+  }
+
+  // The operand of leaf or iota i: one already taken when it is the same, else a new one; -1
+  // when it cannot be one or there are too many.
+  int operand(int i) {
+    FusedOperand f;
+    const int nd = p_.extent.size();
+    if (!make_operand(i, f)) return -1;
+    for (int o = 0; o < out_.no; ++o) {
+      const FusedOperand& g = out_.f[o];
+      if (g.kind != f.kind || g.data != f.data) continue;
+      if (f.stride == nullptr ? std::memcmp(&g.value, &f.value, sizeof f.value) == 0
+                              : std::memcmp(g.stride, f.stride, sizeof(int64_t) * nd) == 0) {
+        return o;
+      }
+    }
+    if (out_.no == kMaxFusedOperands) return -1;
+    out_.f[out_.no] = f;
+    return out_.no++;
+  }
+
+  // Emits node i's subtree, its value going to lane buffer `out` (-1: the destination, -2 - r:
+  // row scalar r), buffers `buf` on free for its operands' values; `in` says where the value is
+  // (a leaf emits nothing and is read where it lies).
+  bool emit(int i, int buf, int out, TreeInput& in) {
+    const plan::Node& n = node(i);
+    if (base_[i] == kLeaf) {
+      const int o = operand(i);
+      if (o < 0) return false;
+      const bool row = out_.f[o].kind == FusedArg::kRow;
+      in = TreeInput{row ? TreeSource::kRow : TreeSource::kScalar, o};
+      return true;
+    }
+    if (out >= 0 && scalars_[i] && !in_row_steps_) {
+      // A subtree of per-row values: once a row, into row scalar r.
+      if (out_.row_scalars == kMaxRowScalars) return false;
+      const int r = out_.row_scalars++;
+      TreeInput value;
+      in_row_steps_ = true;
+      const bool ok = emit(i, 0, -2 - r, value);
+      in_row_steps_ = false;
+      in = TreeInput{TreeSource::kScalar, kMaxFusedOperands + r};
+      return ok;
+    }
+    if (buf == kMaxTreeBuffers) return false;
+    TreeStep st{base_[i], 0, 0, 0, out, n.iconst};
+    if (n.op == OpCode::kIota) {
+      st.a = operand(i);
+      if (st.a < 0) return false;
+    } else {
+      // The operands needing more buffers first, each into the next free buffer.
+      int ch[3];
+      const int m = children(i, ch);
+      TreeInput ins[3];  // by operand: a, b, c
+      int free = buf;
+      for (int k = 0; k < m; ++k) {
+        TreeInput& in_k = ins[ch[k]];
+        if (!emit(operand_node(i, ch[k]), free, free, in_k)) return false;
+        if (in_k.src == TreeSource::kBuffer) ++free;
+      }
+      if (n.b < 0) {
+        st.code += static_cast<int>(ins[0].src);
+      } else {
+        st.code += 3 * static_cast<int>(ins[0].src) + static_cast<int>(ins[1].src);
+      }
+      if (n.op == OpCode::kSelect) {
+        if (ins[2].src == TreeSource::kRow) return false;  // a bool row is not an operand
+        st.code += ins[2].src == TreeSource::kBuffer ? 0 : 9;
+      }
+      st.a = ins[0].index;
+      st.b = ins[1].index;
+      st.c = ins[2].index;
+    }
+    int& ns = in_row_steps_ ? out_.nr : out_.ns;
+    if (ns == kMaxTreeSteps) return false;
+    (in_row_steps_ ? out_.row_steps : out_.steps)[ns++] = st;
+    in = TreeInput{TreeSource::kBuffer, out};
+    return true;
+  }
+
+  const plan::Plan& p_;
+  TreeProgram& out_;
+  int base_[kMaxNodes];
+  int need_[kMaxNodes];
+  bool scalars_[kMaxNodes];
+  bool in_row_steps_ = false;
+};
+
+}  // namespace tessera::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // TESSERA_NATIVE_VECTOR_TREE_COMPILE_INL_H_
