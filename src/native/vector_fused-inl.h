@@ -15,6 +15,7 @@
 
 #include <hwy/highway.h>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -317,7 +318,8 @@ void for_each_chain_row(const FusedDst& p, const FusedOperand* f, int no, RowFn 
     ChainOperand o[kMaxFusedOperands];
     for (int i = 0; i < no; ++i) {
       if (f[i].kind == FusedArg::kIota) {
-        int64_t first = 0;
+        // (`value` holds an int32 iota's offset, 0 for the others: vector_tree_compile-inl.h.)
+        int64_t first = std::bit_cast<int32_t>(f[i].value);
         for (int d = 0; d + 1 < nd; ++d) first += idx[d] * f[i].stride[d];
         o[i] = ChainOperand{nullptr, false, first, f[i].stride[nd - 1]};
         continue;

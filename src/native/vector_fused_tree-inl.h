@@ -1,17 +1,18 @@
 // Per-target fused trees of the native VPU (vector_kernels.cc includes this once per Highway
-// target): a float32 expression of any shape, up to kMaxTreeSteps steps of the float ops that
-// UnaryV and BinaryV compute a vector at a time (+ - * / maximum minimum; neg abs sign square sqrt
-// rsqrt exp exp2 log log1p tanh logistic sin cos erf floor ceil round integer_pow), over operands
-// that are rows of refs, per-row scalars or constants: an activation (tanh-GELU
-// 0.5 x (1 + tanh(c (x + 0.044715 x^3)))), a normalisation ((x - mean) * rstd * w + b), a scaled
-// ReLU, a softmax's exp(s - max).
+// target): an expression of any shape of up to kMaxTreeSteps nodes, float32 at its root, over
+// operands that are rows of refs, per-row scalars, constants or iotas: an activation (tanh-GELU
+// 0.5 x (1 + tanh(c (x + 0.044715 x^3)))), a normalisation ((x - mean) * rsqrt(var + eps) * w +
+// b), a mask (where(q0 + iota0 >= k0 + iota1, s, -inf)), a softmax's exp(s - max) / sum. Its
+// nodes are the float ops UnaryV and BinaryV compute a vector at a time, int32 + - * max min and
+// bitwise ops, comparisons of floats or int32s, & | ^ of bools and selects (vector_math-inl.h).
 //
-// The tree is compiled once per statement into a straight program of steps over one running
-// value and a few saved ones (compile_tree), and the program runs once per chunk of four vectors
-// of a row (tree_row): the steps are chosen at run time, the value stays in registers across
-// them, so one loop serves every tree and no node makes a lane buffer. Each step is the tile
-// evaluator's op (the same UnaryV / BinaryV) on the same operands in the same order, rounded on
-// its own (`rounded`), so a fused tree gives the tile evaluator's bits.
+// The tree is compiled once per statement into three-address steps (vector_tree_compile-inl.h),
+// which run over each row in chunks of up to kChunk vectors (tree_row): each step reads its
+// inputs where they are (a row, a scalar, a lane buffer of the chunk) and writes a lane buffer
+// or the destination, so no node makes a buffer for a whole tile and no leaf is copied. Each step
+// is the tile evaluator's op (the same UnaryV, BinaryV, IntBinaryV, CompareV) on the same inputs
+// in the same order, rounded on its own (`rounded`), so a fused tree gives the tile evaluator's
+// bits.
 
 // Re-included per target: the guard toggles with HWY_TARGET_TOGGLE (Highway's -inl.h idiom).
 #if defined(TESSERA_NATIVE_VECTOR_FUSED_TREE_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -52,7 +52,8 @@ struct FusedDst {
   bool stream = false;              // streaming (non-temporal) stores
   PrefetchQueue* prefetch = nullptr;
 };
-// kIota (the fused trees' only): an iota, whose `stride` holds its coefficients per axis.
+// kIota (the fused trees' only): an iota, whose `stride` holds its coefficients per axis and
+// `value` the bits of an int32 offset added to it (vector_tree_compile-inl.h).
 enum class FusedArg : uint8_t { kRow, kScalar, kIota };
 struct FusedOperand {
   FusedArg kind = FusedArg::kScalar;

@@ -47,7 +47,8 @@ inline constexpr int kMaxRowScalars = 8;
 //   kCompareF + 9 * b + s      kCompareOps[b](a, b) of float lanes, a bool
 //   kCompareI + 9 * b + s      kCompareOps[b](a, b) of int32 lanes, a bool
 //   kSelect + 9 * sc + s       c ? a : b, c a bool from a buffer (sc 0) or a scalar (sc 1)
-//   kIotaF, kIotaI             float32 or int32 iota operand `a` (its value at each element)
+//   kIotaF, kIotaI             float32 or int32 iota operand `a` (its value at each element; an
+//                              int32 iota plus a constant is one, the constant its offset)
 enum class TreeSource : int { kRow, kScalar, kBuffer };
 inline constexpr int kFloatUnary = 0;
 inline constexpr int kFloatBinary = kFloatUnary + 3 * static_cast<int>(std::size(kUnaryVOps));
@@ -123,6 +124,7 @@ class TreeCompiler {
     if (is_leaf(i)) return f32 || i32 ? kLeaf : -2;
     if (n.op == OpCode::kIota) return f32 ? kIotaF : i32 ? kIotaI : -2;
     if (n.a < 0 || n.a >= i || n.b >= i || n.c >= i) return -2;
+    if (offset_iota(i) >= 0) return kIotaI;
     if (n.op == OpCode::kSelect) {
       const bool ok =
           (f32 || i32) && dtype(n.a) == t && dtype(n.b) == t && dtype(n.c) == DType::kBool;
@@ -146,6 +148,20 @@ class TreeCompiler {
       return (in == DType::kFloat32 ? kCompareF : kCompareI) + 9 * cmp;
     }
     return -2;
+  }
+
+  // The int32 iota of node i when it is that iota plus an int32 constant (a mask's q0 + iota,
+  // computed as one iota: the sum wraps as the iota's own value does), else -1.
+  int offset_iota(int i) const {
+    const plan::Node& n = node(i);
+    if (n.op != OpCode::kAdd || n.dtype != DType::kInt32 || n.b < 0) return -1;
+    for (auto [iota, c] : {std::pair{n.a, n.b}, std::pair{n.b, n.a}}) {
+      if (node(iota).op == OpCode::kIota && dtype(iota) == DType::kInt32 &&
+          node(c).op == OpCode::kConst && dtype(c) == DType::kInt32) {
+        return iota;
+      }
+    }
+    return -1;
   }
 
   // Node i's operand `pos` (0: a, 1: b, 2: c).
@@ -185,7 +201,7 @@ class TreeCompiler {
     const plan::Node& n = node(i);
     if (n.op == OpCode::kConst) return true;
     if (n.op == OpCode::kLoad) return n.stride[p_.extent.size() - 1] == 0;
-    if (n.op == OpCode::kIota || need_[i] >= kNo) return false;
+    if (base_[i] == kIotaF || base_[i] == kIotaI || need_[i] >= kNo) return false;
     int ch[3];
     const int m = children(i, ch);
     for (int k = 0; k < m; ++k) {
@@ -201,6 +217,12 @@ class TreeCompiler {
     const int nd = p_.extent.size();
     if (n.op == OpCode::kIota) {
       f = FusedOperand{FusedArg::kIota, nullptr, n.stride.data(), 0};
+      return true;
+    }
+    if (const int iota = offset_iota(i); iota >= 0) {  // `value` holds the offset's bits
+      const int32_t offset = node(n.a == iota ? n.b : n.a).ival;
+      f = FusedOperand{FusedArg::kIota, nullptr, node(iota).stride.data(),
+                       std::bit_cast<float>(offset)};
       return true;
     }
     if (n.dtype == DType::kFloat32) return fusable_operand(n, nd, f);
@@ -225,8 +247,10 @@ class TreeCompiler {
     for (int o = 0; o < out_.no; ++o) {
       const FusedOperand& g = out_.f[o];
       if (g.kind != f.kind || g.data != f.data) continue;
-      if (f.stride == nullptr ? std::memcmp(&g.value, &f.value, sizeof f.value) == 0
-                              : std::memcmp(g.stride, f.stride, sizeof(int64_t) * nd) == 0) {
+      const bool same_value = std::memcmp(&g.value, &f.value, sizeof f.value) == 0;
+      if (f.stride == nullptr ? same_value
+                              : std::memcmp(g.stride, f.stride, sizeof(int64_t) * nd) == 0 &&
+                                    (f.kind != FusedArg::kIota || same_value)) {
         return o;
       }
     }
@@ -260,7 +284,7 @@ class TreeCompiler {
     }
     if (buf == kMaxTreeBuffers) return false;
     TreeStep st{base_[i], 0, 0, 0, out, n.iconst};
-    if (n.op == OpCode::kIota) {
+    if (st.code == kIotaF || st.code == kIotaI) {
       st.a = operand(i);
       if (st.a < 0) return false;
     } else {

@@ -247,6 +247,10 @@ void check_masks(const std::string& how, Shape s) {
     auto m = jnp::maximum(r * 3, c) - jnp::minimum(r, c - 5) * 1000003;
     o = jnp::where(jnp::where(std::move(m) > 20, r, c) >= 4, x, y);
   });
+  compare(how + ": one iota, two offsets", s, Path::kTree, [last](R x, R y, R, W o) {
+    auto c = lax::broadcasted_iota<int32_t>(x.shape(), last);
+    o = jnp::where((c + 3) * 2 > 9 + lax::broadcasted_iota<int32_t>(x.shape(), last), x, y);
+  });
   compare(how + ": float iotas", s, Path::kTree, [last](R x, R, R, W o) {
     o = x * lax::broadcasted_iota<float>(x.shape(), last) +
         lax::broadcasted_iota<float>(x.shape(), last - 1) * 0.5f;
