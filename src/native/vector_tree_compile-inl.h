@@ -110,44 +110,47 @@ class TreeCompiler {
   static constexpr int kMaxNodes = 4 * kMaxTreeSteps;
   static constexpr int kNo = kMaxTreeBuffers + 1;  // a need: too many, or a node not taken
   static constexpr int kLeaf = -1;                 // code_base: a load or a constant
+  static constexpr int kNoCode = -2;               // code_base: a node not taken
 
   const plan::Node& node(int i) const { return p_.nodes[static_cast<size_t>(i)]; }
   bool is_leaf(int i) const { return node(i).op == OpCode::kLoad || node(i).op == OpCode::kConst; }
   DType dtype(int i) const { return node(i).dtype; }
 
-  // The first code of node i's op (its inputs' sources are added to it), kLeaf for a leaf, -2
-  // for a node the fused trees do not take. Operands come before their node.
+  // The first code of node i's op (its inputs' sources are added to it), kLeaf for a leaf,
+  // kNoCode for a node the fused trees do not take. Operands come before their node.
   int code_base(int i) const {
     const plan::Node& n = node(i);
     const DType t = n.dtype;
     const bool f32 = t == DType::kFloat32, i32 = t == DType::kInt32;
-    if (is_leaf(i)) return f32 || i32 ? kLeaf : -2;
-    if (n.op == OpCode::kIota) return f32 ? kIotaF : i32 ? kIotaI : -2;
-    if (n.a < 0 || n.a >= i || n.b >= i || n.c >= i) return -2;
+    if (is_leaf(i)) return f32 || i32 ? kLeaf : kNoCode;
+    if (n.op == OpCode::kIota) return f32 ? kIotaF : i32 ? kIotaI : kNoCode;
+    if (n.a < 0 || n.a >= i || n.b >= i || n.c >= i) return kNoCode;
     if (offset_iota(i) >= 0) return kIotaI;
     if (n.op == OpCode::kSelect) {
       const bool ok =
           (f32 || i32) && dtype(n.a) == t && dtype(n.b) == t && dtype(n.c) == DType::kBool;
-      return ok ? kSelect : -2;
+      return ok ? kSelect : kNoCode;
     }
-    if (n.c >= 0) return -2;
+    if (n.c >= 0) return kNoCode;
     if (n.b < 0) {
       const int u = op_index(kUnaryVOps, n.op);
-      return f32 && dtype(n.a) == t && u >= 0 ? kFloatUnary + 3 * u : -2;
+      return f32 && dtype(n.a) == t && u >= 0 ? kFloatUnary + 3 * u : kNoCode;
     }
-    const DType in = dtype(n.a);
-    if (dtype(n.b) != in) return -2;
-    if (f32 && in == t && op_index(kBinaryVOps, n.op) >= 0) {
-      return kFloatBinary + 9 * op_index(kBinaryVOps, n.op);
+    return dtype(n.b) == dtype(n.a) ? binary_code_base(n.op, t, dtype(n.a)) : kNoCode;
+  }
+
+  // The first code of binary op `op` of two operands of dtype `in` giving dtype `t`.
+  static int binary_code_base(OpCode op, DType t, DType in) {
+    const int fb = op_index(kBinaryVOps, op), ib = op_index(kIntBinaryVOps, op);
+    const int cmp = op_index(kCompareOps, op);
+    const bool logical = op == OpCode::kAnd || op == OpCode::kOr || op == OpCode::kXor;
+    if (t == DType::kFloat32 && in == t && fb >= 0) return kFloatBinary + 9 * fb;
+    if (ib >= 0 && in == t && (t == DType::kInt32 || (t == DType::kBool && logical))) {
+      return kIntBinary + 9 * ib;
     }
-    const int ib = op_index(kIntBinaryVOps, n.op);
-    const bool logical = n.op == OpCode::kAnd || n.op == OpCode::kOr || n.op == OpCode::kXor;
-    if (ib >= 0 && in == t && (i32 || (t == DType::kBool && logical))) return kIntBinary + 9 * ib;
-    const int cmp = op_index(kCompareOps, n.op);
-    if (t == DType::kBool && cmp >= 0 && (in == DType::kFloat32 || in == DType::kInt32)) {
-      return (in == DType::kFloat32 ? kCompareF : kCompareI) + 9 * cmp;
-    }
-    return -2;
+    if (t == DType::kBool && cmp >= 0 && in == DType::kFloat32) return kCompareF + 9 * cmp;
+    if (t == DType::kBool && cmp >= 0 && in == DType::kInt32) return kCompareI + 9 * cmp;
+    return kNoCode;
   }
 
   // The int32 iota of node i when it is that iota plus an int32 constant (a mask's q0 + iota,
@@ -184,7 +187,7 @@ class TreeCompiler {
   // The lane buffers node i's subtree needs, from its operands'.
   int need(int i) const {
     if (base_[i] == kLeaf) return 0;
-    if (base_[i] < 0) return kNo;
+    if (base_[i] == kNoCode) return kNo;
     int ch[3];
     const int m = children(i, ch);
     int most = 1;
@@ -259,6 +262,34 @@ class TreeCompiler {
     return out_.no++;
   }
 
+  // Emits node i's operands, the ones needing more buffers first, each into the next free buffer
+  // from `buf`, and completes st's code (their sources) and inputs.
+  bool emit_inputs(int i, int buf, TreeStep& st) {
+    const plan::Node& n = node(i);
+    int ch[3];
+    const int m = children(i, ch);
+    TreeInput ins[3];  // by operand: a, b, c
+    int free = buf;
+    for (int k = 0; k < m; ++k) {
+      TreeInput& in_k = ins[ch[k]];
+      if (!emit(operand_node(i, ch[k]), free, free, in_k)) return false;
+      if (in_k.src == TreeSource::kBuffer) ++free;
+    }
+    if (n.b < 0) {
+      st.code += static_cast<int>(ins[0].src);
+    } else {
+      st.code += 3 * static_cast<int>(ins[0].src) + static_cast<int>(ins[1].src);
+    }
+    if (n.op == OpCode::kSelect) {
+      if (ins[2].src == TreeSource::kRow) return false;  // a bool row is not an operand
+      st.code += ins[2].src == TreeSource::kBuffer ? 0 : 9;
+    }
+    st.a = ins[0].index;
+    st.b = ins[1].index;
+    st.c = ins[2].index;
+    return true;
+  }
+
   // Emits node i's subtree, its value going to lane buffer `out` (-1: the destination, -2 - r:
   // row scalar r), buffers `buf` on free for its operands' values; `in` says where the value is
   // (a leaf emits nothing and is read where it lies).
@@ -287,29 +318,8 @@ class TreeCompiler {
     if (st.code == kIotaF || st.code == kIotaI) {
       st.a = operand(i);
       if (st.a < 0) return false;
-    } else {
-      // The operands needing more buffers first, each into the next free buffer.
-      int ch[3];
-      const int m = children(i, ch);
-      TreeInput ins[3];  // by operand: a, b, c
-      int free = buf;
-      for (int k = 0; k < m; ++k) {
-        TreeInput& in_k = ins[ch[k]];
-        if (!emit(operand_node(i, ch[k]), free, free, in_k)) return false;
-        if (in_k.src == TreeSource::kBuffer) ++free;
-      }
-      if (n.b < 0) {
-        st.code += static_cast<int>(ins[0].src);
-      } else {
-        st.code += 3 * static_cast<int>(ins[0].src) + static_cast<int>(ins[1].src);
-      }
-      if (n.op == OpCode::kSelect) {
-        if (ins[2].src == TreeSource::kRow) return false;  // a bool row is not an operand
-        st.code += ins[2].src == TreeSource::kBuffer ? 0 : 9;
-      }
-      st.a = ins[0].index;
-      st.b = ins[1].index;
-      st.c = ins[2].index;
+    } else if (!emit_inputs(i, buf, st)) {
+      return false;
     }
     int& ns = in_row_steps_ ? out_.nr : out_.ns;
     if (ns == kMaxTreeSteps) return false;
