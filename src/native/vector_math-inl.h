@@ -301,13 +301,9 @@ HWY_INLINE bool with_binary_v(OpCode op, F f) {
 inline constexpr OpCode kIntBinaryVOps[] = {OpCode::kAdd, OpCode::kSub, OpCode::kMul, OpCode::kMax,
                                             OpCode::kMin, OpCode::kAnd, OpCode::kOr,  OpCode::kXor};
 template <OpCode Op, class DI, class V = hn::Vec<DI>>
-HWY_INLINE V IntBinaryV(DI, V x, V y) {
-  if constexpr (Op == OpCode::kAdd) {
-    return hn::Add(x, y);
-  } else if constexpr (Op == OpCode::kSub) {
-    return hn::Sub(x, y);
-  } else if constexpr (Op == OpCode::kMul) {
-    return hn::Mul(x, y);
+HWY_INLINE V IntBinaryV(DI di, V x, V y) {
+  if constexpr (Op == OpCode::kAdd || Op == OpCode::kSub || Op == OpCode::kMul) {
+    return BinaryV<Op>(di, x, y);
   } else if constexpr (Op == OpCode::kMax) {
     return hn::Max(x, y);
   } else if constexpr (Op == OpCode::kMin) {

@@ -16,61 +16,19 @@
 #include <string>
 #include <vector>
 
-#include "support/vector_targets.h"
+#include "support/fused_compare.h"
 #include "tessera/tessera.h"
 
 namespace {
 using namespace tessera;
 
-Array<float> values(Shape s, int seed) {
-  Array<float> x(s);
-  for (int64_t e = 0; e < x.size(); ++e) {
-    const int64_t v = (e * 7919 + seed * 104729) % 1009;
-    x[e] = v == 13   ? std::numeric_limits<float>::quiet_NaN()
-           : v == 17 ? std::numeric_limits<float>::infinity()
-                     : static_cast<float>(v - 500) / 37.0f;
-  }
-  return x;
-}
+using tessera::testing::fused_values;
+using tessera::testing::same_lanes;
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-// Runs body(x, y, s, o) in a 1-core pallas_call on x, y (shape `s`), a per-row scalar sc (s with
-// its last extent 1), once into o_fused and once, with the fused path off, into o_tile, and
-// compares the two outputs bit for bit over the window of `s` (the outputs' rows are 3 elements
-// longer).
+// The statement on the fused path against the tile evaluator (support/fused_compare.h).
 template <class Body>
 void compare(const std::string& what, Shape s, Body body) {
-  const Array<float> x = values(s, 1), y = values(s, 2);
-  std::vector<int64_t> sd(s.begin(), s.end());
-  sd.back() = 1;
-  const Array<float> sc = values(Shape(sd), 3);
-  std::vector<int64_t> wide(s.begin(), s.end());
-  wide.back() += 3;
-  const ShapeDtypeStruct<float> out{Shape(wide)};
-  const int64_t cols = s[s.rank() - 1];
-  auto k = pl::pallas_call(
-      [&body, cols](pltpu::VmemRef<const float> xr, pltpu::VmemRef<const float> yr,
-                    pltpu::VmemRef<const float> sr, pltpu::VmemRef<float> fused,
-                    pltpu::VmemRef<float> tile) {
-        auto w = [cols](pltpu::VmemRef<float> r) {
-          return r.rank() == 2 ? r.at(pl::all, pl::ds(0, cols))
-                               : r.at(pl::all, pl::all, pl::ds(0, cols));
-        };
-        body(xr, yr, sr, w(fused));
-        const tessera::testing::TileEvaluatorOnly tile_only;
-        body(xr, yr, sr, w(tile));
-      },
-      pl::out_shape(out, out));
-  auto [fused, tile] = k(x, y, sc);
-  const int64_t rows = x.size() / cols;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < cols; ++j) {
-      const float a = fused[r * (cols + 3) + j], b = tile[r * (cols + 3) + j];
-      ASSERT_TRUE(same_bits(a, b)) << what << " shape " << s.to_string() << " at row " << r
-                                   << ", col " << j << ": " << a << " / " << b;
-    }
-  }
+  tessera::testing::compare_fused(what, s, tessera::testing::FusedPath::kAny, body);
 }
 
 using R = pltpu::VmemRef<const float>;
@@ -140,16 +98,15 @@ TEST(FusedChain, TwoOpChainsMatchTheTileEvaluatorChecked) {
 
 // The values themselves, against plain float arithmetic (the statement's order of ops).
 TEST(FusedChain, ValuesAreThePlainOnes) {
-  const Array<float> x = values(Shape{3, 37}, 4), y = values(Shape{3, 37}, 5);
-  const Array<float> sc = values(Shape{3, 1}, 6);
+  const Array<float> x = fused_values(Shape{3, 37}, 4), y = fused_values(Shape{3, 37}, 5);
+  const Array<float> sc = fused_values(Shape{3, 1}, 6);
   auto k = pl::pallas_call([](R xr, R yr, R sr, W o) { o = xr * sr + yr; },
                            pl::out_shape<float>({3, 37}));
   const Array<float> o = k(x, y, sc);
   for (int64_t i = 0; i < 3; ++i) {
     for (int64_t j = 0; j < 37; ++j) {
       const float want = x(i, j) * sc(i, 0) + y(i, j);
-      ASSERT_TRUE(same_bits(o(i, j), want) || (std::isnan(o(i, j)) && std::isnan(want)))
-          << i << ", " << j << ": " << o(i, j) << " / " << want;
+      ASSERT_TRUE(same_lanes(o(i, j), want)) << i << ", " << j << ": " << o(i, j) << " / " << want;
     }
   }
 }
