@@ -121,7 +121,8 @@ HWY_INLINE auto tree_value(const TreeChunk& c, const TreeStep& st) {
     constexpr int kIdx = Code - kSelect;
     const auto a = tree_input<static_cast<TreeSource>(kIdx / 3 % 3)>(c, st.a);
     const auto b = tree_input<static_cast<TreeSource>(kIdx % 3)>(c, st.b);
-    const auto cond = tree_input < kIdx < 9 ? TreeSource::kBuffer : TreeSource::kScalar > (c, st.c);
+    constexpr TreeSource kCond = kIdx < 9 ? TreeSource::kBuffer : TreeSource::kScalar;
+    const auto cond = tree_input<kCond>(c, st.c);
     return [a, b, cond, df, di](int64_t k) HWY_ATTR {
       const auto m = hn::RebindMask(df, hn::Ne(hn::BitCast(di, cond(k)), hn::Zero(di)));
       return hn::IfThenElse(m, a(k), b(k));
