@@ -263,6 +263,12 @@ TEST(NarrowDtypes, StreamedStoresEqualRegularOnes) {
         stored_and_streamed<float16>([&] { return (xr * 2.0f).astype<float16>(); });
         stored_and_streamed<float8_e4m3fn>([&] { return (xr * 2.0f).astype<float8_e4m3fn>(); });
         stored_and_streamed<float>([&] { return xr * 2.0f + 1.0f; });
+        // Trees (src/native/vector_fused_tree-inl.h), a mask with an iota among them.
+        stored_and_streamed<float>([&] { return 0.5f * xr * (1.0f + jnp::tanh(xr * 0.7f)); });
+        stored_and_streamed<float>([&] {
+          return jnp::where(lax::broadcasted_iota<int32_t>({kStreamRows, kStreamCols}, 1) > 100,
+                            xr * 2.0f, xr - 1.0f);
+        });
         const pltpu::VmemRef<int32_t> ir(ints->v, {kStreamRows, kStreamCols});
         stored_and_streamed<int32_t>([&] { return ir * 3 + 1; });
         stored_and_streamed<int16_t>([&] { return (ir * 3 + 1).astype<int16_t>(); });
