@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <utility>
 
 #include "native/vector_fused-inl.h"
 #include "native/vector_math-inl.h"
@@ -178,9 +179,13 @@ class TreeCompiler {
     for (int k = 0; k < 3; ++k) {
       if (operand_node(i, k) >= 0) pos[m++] = k;
     }
-    std::stable_sort(pos, pos + m, [this, i](int x, int y) {
-      return need_[operand_node(i, x)] > need_[operand_node(i, y)];
-    });
+    // An insertion sort, stable (std::stable_sort may allocate a buffer).
+    for (int x = 1; x < m; ++x) {
+      for (int y = x; y > 0 && need_[operand_node(i, pos[y])] > need_[operand_node(i, pos[y - 1])];
+           --y) {
+        std::swap(pos[y], pos[y - 1]);
+      }
+    }
     return m;
   }
 
