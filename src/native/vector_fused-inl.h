@@ -30,6 +30,12 @@ HWY_BEFORE_NAMESPACE();
 namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Whether node i of `p` is a leaf: a load or a constant.
+inline bool is_leaf(const plan::Plan& p, int i) {
+  const OpCode op = p.nodes[static_cast<size_t>(i)].op;
+  return op == OpCode::kLoad || op == OpCode::kConst;
+}
+
 inline bool fusable_operand(const plan::Node& n, int nd, FusedOperand& out) {
   if (n.dtype != DType::kFloat32) return false;
   if (n.op == OpCode::kConst) {
@@ -294,8 +300,8 @@ bool fused_binary(DF df, const FusedDst& p, OpCode op, const FusedOperand& fa,
 struct ChainOperand {
   const float* p;  // the row's first element, or the scalar (null for an iota)
   bool row;
-  int64_t base = 0;  // an iota's value at the row's first element
-  int64_t coef = 0;  // an iota's coefficient along the row
+  int64_t base;  // an iota's value at the row's first element
+  int64_t coef;  // an iota's coefficient along the row
 };
 
 // The most operands a fused chain or tree takes (vector_fused_tree-inl.h).
@@ -328,7 +334,7 @@ void for_each_chain_row(const FusedDst& p, const FusedOperand* f, int no, RowFn 
       if (f[i].stride != nullptr) {
         for (int d = 0; d + 1 < nd; ++d) base += idx[d] * f[i].stride[d];
       }
-      o[i] = ChainOperand{base, f[i].kind == FusedArg::kRow};
+      o[i] = ChainOperand{base, f[i].kind == FusedArg::kRow, 0, 0};
     }
     float* dst = p.data;
     for (int d = 0; d + 1 < nd; ++d) dst += idx[d] * p.stride[d];

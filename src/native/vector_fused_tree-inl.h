@@ -26,7 +26,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -193,7 +192,7 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
               scalar,
               buf,
               d,
-              stream && reinterpret_cast<uintptr_t>(d) % (N * 4) == 0,
+              stream && reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0,
               row_scalars[0]};
   for (int s = 0; s < t.nr; ++s) kTreeSteps[t.row_steps[s].code](c, t.row_steps[s], 1);
   for (int r = 0; r < t.row_scalars; ++r) {
@@ -231,7 +230,7 @@ inline bool fused_tree(const FusedDst& p, const TreeProgram& t) {
   bool any_row = false;
   for (int i = 0; i < t.no; ++i) any_row = any_row || t.f[i].kind != FusedArg::kScalar;
   if (!any_row) return false;
-  g_fused_trees_for_test.fetch_add(1, std::memory_order_relaxed);
+  ++g_fused_trees_for_test;
   const int64_t len = p.extent[p.nd - 1];
   for_each_chain_row(p, t.f, t.no, [&](const ChainOperand* o, float* dst) HWY_ATTR {
     tree_row(t, o, dst, len, p.stream);

@@ -48,12 +48,6 @@ namespace tessera::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using plan::kTile;
 
-// Whether node i of `p` is a leaf: a load or a constant.
-inline bool is_leaf(const plan::Plan& p, int i) {
-  const OpCode op = p.nodes[static_cast<size_t>(i)].op;
-  return op == OpCode::kLoad || op == OpCode::kConst;
-}
-
 // A five-node plan that is a two-op chain of three fusable operands (fused_chain): the last node
 // combines a leaf with an op node of two leaves. False when `p` is not one.
 template <class DF>

@@ -99,7 +99,8 @@ void set_vector_targets_for_test(int64_t targets);
 /// Whether plans may take the fused path (EvaluateFused, vector_kernels.cc); tests turn it off to
 /// compare a fused result with the tile evaluator's. Relaxed: set it while no evaluation runs.
 inline std::atomic<bool> g_fused_path_for_test{true};
-/// How many evaluations the fused trees took (vector_fused_tree-inl.h): tests read it to know
-/// that a statement was fused. Relaxed: a count, read while no evaluation runs.
-inline std::atomic<int64_t> g_fused_trees_for_test{0};
+/// How many evaluations the calling thread's fused trees took (vector_fused_tree-inl.h): tests
+/// read it around a statement to know that it was fused. The thread's own, so that counting costs
+/// the cores no shared cache line.
+inline thread_local int64_t g_fused_trees_for_test = 0;
 }  // namespace tessera::detail

@@ -97,7 +97,7 @@ class TreeCompiler {
 
   bool compile() {
     const int nn = static_cast<int>(p_.nodes.size());
-    if (nn > kMaxNodes || is_leaf(nn - 1) || dtype(nn - 1) != DType::kFloat32) return false;
+    if (nn > kMaxNodes || is_leaf(p_, nn - 1) || dtype(nn - 1) != DType::kFloat32) return false;
     for (int i = 0; i < nn; ++i) {
       base_[i] = code_base(i);
       need_[i] = need(i);
@@ -114,7 +114,6 @@ class TreeCompiler {
   static constexpr int kNoCode = -2;               // code_base: a node not taken
 
   const plan::Node& node(int i) const { return p_.nodes[static_cast<size_t>(i)]; }
-  bool is_leaf(int i) const { return node(i).op == OpCode::kLoad || node(i).op == OpCode::kConst; }
   DType dtype(int i) const { return node(i).dtype; }
 
   // The first code of node i's op (its inputs' sources are added to it), kLeaf for a leaf,
@@ -123,7 +122,7 @@ class TreeCompiler {
     const plan::Node& n = node(i);
     const DType t = n.dtype;
     const bool f32 = t == DType::kFloat32, i32 = t == DType::kInt32;
-    if (is_leaf(i)) return f32 || i32 ? kLeaf : kNoCode;
+    if (is_leaf(p_, i)) return f32 || i32 ? kLeaf : kNoCode;
     if (n.op == OpCode::kIota) return f32 ? kIotaF : i32 ? kIotaI : kNoCode;
     if (n.a < 0 || n.a >= i || n.b >= i || n.c >= i) return kNoCode;
     if (offset_iota(i) >= 0) return kIotaI;

@@ -64,9 +64,9 @@ void compare_fused(const std::string& what, Shape s, FusedPath path, Body body) 
           return r.rank() == 2 ? r.at(pl::all, pl::ds(0, cols))
                                : r.at(pl::all, pl::all, pl::ds(0, cols));
         };
-        const int64_t before = detail::g_fused_trees_for_test.load();
+        const int64_t before = detail::g_fused_trees_for_test;
         body(xr, yr, sr, w(fused));
-        trees = detail::g_fused_trees_for_test.load() - before;
+        trees = detail::g_fused_trees_for_test - before;
         const TileEvaluatorOnly tile_only;
         body(xr, yr, sr, w(tile));
       },

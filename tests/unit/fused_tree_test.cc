@@ -244,9 +244,9 @@ TEST(FusedTree, Int32RefsAreOperands) {
     auto k = pl::pallas_call(
         [&](pltpu::VmemRef<const int32_t> a, pltpu::VmemRef<const int32_t> b, R xr, W fused,
             W tile) {
-          const int64_t before = detail::g_fused_trees_for_test.load();
+          const int64_t before = detail::g_fused_trees_for_test;
           body(a, b, xr, fused);
-          trees = detail::g_fused_trees_for_test.load() - before;
+          trees = detail::g_fused_trees_for_test - before;
           const tessera::testing::TileEvaluatorOnly tile_only;
           body(a, b, xr, tile);
         },
