@@ -91,15 +91,23 @@ struct OutputGrid {
   int cores;
   MatmulBlocks given;
   int64_t max_area;  // the largest output block the caches allow, bm * bn
+  // Whether halve() takes the columns first (bfloat16: see default_matmul_blocks).
+  bool columns_first = false;
 
   int64_t count(const MatmulBlocks& s) const { return cdiv(m, s.bm) * cdiv(n, s.bn); }
   bool even(const MatmulBlocks& s) const { return count(s) % cores == 0; }
 
   // Halves the larger side of `s` not given (to a divisor where one is near, else to a partial
-  // cut, as side_up_to chooses); false where no side can shrink.
+  // cut, as side_up_to chooses); false where no side can shrink. With `columns_first`, the
+  // columns unless the block is more than twice as tall as wide, or they have no divisor near
+  // half that is a multiple of 128 (a TPU block's lanes; a partial cut would pad much).
   bool halve(MatmulBlocks& s) const {
     if (given.bm > 0 && given.bn > 0) return false;
-    const bool rows = given.bm <= 0 && (s.bm >= s.bn || given.bn > 0);
+    bool rows = given.bm <= 0 && (given.bn > 0 || s.bm >= s.bn);
+    if (columns_first && given.bn <= 0 && s.bm <= 2 * s.bn) {
+      const int64_t narrower = side_up_to(n, cdiv(s.bn, 2), kColAlign);
+      if (narrower < s.bn && n % narrower == 0 && narrower % kColAlign == 0) rows = false;
+    }
     int64_t& side = rows ? s.bm : s.bn;
     const int64_t smaller = side_up_to(rows ? m : n, cdiv(side, 2), rows ? kRowAlign : kColAlign);
     if (side <= 8 || smaller >= side) return false;
@@ -212,7 +220,14 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   for (int64_t c = 8; c <= int64_t{1} << 14; c *= 2) {
     if (c * c * 4 <= 2 * l2) cap = c;
   }
-  const OutputGrid grid{m, n, cores, given, cap * cap};
+  // bfloat16 halves the output block's columns first where it must be split (for the cores, or
+  // the VMEM cap), unless the block is already more than twice as tall as wide: the AMX GEMM
+  // packs all of its B block at every call and reads A where it lies (src/native/gemm_amx.cc),
+  // so a core that takes half the columns packs half of B, where one that takes half the rows
+  // packs all of it. Measured against halving the rows (docs/performance.md, "bfloat16: the
+  // columns split among the cores"): 512³ (512, 256, 512) ~10% and 1024³ (1024, 512, 1024) ~4%
+  // faster on 2 cores with AMX, alike or faster without it (AVX512-BF16 and AVX2 kernels).
+  const OutputGrid grid{m, n, cores, given, cap * cap, item == 2};
   MatmulBlocks square = b;
   if (square.bm <= 0) square.bm = side_up_to(m, cap, kRowAlign);
   if (square.bn <= 0) square.bn = side_up_to(n, cap, kColAlign);
@@ -239,10 +254,12 @@ MatmulBlocks default_matmul_blocks(int64_t m, int64_t n, int64_t k, int64_t item
   // block twice as tall (twice the area) measured 6-11% faster at 2048³ and 4096³, on 1 and 2
   // cores, and alike on the AVX512-BF16 and AVX2 paths of CPUs without AMX (docs/performance.md,
   // "Taller blocks, split evenly"). Wider as well was slower: the packed B of a pass over k then
-  // outgrows half the L2.
+  // outgrows half the L2. The taller block is shared among the cores by its rows, as measured.
   if (item == 2 && given.bm <= 0 && given.bn <= 0) {
+    OutputGrid by_rows = grid;
+    by_rows.columns_first = false;
     const MatmulBlocks tall =
-        grid.share(MatmulBlocks{side_up_to(m, 2 * cap, kRowAlign), b.bn, b.bk});
+        by_rows.share(MatmulBlocks{side_up_to(m, 2 * cap, kRowAlign), b.bn, b.bk});
     if (grid.even(tall) && tall.bm > b.bm) b = tall;
   }
   return fit_windows(b, grid, k, item);

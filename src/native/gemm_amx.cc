@@ -482,6 +482,28 @@ void amx_one_row(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const 
   release_tiles();
 }
 
+// Whether a block of `rows` rows of A read where it lies, `stride` bytes apart, each `pass_bytes`
+// long from `a`, crowds the L1: the most lines of it that fall in any one set of the L1, whose
+// ways are 4 KiB each (a virtually indexed L1 of 4 KiB pages: 48 KiB of 12 ways, 32 KiB of 8),
+// pass two thirds of the ways, which leaves too few for B's panel beside it. Measured on a
+// Sapphire Rapids class CPU (docs/performance.md, "bfloat16: the columns split among the
+// cores"): rows 1 KiB apart put 8 lines in a set and ran faster in place (512³), 1.5 KiB 4
+// (768³), while rows 2 KiB apart, 16 a set, ran faster copied (1024³), as 4 KiB ones (32) did.
+bool rows_crowd_l1(const std::byte* a, int64_t stride, int64_t rows, int64_t pass_bytes) {
+  constexpr int64_t kSets = 4096 / 64;
+  const int64_t ways = std::max<int64_t>(1, gemm_l1d_bytes() / 4096);
+  int count[kSets] = {};
+  int most = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto first = reinterpret_cast<uintptr_t>(a + r * stride) / 64;
+    const auto last = (reinterpret_cast<uintptr_t>(a + r * stride + pass_bytes) - 1) / 64;
+    for (uintptr_t line = first; line <= last && line < first + kSets; ++line) {
+      most = std::max(most, ++count[line % kSets]);
+    }
+  }
+  return 3 * most > 2 * ways;
+}
+
 // `c_cols` >= n: the columns of C that may be written (a padded temporary's), so that blocks
 // inside them are stored directly. With `d`, C's blocks go transposed into D = C^T instead
 // (transposed_block; k must fit one pass).
@@ -505,10 +527,12 @@ void amx_blocks(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const M
   const ARows ar = prepare_a(a, m, k, steps * kStepK, kRows);
   const int64_t pass = steps_per_pass(steps);
   // A block read where it lies is copied, one pass at a time, into a buffer of rows one pass
-  // long before the panels of B use it: in place, its rows lie a row of A apart, and when that
-  // is a multiple of 4 KiB (a power-of-two k) every row falls in the same sets of the L1, which
-  // then cannot hold the block across the panels.
-  std::byte* rows_buf = panels >= 4 ? tl_amx_rows.get<std::byte>(kRows * pass * 64) : nullptr;
+  // long before the panels of B use it, where its rows crowd the L1: in place, they lie a row of
+  // A apart, and when that is a multiple of 4 KiB (a power-of-two k) every row falls in the same
+  // sets of the L1, which then cannot hold the block across the panels.
+  const bool copy_rows = panels >= 4 && ar.direct_rows > 0 &&
+                         rows_crowd_l1(ar.a, ar.stride, std::min(kRows, ar.direct_rows), pass * 64);
+  std::byte* rows_buf = copy_rows ? tl_amx_rows.get<std::byte>(kRows * pass * 64) : nullptr;
   load_tile_config(tile_rows);
   for (int64_t s0 = 0; s0 < steps; s0 += pass) {
     const int64_t ns = std::min(pass, steps - s0);

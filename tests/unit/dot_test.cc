@@ -532,6 +532,27 @@ TEST(Dot, OperandsInPlaceAtPowerOfTwoStridesOverSeveralPasses) {
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
+TEST(Dot, BfloatSixteenRowsInPlaceAtStridesThatShareTheL1LessOrMore) {
+  // A read where it lies with rows 2, 1.5, 1.25 and 1 KiB apart: the AMX kernel copies a pass of
+  // a block's rows only where they crowd the L1's sets (2 KiB on a 48 KiB L1; src/native/
+  // gemm_amx.cc) and reads the others in place, over two passes of k and five panels of B.
+  constexpr int64_t m = 80, k = 512, n = 160;
+  auto yv = random_values<bfloat16>(k * n, 46);
+  auto y = vref(yv, {k, n});
+  for (int64_t width : {1024, 768, 640, 512}) {
+    auto big = random_values<bfloat16>(83 * width, 45 + static_cast<uint32_t>(width));
+    auto x = vref(big, {83, width}).at(pl::ds(3, m), pl::ds(width - k, k));
+    const Reference ref = reference(x, y, 1, 0);
+    std::vector<float> ov(static_cast<size_t>(m * n));
+    auto o = vref(ov, {m, n});
+    o = jnp::dot<float>(x, y);
+    expect_close(o, ref, k, {}, 0.0, "bf16 =, row width " + std::to_string(width));
+    std::vector<double> before(ov.begin(), ov.end());
+    o += jnp::dot<float>(x, y);
+    expect_close(o, ref, k, before, 0.0, "bf16 +=, row width " + std::to_string(width));
+  }
+}
+
 TEST(Dot, DestinationOverlappingAnOperandIsComputedFirst) {
   auto av = random_values<float>(16 * 16, 21);
   auto bv = random_values<float>(16 * 16, 22);

@@ -73,6 +73,27 @@ TEST(MatmulBlocks, BlocksTallerThanWideWhereTheGemmsPackB) {
   }
 }
 
+TEST(MatmulBlocks, BfloatSixteenSplitsColumnsAmongTheCores) {
+  // bfloat16's GEMM packs all of its B block at every call and reads A where it lies: a product
+  // that one square block would cover is split among the cores by its columns (each core packs
+  // its half of B), float32's by its rows. A block already more than twice as tall as wide
+  // splits its rows.
+  const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
+  const int64_t l2 = cpu && cpu->l2_bytes > 0 ? cpu->l2_bytes : int64_t{1} << 20;
+  for (int64_t s : {256, 512}) {
+    if (s * s * 4 > 2 * l2) continue;  // not one square block with this L2
+    const examples::MatmulBlocks h = examples::default_matmul_blocks(s, s, s, 2, 2);
+    EXPECT_EQ(h.bm, s) << s << "³ bfloat16: (" << h.bm << ", " << h.bn << ", " << h.bk << ")";
+    EXPECT_EQ(h.bn, s / 2) << s << "³ bfloat16: (" << h.bm << ", " << h.bn << ", " << h.bk << ")";
+    const examples::MatmulBlocks f = examples::default_matmul_blocks(s, s, s, 4, 2);
+    EXPECT_EQ(f.bm, s / 2) << s << "³ float32: (" << f.bm << ", " << f.bn << ", " << f.bk << ")";
+    EXPECT_EQ(f.bn, s) << s << "³ float32: (" << f.bm << ", " << f.bn << ", " << f.bk << ")";
+  }
+  const examples::MatmulBlocks t = examples::default_matmul_blocks(512, 128, 256, 2, 2);
+  EXPECT_EQ(t.bm, 256) << "(" << t.bm << ", " << t.bn << ", " << t.bk << ")";
+  EXPECT_EQ(t.bn, 128) << "(" << t.bm << ", " << t.bn << ", " << t.bk << ")";
+}
+
 TEST(MatmulBlocks, BlocksShareEvenlyBetweenTwoCores) {
   // Square blocks that would split unevenly are narrowed (3072³: nine (1024, 1024) blocks with a
   // 2 MiB L2, five for one core), and the taller float32 blocks are taken only where they split
