@@ -30,7 +30,9 @@ inline constexpr MatmulBlocks kDefaultMatmulBlocks{};
 /// it where that is at least half of it (else, for a size without one, the side that cuts it into
 /// the fewest pieces up to it, as even as a multiple of 8 rows or 128 columns lets them be, the
 /// last one partial; likewise all of k when k has no divisor from half the k reach up), halved
-/// until every core has an output block; where the blocks then do not divide evenly among the
+/// until every core has an output block (the larger side; for bfloat16 the columns first, to a
+/// divisor that is a multiple of 128, unless the block is more than twice as tall as wide: its
+/// GEMM packs B and reads A where it lies); where the blocks then do not divide evenly among the
 /// cores, a side is narrowed (by at most half) to the largest divisor that evens them.
 /// For float32, when a (bk, bn / 2) block of B would still pass half the L2 (B then goes through
 /// the GEMM in column panels), the block of the same area four times as tall as wide is taken
