@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "native/bf16_avx512.h"
 #include "native/vector_plan.h"
 #include "native/vector_store-inl.h"
 #include "runtime/step_hints.h"
@@ -50,6 +51,9 @@ HWY_INLINE void row_f32_to_bf16(DF df, const float* s, uint16_t* d, int64_t len,
   const auto one = hn::Set(du, 1u);
   const auto quiet = hn::Set(du, 0x00400000u);
   int64_t j = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (cpu_has_avx512bf16()) j = f32_to_bf16_avx512bf16(s, d, len, stream);
+#endif
   // An output block written once in place takes streaming stores, as the widening above does.
   store_vectors(d16, d, j, len, N, stream, [&](int64_t k) HWY_ATTR {
     const auto v = hn::LoadU(df, s + k);

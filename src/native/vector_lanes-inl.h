@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "native/bf16_avx512.h"
 #include "native/vector_store-inl.h"
 #include "tessera/detail/narrow_float.h"
 #include "tessera/dtype.h"
@@ -474,7 +475,11 @@ void round_bf16(DF df, float* x, int64_t padded) {
   const auto one = hn::Set(du, 1u);
   const auto hi = hn::Set(du, 0xffff0000u);
   const auto quiet = hn::Set(du, 0x00400000u);
-  for (int64_t j = 0; j < padded; j += N) {
+  int64_t j = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (cpu_has_avx512bf16()) j = round_bf16_avx512bf16(x, padded);
+#endif
+  for (; j < padded; j += N) {
     const auto v = hn::Load(df, x + j);
     const auto u = hn::BitCast(du, v);
     const auto lsb = hn::And(hn::ShiftRight<16>(u), one);

@@ -121,6 +121,55 @@ void check_round_trip(bool checked) {
 TEST(FusedConvert, BFloat16RoundTripMatchesTheDtype) { check_round_trip(false); }
 TEST(FusedConvert, BFloat16RoundTripMatchesTheDtypeChecked) { check_round_trip(true); }
 
+// Rows of 64 whose 16-element vectors hold, in turn: no subnormal (NaNs with payloads, ties,
+// the largest floats, infinities, -0), one subnormal among such values, only subnormals, and
+// values of every magnitude. AVX512-BF16's conversion, which the native engine takes where the
+// CPU has it, flushes subnormals: a vector that holds one must be rounded exactly all the same.
+std::vector<float> vectors_with_and_without_subnormals(int64_t rows, int64_t ld) {
+  const uint32_t normal[16] = {0x7fc00001u, 0x7f800001u, 0xffa00003u, 0x3f808000u,
+                               0x3f818000u, 0x3f808001u, 0x7f7fffffu, 0x7f7f8000u,
+                               0xff7f8000u, 0x7f800000u, 0xff800000u, 0x80000000u,
+                               0x00800000u, 0x0080ffffu, 0xc0490fdbu, 0x00000000u};
+  std::vector<float> x(static_cast<size_t>(rows * ld), 1.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = x.data() + i * ld + 3;  // the window of in_kernel
+    for (int j = 0; j < 16; ++j) {
+      row[j] = from_bits(normal[(j + i) % 16]);
+      row[16 + j] = j == 5 ? from_bits(0x00018000u + static_cast<uint32_t>(i)) : row[j];
+      row[32 + j] = from_bits(0x807f8000u + static_cast<uint32_t>(j * 1024 + i));
+      row[48 + j] =
+          std::ldexp(1.0f + static_cast<float>(j) * 0x1p-9f, static_cast<int>(8 * j - 64 - i));
+    }
+  }
+  return x;
+}
+
+TEST(FusedConvert, BFloat16RoundingOfVectorsWithAndWithoutSubnormals) {
+  const int64_t rows = 3, cols = 64, ld = cols + 13;
+  const std::vector<float> x = vectors_with_and_without_subnormals(rows, ld);
+  for (const bool checked : {false, true}) {
+    std::optional<pltpu::ForceTpuInterpretMode> force;
+    if (checked) force.emplace();
+    std::vector<bfloat16> h(x.size()), h2(x.size());
+    std::vector<float> back(x.size()), back2(x.size());
+    // The fused conversion of a ref, and the tile evaluator's rounding of a node of a tree.
+    in_kernel(x, h, back, rows, cols,
+              [](auto xs, auto hs, auto) { hs = xs.template astype<bfloat16>(); });
+    in_kernel(x, h2, back2, rows, cols,
+              [](auto xs, auto hs, auto) { hs = (xs + 0.0f).template astype<bfloat16>(); });
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 3; j < 3 + cols; ++j) {
+        const size_t e = static_cast<size_t>(i * ld + j);
+        ASSERT_EQ(h[e].bits, bfloat16(x[e]).bits)
+            << (checked ? "checked" : "native") << ", astype at " << i << ", " << j;
+        volatile float zero = 0.0f;  // x + 0 as the kernel computes it (a NaN made quiet)
+        ASSERT_EQ(h2[e].bits, bfloat16(x[e] + zero).bits)
+            << (checked ? "checked" : "native") << ", (x + 0).astype at " << i << ", " << j;
+      }
+    }
+  }
+}
+
 TEST(FusedConvert, FillsWriteOnlyTheWindow) {
   const int64_t rows = 4, cols = 37, ld = cols + 13;
   std::vector<float> x(static_cast<size_t>(rows * ld), 1.0f);
