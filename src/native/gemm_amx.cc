@@ -489,19 +489,34 @@ void amx_one_row(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const 
 // Sapphire Rapids class CPU (docs/performance.md, "bfloat16: the columns split among the
 // cores"): rows 1 KiB apart put 8 lines in a set and ran faster in place (512³), 1.5 KiB 4
 // (768³), while rows 2 KiB apart, 16 a set, ran faster copied (1024³), as 4 KiB ones (32) did.
+// The answer depends on the addresses only modulo 4 KiB; the last one is kept per thread (a
+// kernel's dots repeat their shapes and strides step after step).
 bool rows_crowd_l1(const std::byte* a, int64_t stride, int64_t rows, int64_t pass_bytes) {
   constexpr int64_t kSets = 4096 / 64;
+  struct Last {
+    uintptr_t a = ~uintptr_t{0};
+    int64_t stride = 0, rows = 0, pass_bytes = 0;
+    bool crowd = false;
+  };
+  thread_local Last seen;
+  const uintptr_t a_mod = reinterpret_cast<uintptr_t>(a) % 4096;
+  const int64_t stride_mod = stride % 4096;
+  if (seen.a == a_mod && seen.stride == stride_mod && seen.rows == rows &&
+      seen.pass_bytes == pass_bytes) {
+    return seen.crowd;
+  }
   const int64_t ways = std::max<int64_t>(1, gemm_l1d_bytes() / 4096);
   int count[kSets] = {};
   int most = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const auto first = reinterpret_cast<uintptr_t>(a + r * stride) / 64;
-    const auto last = (reinterpret_cast<uintptr_t>(a + r * stride + pass_bytes) - 1) / 64;
-    for (uintptr_t line = first; line <= last && line < first + kSets; ++line) {
+    const auto end = (reinterpret_cast<uintptr_t>(a + r * stride + pass_bytes) - 1) / 64;
+    for (uintptr_t line = first; line <= end && line < first + kSets; ++line) {
       most = std::max(most, ++count[line % kSets]);
     }
   }
-  return 3 * most > 2 * ways;
+  seen = Last{a_mod, stride_mod, rows, pass_bytes, 3 * most > 2 * ways};
+  return seen.crowd;
 }
 
 // `c_cols` >= n: the columns of C that may be written (a padded temporary's), so that blocks
