@@ -450,7 +450,10 @@ TpuInfo get_tpu_info() {
   info.vmem_capacity_bytes = detail::default_vmem_limit_bytes();
   info.cmem_capacity_bytes = 0;
   info.smem_capacity_bytes = detail::smem_capacity_bytes();
-  info.hbm_capacity_bytes = sysconf_bytes(_SC_PHYS_PAGES) * sysconf_bytes(_SC_PAGESIZE);
+  // The host's memory, read once: sysconf(_SC_PHYS_PAGES) is a system call, and kernels that
+  // pick their blocks at every call (examples::default_matmul_blocks) ask for this info each time.
+  static const int64_t host_memory = sysconf_bytes(_SC_PHYS_PAGES) * sysconf_bytes(_SC_PAGESIZE);
+  info.hbm_capacity_bytes = host_memory;
   // Rates stay 0 until Tessera measures them.
   info.cpu = cached_cpu_info();
   return info;
