@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -222,6 +223,38 @@ TEST(RowReductions, OtherOpsOnARefMatchTheSameOpsOnACopy) {
       EXPECT_EQ(f(i, j), run) << i << "," << j;
       EXPECT_EQ(g((i + 3) % 6, j), x(i, j)) << i << "," << j;
       EXPECT_EQ(h((i + 3) % 6, j), x(i, j)) << i << "," << j;
+    }
+  }
+}
+
+// A sum, max or min alone is reduced straight into a destination of its own shape, dtype and
+// row-major layout (reduce_into, src/native/vector_evaluate.cc); one that overlaps the operand,
+// or that the result broadcasts into, goes through a temporary and still gets the whole result.
+TEST(RowReductions, StraightIntoTheDestinationOnlyWhereThatIsSafe) {
+  for (const bool checked : {false, true}) {
+    std::optional<pltpu::ForceTpuInterpretMode> force;
+    if (checked) force.emplace();
+    Array<float> x = random_rows(8, 40, 17);
+    for (int64_t j = 0; j < 40; ++j) x(7, j) = 100.0f + static_cast<float>(j);  // the max, row 7
+    auto k = pl::pallas_call(
+        [](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<float> own, pltpu::VmemRef<float> o,
+           pltpu::VmemRef<float> wide) {
+          own = jnp::max(x_ref, 0, true);  // (1, 40): straight in
+          o = x_ref[pl::ellipsis];
+          o.at(pl::ds(7, 1), pl::all) = jnp::max(o, 0, true);  // row 7 of its own operand
+          wide = jnp::sum(x_ref, 1, true);                     // (8, 1) broadcast to (8, 40)
+        },
+        pl::out_shape(ShapeDtypeStruct<float>{{1, 40}}, ShapeDtypeStruct<float>{{8, 40}},
+                      ShapeDtypeStruct<float>{{8, 40}}));
+    auto [own, o, wide] = k(x);
+    for (int64_t j = 0; j < 40; ++j) {
+      EXPECT_EQ(own(0, j), 100.0f + static_cast<float>(j)) << j << (checked ? " checked" : "");
+      EXPECT_EQ(o(7, j), 100.0f + static_cast<float>(j)) << j << (checked ? " checked" : "");
+    }
+    for (int64_t i = 0; i < 8; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < 40; ++j) sum += x(i, j);
+      for (int64_t j = 0; j < 40; ++j) EXPECT_NEAR(wide(i, j), sum, 1e-3) << i << ", " << j;
     }
   }
 }
