@@ -202,13 +202,18 @@ class TreeCompiler {
     return std::min(most, kNo);
   }
 
-  // Whether node i's value is one per row: a constant, a ref with stride 0 along the row, or an
-  // op the fused trees take of such values.
+  // Whether node i's value is one per row: a constant, a ref or an iota with stride 0 along the
+  // row (a mask's iota over the rows), or an op the fused trees take of such values.
   bool per_row(int i) const {
     const plan::Node& n = node(i);
+    const int last = static_cast<int>(p_.extent.size()) - 1;
     if (n.op == OpCode::kConst) return true;
-    if (n.op == OpCode::kLoad) return n.stride[p_.extent.size() - 1] == 0;
-    if (base_[i] == kIotaF || base_[i] == kIotaI || need_[i] >= kNo) return false;
+    if (n.op == OpCode::kLoad) return n.stride[last] == 0;
+    if (base_[i] == kIotaF || base_[i] == kIotaI) {
+      const int iota = n.op == OpCode::kIota ? i : offset_iota(i);
+      return node(iota).stride[last] == 0;
+    }
+    if (need_[i] >= kNo) return false;
     int ch[3];
     const int m = children(i, ch);
     for (int k = 0; k < m; ++k) {
