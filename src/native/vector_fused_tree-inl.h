@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -61,7 +62,8 @@ struct TreeChunk {
   float* const* buf;
   float* dst;
   bool stream;
-  float* row_scalars;  // one vector each
+  float* row_scalars;  // row scalar r's vectors at row_scalars + r * rs_stride
+  int64_t rs_stride;
 };
 
 // Input `index` of source S's k-th vector of the chunk, as get(k).
@@ -155,7 +157,7 @@ void tree_step(const TreeChunk& c, const TreeStep& st, int64_t nv) {
   const auto value = tree_value<Code>(c, st);
   float* out = st.out >= 0    ? c.buf[st.out]
                : st.out == -1 ? c.dst
-                              : c.row_scalars + (-2 - st.out) * hn::MaxLanes(df);
+                              : c.row_scalars + (-2 - st.out) * c.rs_stride;
   if (st.out == -1 && c.stream) {
     for (int64_t k = 0; k < nv; ++k) hn::Stream(value(k), df, out + k * N);
   } else {
@@ -172,17 +174,24 @@ constexpr std::array<TreeStepFn, sizeof...(I)> tree_step_table(std::index_sequen
 inline constexpr std::array<TreeStepFn, kNumCodes> kTreeSteps =
     tree_step_table(std::make_index_sequence<kNumCodes>());
 
-// One row of the tree over `len` elements: o[i] is operand i's row (or scalar) there.
-inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int64_t len,
-                     bool stream) {
+// The operands' scalars (the bits of an int32 one), each in a vector: o[i] for a scalar operand.
+inline void tree_scalars(const TreeProgram& t, const ChainOperand* o, TreeV* scalar) {
   const TreeDF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  TreeV scalar[kMaxFusedOperands + kMaxRowScalars];
   for (int i = 0; i < t.no; ++i) {
-    float v = 0;  // (an int32 scalar's bits)
+    float v = 0;
     if (!o[i].row && o[i].p != nullptr) std::memcpy(&v, o[i].p, sizeof v);
     scalar[i] = hn::Set(df, v);
   }
+}
+
+// One row of the tree over `len` elements: o[i] is operand i's row (or scalar) there. The row
+// scalars are computed by the row steps, or given: row scalar r is given[r * given_stride].
+inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int64_t len,
+                     bool stream, const float* given, int64_t given_stride) {
+  const TreeDF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  TreeV scalar[kMaxFusedOperands + kMaxRowScalars];
+  tree_scalars(t, o, scalar);
   HWY_ALIGN float lanes[kMaxTreeBuffers][kChunk * hn::MaxLanes(df)];
   HWY_ALIGN float row_scalars[kMaxRowScalars][hn::MaxLanes(df)];
   float* const buf[kMaxTreeBuffers] = {lanes[0], lanes[1], lanes[2], lanes[3]};
@@ -193,10 +202,17 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
               buf,
               d,
               stream && reinterpret_cast<uintptr_t>(d) % (N * sizeof(float)) == 0,
-              row_scalars[0]};
-  for (int s = 0; s < t.nr; ++s) kTreeSteps[t.row_steps[s].code](c, t.row_steps[s], 1);
-  for (int r = 0; r < t.row_scalars; ++r) {
-    scalar[kMaxFusedOperands + r] = hn::Load(df, row_scalars[r]);
+              row_scalars[0],
+              static_cast<int64_t>(hn::MaxLanes(df))};
+  if (given != nullptr) {
+    for (int r = 0; r < t.row_scalars; ++r) {
+      scalar[kMaxFusedOperands + r] = hn::Set(df, given[r * given_stride]);
+    }
+  } else {
+    for (int s = 0; s < t.nr; ++s) kTreeSteps[t.row_steps[s].code](c, t.row_steps[s], 1);
+    for (int r = 0; r < t.row_scalars; ++r) {
+      scalar[kMaxFusedOperands + r] = hn::Load(df, row_scalars[r]);
+    }
   }
   auto run = [&](int64_t nv) {
     for (int s = 0; s < t.ns; ++s) kTreeSteps[t.steps[s].code](c, t.steps[s], nv);
@@ -218,22 +234,61 @@ inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int6
         to[i].p = tail[i];
       }
     }
-    c = TreeChunk{to, 0, whole, scalar, buf, out, false, row_scalars[0]};
+    c = TreeChunk{to, 0, whole, scalar, buf, out, false, row_scalars[0], c.rs_stride};
     run(1);
     std::memcpy(d + whole, out, rest);
   }
 }
 
+// The row scalars of rows row0 .. row0 + nv * N - 1 of a 2-D destination, by the steps with a row
+// per lane (TreeProgram::by_rows), into out: row scalar r of row row0 + q at out[r * stride + q].
+// Each lane computes what the row steps compute for its row, op for op, so the bits are theirs.
+inline void tree_rows_scalars(const TreeProgram& t, int64_t row0, int64_t nv, float* out,
+                              int64_t stride) {
+  const TreeDF df;
+  ChainOperand o[kMaxFusedOperands];
+  for (int i = 0; i < t.no; ++i) {
+    const FusedOperand& f = t.f[i];
+    if (f.kind == FusedArg::kIota) {  // its value at column 0 of row row0, stepping by rows
+      const int64_t first = std::bit_cast<int32_t>(f.value) + row0 * f.stride[0];
+      o[i] = ChainOperand{nullptr, false, first, f.stride[0]};
+    } else if (f.stride == nullptr) {
+      o[i] = ChainOperand{&f.value, false, 0, 0};
+    } else {  // a column, read down its rows (by_rows has it as a row only for stride 1)
+      o[i] = ChainOperand{f.data + row0 * f.stride[0], f.stride[0] == 1, 0, 0};
+    }
+  }
+  TreeV scalar[kMaxFusedOperands + kMaxRowScalars];
+  tree_scalars(t, o, scalar);
+  HWY_ALIGN float lanes[kMaxTreeBuffers][kChunk * hn::MaxLanes(df)];
+  float* const buf[kMaxTreeBuffers] = {lanes[0], lanes[1], lanes[2], lanes[3]};
+  const TreeChunk c{o, 0, 0, scalar, buf, nullptr, false, out, stride};
+  for (int s = 0; s < t.nb; ++s) kTreeSteps[t.by_rows[s].code](c, t.by_rows[s], nv);
+}
+
 // d = the tree `t` on the fused path, row by row; false (nothing done) when no operand is a row
-// or an iota.
+// or an iota. A 2-D destination whose rows have row scalars takes them a chunk of rows at a time
+// (tree_rows_scalars): one call of each row step for kChunk vectors of rows, not one a row.
 inline bool fused_tree(const FusedDst& p, const TreeProgram& t) {
   bool any_row = false;
   for (int i = 0; i < t.no; ++i) any_row = any_row || t.f[i].kind != FusedArg::kScalar;
   if (!any_row) return false;
   ++g_fused_trees_for_test;
+  const TreeDF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t len = p.extent[p.nd - 1];
+  constexpr int64_t kRun = kChunk * hn::MaxLanes(df);
+  const int64_t run = kChunk * N;  // rows a run (N <= MaxLanes)
+  const int64_t by_rows = p.nd == 2 && t.nb > 0 ? p.extent[0] / N * N : 0;
+  HWY_ALIGN float given[kMaxRowScalars][kRun];
+  int64_t row = 0;
   for_each_chain_row(p, t.f, t.no, [&](const ChainOperand* o, float* dst) HWY_ATTR {
-    tree_row(t, o, dst, len, p.stream);
+    const int64_t q = row % run;
+    if (row < by_rows && q == 0) {
+      tree_rows_scalars(t, row, std::min(run, by_rows - row) / N, given[0], kRun);
+    }
+    tree_row(t, o, dst, len, p.stream, row < by_rows ? given[0] + q : nullptr, kRun);
+    ++row;
   });
   return true;
 }

@@ -81,6 +81,13 @@ struct TreeProgram {
   TreeStep row_steps[kMaxTreeSteps];  // once a row, first
   int nr = 0;
   int row_scalars = 0;
+  // The row steps again, with a row per lane (2-D destinations only): the row scalars of a run of
+  // rows at once, each step over vectors of rows. Their per-row operands are read as rows (a
+  // column with stride 1 between rows), an iota over the rows steps by its row coefficient.
+  // Empty (nb 0) where a row scalar's leaves cannot be read so (a column strided between rows, a
+  // float32 iota: its lanes would be rounded in a different order).
+  TreeStep by_rows[kMaxTreeSteps];
+  int nb = 0;
 };
 
 // Builds the program of the tree under the last node of `p`. The subtrees of a node run one
@@ -104,7 +111,9 @@ class TreeCompiler {
       scalars_[i] = per_row(i);
     }
     TreeInput root;
-    return need_[nn - 1] <= kMaxTreeBuffers && emit(nn - 1, 0, -1, root);
+    if (need_[nn - 1] > kMaxTreeBuffers || !emit(nn - 1, 0, -1, root)) return false;
+    compile_by_rows();
+    return true;
   }
 
  private:
@@ -200,6 +209,21 @@ class TreeCompiler {
       if (x > 0) most = std::max(most, x + k);
     }
     return std::min(most, kNo);
+  }
+
+  // The row steps with a row per lane (TreeProgram::by_rows), where the destination is 2-D and
+  // every row scalar's leaves can be read so; else none.
+  void compile_by_rows() {
+    if (out_.row_scalars == 0 || p_.extent.size() != 2) return;
+    by_rows_ = in_row_steps_ = true;
+    bool ok = true;
+    for (int r = 0; r < out_.row_scalars && ok; ++r) {
+      TreeInput value;
+      ok = emit(row_root_[r], 0, -2 - r, value);
+    }
+    by_rows_ = in_row_steps_ = false;
+    for (int s = 0; s < out_.nb && ok; ++s) ok = out_.by_rows[s].code != kIotaF;
+    if (!ok) out_.nb = 0;
   }
 
   // Whether node i's value is one per row: a constant, a ref or an iota with stride 0 along the
@@ -307,13 +331,20 @@ class TreeCompiler {
     if (base_[i] == kLeaf) {
       const int o = operand(i);
       if (o < 0) return false;
-      const bool row = out_.f[o].kind == FusedArg::kRow;
+      bool row = out_.f[o].kind == FusedArg::kRow;
+      if (by_rows_ && out_.f[o].stride != nullptr) {
+        // With a row per lane, a column with stride 1 between rows is a row; 0, a scalar.
+        const int64_t between = out_.f[o].stride[0];
+        if (between != 0 && between != 1) return false;
+        row = between == 1;
+      }
       in = TreeInput{row ? TreeSource::kRow : TreeSource::kScalar, o};
       return true;
     }
     if (out >= 0 && scalars_[i] && !in_row_steps_) {
       // A subtree of per-row values: once a row, into row scalar r.
       if (out_.row_scalars == kMaxRowScalars) return false;
+      row_root_[out_.row_scalars] = i;
       const int r = out_.row_scalars++;
       TreeInput value;
       in_row_steps_ = true;
@@ -330,9 +361,9 @@ class TreeCompiler {
     } else if (!emit_inputs(i, buf, st)) {
       return false;
     }
-    int& ns = in_row_steps_ ? out_.nr : out_.ns;
+    int& ns = by_rows_ ? out_.nb : in_row_steps_ ? out_.nr : out_.ns;
     if (ns == kMaxTreeSteps) return false;
-    (in_row_steps_ ? out_.row_steps : out_.steps)[ns++] = st;
+    (by_rows_ ? out_.by_rows : in_row_steps_ ? out_.row_steps : out_.steps)[ns++] = st;
     in = TreeInput{TreeSource::kBuffer, out};
     return true;
   }
@@ -342,7 +373,9 @@ class TreeCompiler {
   int base_[kMaxNodes];
   int need_[kMaxNodes];
   bool scalars_[kMaxNodes];
+  int row_root_[kMaxRowScalars];  // the node whose value row scalar r is
   bool in_row_steps_ = false;
+  bool by_rows_ = false;  // emitting TreeProgram::by_rows
 };
 
 }  // namespace tessera::detail::HWY_NAMESPACE

@@ -203,11 +203,34 @@ void check_masks(const std::string& how, Shape s) {
   });
 }
 
+// A per-row subtree over a column strided between rows (column 0 of y): its rows' scalars are
+// computed a row at a time, as with a float32 iota over the rows (check_masks); a contiguous
+// column (sc) and an int32 iota over the rows take them a run of rows at a time.
+void check_row_runs(const std::string& how, Shape s) {
+  compare(how + ": a strided column in a per-row subtree", s, Path::kTree, [](R x, R y, R sc, W o) {
+    auto yc = y.at(pl::all, pl::ds(0, 1));
+    o = x * jnp::exp(yc * 0.25f) + (sc * 2.0f - 1.0f);
+  });
+  compare(how + ": int32 iota and a column in one per-row subtree", s, Path::kTree,
+          [](R x, R, R sc, W o) {
+            auto r = 5 + 3 * lax::broadcasted_iota<int32_t>(x.shape(), 0);
+            o = jnp::where(r > 40, x, sc * 0.5f) - jnp::maximum(sc, 0.0f);
+          });
+}
+
 void check_all(const std::string& how) {
   for (const Shape& s : {Shape{4, 37}, Shape{3, 128}, Shape{2, 300}, Shape{2, 3, 21}}) {
     check_unary(how, s);
     check_trees(how, s);
     check_masks(how, s);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  // Rows in runs (src/native/vector_fused_tree-inl.h, fused_tree): 37 rows (two vectors of rows
+  // and a tail of rows), 300 (a run of 256 and one of 32 with AVX-512, then a tail).
+  for (const Shape& s : {Shape{37, 20}, Shape{300, 17}}) {
+    check_trees(how, s);
+    check_masks(how, s);
+    check_row_runs(how, s);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
