@@ -382,6 +382,7 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
 /// Replaces every non-elementwise node of `nodes` by a load of its computed temporary.
 std::vector<ExprNode> lower(const std::vector<ExprNode>& nodes, Temporaries& temps) {
   std::vector<ExprNode> out;
+  out.reserve(nodes.size() + 2);  // a lowered node may add a conversion
   std::vector<int> map(nodes.size(), -1);
   auto remap = [&](int i) { return i < 0 ? i : map[static_cast<size_t>(i)]; };
   for (size_t k = 0; k < nodes.size(); ++k) {
@@ -686,11 +687,10 @@ void evaluate_nodes(const std::vector<ExprNode>& program, std::source_location w
   bool plain = true;
   for (const ExprNode& e : program) plain = plain && !is_non_elementwise(e.op);
   if (plain) return evaluate_flat(program, where, dst);
-  // Lowering evaluates sub-programs, which reuse the per-thread node storage of ExprProgram
-  // only through evaluate_flat (not the storage itself), so a copy is enough.
-  const std::vector<ExprNode> nodes = program;
+  // Lowering reads `program` and builds no ExprProgram at its level (one built meanwhile takes
+  // the next level's storage: expr_rules.cc), so it is read where it lies.
   Temporaries temps(stack_temporaries);
-  const std::vector<ExprNode> lowered = lower(nodes, temps);
+  const std::vector<ExprNode> lowered = lower(program, temps);
   evaluate_flat(lowered, where, dst);
 }
 
