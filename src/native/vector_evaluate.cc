@@ -655,9 +655,9 @@ namespace {
 // `dst = jnp.max(x, axis, keepdims)` and the like, alone: a sum, max or min of a ref (or value)
 // of 32-bit lanes laid out row-major, into a destination of the result's own shape and dtype,
 // laid out row-major, that does not overlap it, is reduced straight into the destination. The
-// general path copies the program, lowers it (a temporary for the result, three vectors of
-// nodes) and copies the result over: 0.44 us for the per-row max of an (8, 128) block
-// (docs/performance.md, "bfloat16: the columns split among the cores"). Same kernel, same bits.
+// general path lowers the program (a temporary for the result, vectors of nodes) and copies the
+// result over: 0.41-0.44 us for the per-row max of an (8, 128) block against 0.19-0.21
+// (docs/performance.md, "Small calls and lone reductions"). Same kernel, same bits.
 bool reduce_into(const std::vector<ExprNode>& program, const RawRef& dst) {
   if (program.size() != 2) return false;
   const ExprNode& x = program[0];
