@@ -489,21 +489,23 @@ void amx_one_row(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const 
 // Sapphire Rapids class CPU (docs/performance.md, "bfloat16: the columns split among the
 // cores"): rows 1 KiB apart put 8 lines in a set and ran faster in place (512³), 1.5 KiB 4
 // (768³), while rows 2 KiB apart, 16 a set, ran faster copied (1024³), as 4 KiB ones (32) did.
-// The answer depends on the addresses only modulo 4 KiB; the last one is kept per thread (a
-// kernel's dots repeat their shapes and strides step after step).
+// The answer depends on the addresses only modulo 4 KiB; the last four are kept per thread (a
+// kernel's dots repeat their shapes and strides step after step: flash attention's two a step).
 bool rows_crowd_l1(const std::byte* a, int64_t stride, int64_t rows, int64_t pass_bytes) {
   constexpr int64_t kSets = 4096 / 64;
-  struct Last {
+  struct Seen {
     uintptr_t a = ~uintptr_t{0};
     int64_t stride = 0, rows = 0, pass_bytes = 0;
     bool crowd = false;
   };
-  thread_local Last seen;
+  thread_local Seen seen[4];
+  thread_local int next = 0;
   const uintptr_t a_mod = reinterpret_cast<uintptr_t>(a) % 4096;
   const int64_t stride_mod = stride % 4096;
-  if (seen.a == a_mod && seen.stride == stride_mod && seen.rows == rows &&
-      seen.pass_bytes == pass_bytes) {
-    return seen.crowd;
+  for (const Seen& e : seen) {
+    if (e.a == a_mod && e.stride == stride_mod && e.rows == rows && e.pass_bytes == pass_bytes) {
+      return e.crowd;
+    }
   }
   const int64_t ways = std::max<int64_t>(1, gemm_l1d_bytes() / 4096);
   int count[kSets] = {};
@@ -515,8 +517,10 @@ bool rows_crowd_l1(const std::byte* a, int64_t stride, int64_t rows, int64_t pas
       most = std::max(most, ++count[line % kSets]);
     }
   }
-  seen = Last{a_mod, stride_mod, rows, pass_bytes, 3 * most > 2 * ways};
-  return seen.crowd;
+  Seen& e = seen[next];
+  next = (next + 1) % 4;
+  e = Seen{a_mod, stride_mod, rows, pass_bytes, 3 * most > 2 * ways};
+  return e.crowd;
 }
 
 // `c_cols` >= n: the columns of C that may be written (a padded temporary's), so that blocks
