@@ -184,14 +184,13 @@ inline void tree_scalars(const TreeProgram& t, const ChainOperand* o, TreeV* sca
   }
 }
 
-// One row of the tree over `len` elements: o[i] is operand i's row (or scalar) there. The row
-// scalars are computed by the row steps, or given: row scalar r is given[r * given_stride].
-inline void tree_row(const TreeProgram& t, const ChainOperand* o, float* d, int64_t len,
-                     bool stream, const float* given, int64_t given_stride) {
+// One row of the tree over `len` elements: o[i] is operand i's row (or scalar) there, scalar[i]
+// its scalar in a vector (tree_scalars). The row scalars are computed by the row steps, or given:
+// row scalar r is given[r * given_stride].
+inline void tree_row(const TreeProgram& t, const ChainOperand* o, TreeV* scalar, float* d,
+                     int64_t len, bool stream, const float* given, int64_t given_stride) {
   const TreeDF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  TreeV scalar[kMaxFusedOperands + kMaxRowScalars];
-  tree_scalars(t, o, scalar);
   HWY_ALIGN float lanes[kMaxTreeBuffers][kChunk * hn::MaxLanes(df)];
   HWY_ALIGN float row_scalars[kMaxRowScalars][hn::MaxLanes(df)];
   float* const buf[kMaxTreeBuffers] = {lanes[0], lanes[1], lanes[2], lanes[3]};
@@ -266,9 +265,65 @@ inline void tree_rows_scalars(const TreeProgram& t, int64_t row0, int64_t nv, fl
   for (int s = 0; s < t.nb; ++s) kTreeSteps[t.by_rows[s].code](c, t.by_rows[s], nv);
 }
 
+// The rows of a 2-D destination: each operand's row (or scalar, or iota) moves on by its stride
+// between rows, and only the scalars that do (a column) are set again a row (for_each_chain_row
+// computes every operand from the row's index, and tree_scalars sets every scalar: half of a
+// (512, 32) mask's time). The rows' row scalars come a run of rows at a time below `by_rows`
+// (tree_rows_scalars, into `given`, row scalar r of the run's row q at given[r * stride + q]).
+inline void tree_rows_2d(const FusedDst& p, const TreeProgram& t, TreeV* scalar, int64_t by_rows,
+                         float* given, int64_t stride) {
+  const TreeDF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t run = kChunk * N, rows = p.extent[0], len = p.extent[1];
+  PrefetchQueue* queue = p.prefetch;
+  if (queue != nullptr) {
+    queue->materialize();
+    if (!queue->active()) queue = nullptr;
+  }
+  ChainOperand o[kMaxFusedOperands];
+  int64_t down[kMaxFusedOperands];  // each operand's step from a row to the next
+  int varying[kMaxFusedOperands];   // the scalar operands whose scalar changes from row to row
+  int nv = 0;
+  for (int i = 0; i < t.no; ++i) {
+    const FusedOperand& f = t.f[i];
+    down[i] = f.stride == nullptr ? 0 : f.stride[0];
+    if (f.kind == FusedArg::kIota) {
+      o[i] = ChainOperand{nullptr, false, std::bit_cast<int32_t>(f.value), f.stride[1]};
+    } else {
+      o[i] = ChainOperand{f.stride == nullptr ? &f.value : f.data, f.kind == FusedArg::kRow, 0, 0};
+      if (f.kind == FusedArg::kScalar && down[i] != 0) varying[nv++] = i;
+    }
+  }
+  tree_scalars(t, o, scalar);
+  float* dst = p.data;
+  for (int64_t row = 0; row < rows; ++row) {
+    if (row > 0) {  // the next row
+      dst += p.stride[0];
+      for (int i = 0; i < t.no; ++i) {
+        if (t.f[i].kind == FusedArg::kIota) {
+          o[i].base += down[i];
+        } else {
+          o[i].p += down[i];
+        }
+      }
+      for (int k = 0; k < nv; ++k) {
+        float v;
+        std::memcpy(&v, o[varying[k]].p, sizeof v);
+        scalar[varying[k]] = hn::Set(df, v);
+      }
+    }
+    const int64_t q = row % run;
+    if (row < by_rows && q == 0) {
+      tree_rows_scalars(t, row, std::min(run, by_rows - row) / N, given, stride);
+    }
+    tree_row(t, o, scalar, dst, len, p.stream, row < by_rows ? given + q : nullptr, stride);
+    if (queue != nullptr) drain_prefetch(*queue, len * static_cast<int64_t>(sizeof(float)));
+  }
+}
+
 // d = the tree `t` on the fused path, row by row; false (nothing done) when no operand is a row
-// or an iota. A 2-D destination whose rows have row scalars takes them a chunk of rows at a time
-// (tree_rows_scalars): one call of each row step for kChunk vectors of rows, not one a row.
+// or an iota. A 2-D destination walks its rows by pointer steps and takes its row scalars a run
+// of rows at a time (tree_rows_2d).
 inline bool fused_tree(const FusedDst& p, const TreeProgram& t) {
   bool any_row = false;
   for (int i = 0; i < t.no; ++i) any_row = any_row || t.f[i].kind != FusedArg::kScalar;
@@ -277,18 +332,17 @@ inline bool fused_tree(const FusedDst& p, const TreeProgram& t) {
   const TreeDF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const int64_t len = p.extent[p.nd - 1];
-  constexpr int64_t kRun = kChunk * hn::MaxLanes(df);
-  const int64_t run = kChunk * N;  // rows a run (N <= MaxLanes)
+  constexpr int64_t kRun = kChunk * hn::MaxLanes(df);  // the most rows a run (N <= MaxLanes)
   const int64_t by_rows = p.nd == 2 && t.nb > 0 ? p.extent[0] / N * N : 0;
   HWY_ALIGN float given[kMaxRowScalars][kRun];
-  int64_t row = 0;
+  TreeV scalar[kMaxFusedOperands + kMaxRowScalars];
+  if (p.nd == 2) {
+    tree_rows_2d(p, t, scalar, by_rows, given[0], kRun);
+    return true;
+  }
   for_each_chain_row(p, t.f, t.no, [&](const ChainOperand* o, float* dst) HWY_ATTR {
-    const int64_t q = row % run;
-    if (row < by_rows && q == 0) {
-      tree_rows_scalars(t, row, std::min(run, by_rows - row) / N, given[0], kRun);
-    }
-    tree_row(t, o, dst, len, p.stream, row < by_rows ? given[0] + q : nullptr, kRun);
-    ++row;
+    tree_scalars(t, o, scalar);
+    tree_row(t, o, scalar, dst, len, p.stream, nullptr, 0);
   });
   return true;
 }
