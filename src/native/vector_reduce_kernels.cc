@@ -94,26 +94,31 @@ hn::TFromD<D> fold_row_nan(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
   return r;
 }
 
-/// Folds a contiguous row of L values to one: four vector accumulators (one would bound the loop
-/// by its combine's latency: softmax's row max over 128 float32 columns took 38 ns a row that
-/// way, docs/performance.md "Softmax: row reductions and exp"), then across the lanes. Float max
-/// and min combine with the plain instructions and note NaNs aside; a row that holds one is folded
-/// again by fold_row_nan. A float sum's order is four interleaved partial sums, then a tree.
+/// A row's vectors folded to one, as fold_row folds them before their lanes meet: four vector
+/// accumulators (one would bound the loop by its combine's latency: softmax's row max over 128
+/// float32 columns took 38 ns a row that way, docs/performance.md "Softmax: row reductions and
+/// exp"), combined as (0 op 1) op (2 op 3). Float max and min combine with the plain instructions
+/// and note NaNs aside (`nan`: the row is then folded again by fold_row_nan). `j` is the first
+/// element after the whole vectors. For rows of at least one vector (L >= N).
 template <class D>
-hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
+struct RowVectors {
+  decltype(hn::Zero(D())) all;
+  int64_t j;
+  bool nan;
+};
+template <class D>
+HWY_INLINE RowVectors<D> row_vectors(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
   using T = hn::TFromD<D>;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  if (L < N) {
-    T r = identity<T>(op);
-    for (int64_t j = 0; j < L; ++j) r = combine1(op, r, x[j]);
-    return r;
-  }
   const auto id = hn::Set(d, identity<T>(op));
+  // The first four vectors start the four accumulators (a row of 128 float32 is then two rounds
+  // of four, nothing left over one vector at a time).
+  const bool four = L >= 4 * N;
   auto acc0 = hn::LoadU(d, x);
-  auto acc1 = id;
-  auto acc2 = id;
-  auto acc3 = id;
-  int64_t j = N;
+  auto acc1 = four ? hn::LoadU(d, x + N) : id;
+  auto acc2 = four ? hn::LoadU(d, x + 2 * N) : id;
+  auto acc3 = four ? hn::LoadU(d, x + 3 * N) : id;
+  int64_t j = four ? 4 * N : N;
   if (op == OpCode::kReduceSum) {
     for (; j + 4 * N <= L; j += 4 * N) {
       acc0 = hn::Add(acc0, hn::LoadU(d, x + j));
@@ -122,23 +127,23 @@ hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
       acc3 = hn::Add(acc3, hn::LoadU(d, x + j + 3 * N));
     }
     for (; j + N <= L; j += N) acc0 = hn::Add(acc0, hn::LoadU(d, x + j));
-    const auto all = hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3));
-    T r;
-    if constexpr (hwy::IsFloat<T>()) {
-      r = hn::GetLane(hn::SumOfLanes(d, all));
-    } else {  // lane by lane, wrapping (the intrinsics' horizontal sums add as signed int)
-      HWY_ALIGN T lanes[hn::MaxLanes(d)];
-      hn::Store(all, d, lanes);
-      r = T(0);
-      for (int64_t i = 0; i < N; ++i) r = combine1(op, r, lanes[i]);
-    }
-    for (; j < L; ++j) r = combine1(op, r, x[j]);
-    return r;
+    return {hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3)), j, false};
   }
   const bool is_max = op == OpCode::kReduceMax;
   auto fold = [&](auto a, auto v) HWY_ATTR { return is_max ? hn::Max(a, v) : hn::Min(a, v); };
+  bool has_nan = false;
   if constexpr (hwy::IsFloat<T>()) {
-    auto nan = hn::IsNaN(acc0);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // One unordered compare finds a NaN in either of two vectors (IsNaN takes one a vector, on
+    // the port the max and min use).
+    const auto either_nan = [](auto a, auto b) HWY_ATTR {
+      return hn::Mask512<float>{_mm512_cmp_ps_mask(a.raw, b.raw, _CMP_UNORD_Q)};
+    };
+#else
+    const auto either_nan = [](auto a, auto b)
+                                HWY_ATTR { return hn::Or(hn::IsNaN(a), hn::IsNaN(b)); };
+#endif
+    auto nan = hn::Or(either_nan(acc0, acc1), either_nan(acc2, acc3));
     for (; j + 4 * N <= L; j += 4 * N) {
       const auto v0 = hn::LoadU(d, x + j);
       const auto v1 = hn::LoadU(d, x + j + N);
@@ -148,15 +153,14 @@ hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
       acc1 = fold(acc1, v1);
       acc2 = fold(acc2, v2);
       acc3 = fold(acc3, v3);
-      nan = hn::Or(
-          nan, hn::Or(hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)), hn::Or(hn::IsNaN(v2), hn::IsNaN(v3))));
+      nan = hn::Or(nan, hn::Or(either_nan(v0, v1), either_nan(v2, v3)));
     }
     for (; j + N <= L; j += N) {
       const auto v = hn::LoadU(d, x + j);
       acc0 = fold(acc0, v);
       nan = hn::Or(nan, hn::IsNaN(v));
     }
-    if (!hn::AllFalse(d, nan)) return fold_row_nan(d, op, x, L);
+    has_nan = !hn::AllFalse(d, nan);
   } else {
     for (; j + 4 * N <= L; j += 4 * N) {
       acc0 = fold(acc0, hn::LoadU(d, x + j));
@@ -166,10 +170,162 @@ hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
     }
     for (; j + N <= L; j += N) acc0 = fold(acc0, hn::LoadU(d, x + j));
   }
-  const auto all = fold(fold(acc0, acc1), fold(acc2, acc3));
-  T r = hn::GetLane(is_max ? hn::MaxOfLanes(d, all) : hn::MinOfLanes(d, all));
-  for (; j < L; ++j) r = combine1(op, r, x[j]);  // a NaN here propagates (combine1)
+  return {fold(fold(acc0, acc1), fold(acc2, acc3)), j, has_nan};
+}
+
+/// The rest of a row after its vectors: x[j..L) folded into r in order (a NaN among them
+/// propagates: combine1).
+template <class T>
+T fold_tail(OpCode op, T r, const T* x, int64_t j, int64_t L) {
+  for (; j < L; ++j) r = combine1(op, r, x[j]);
   return r;
+}
+
+/// Folds a contiguous row of L values to one: its vectors (row_vectors), then across the lanes,
+/// then the elements after them. A float sum's order is four interleaved partial sums, then a
+/// tree.
+template <class D>
+hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
+  using T = hn::TFromD<D>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  if (L < N) return fold_tail(op, identity<T>(op), x, 0, L);
+  const RowVectors<D> rv = row_vectors(d, op, x, L);
+  if (rv.nan) return fold_row_nan(d, op, x, L);
+  T r;
+  if (op == OpCode::kReduceSum) {
+    if constexpr (hwy::IsFloat<T>()) {
+      r = hn::GetLane(hn::SumOfLanes(d, rv.all));
+    } else {  // lane by lane, wrapping (the intrinsics' horizontal sums add as signed int)
+      HWY_ALIGN T lanes[hn::MaxLanes(d)];
+      hn::Store(rv.all, d, lanes);
+      r = T(0);
+      for (int64_t i = 0; i < N; ++i) r = combine1(op, r, lanes[i]);
+    }
+  } else {
+    r = hn::GetLane(op == OpCode::kReduceMax ? hn::MaxOfLanes(d, rv.all)
+                                             : hn::MinOfLanes(d, rv.all));
+  }
+  return fold_tail(op, r, x, rv.j, L);
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+/// The lanes of 16 vectors folded at once, lane l of the result the fold of v[l]: the halving
+/// tree of SumOfLanes / MaxOfLanes / MinOfLanes here (_mm512_reduce_*_ps: lanes i and i + 8,
+/// then i + 4, i + 2 and i + 1, each step f(upper, lower) as they order it), so every row's bits
+/// are the ones its own horizontal fold gives, a float max's choice between +0 and -0 included.
+/// Two rows share a vector from the first step on: 15 combines and 30 shuffles for 16 rows, where
+/// a row at a time takes 4 combines and a dependent chain of shuffles each.
+template <class F>
+HWY_INLINE __m512i fold_lanes16(const __m512i* v, F f) {
+  __m512i u[8];
+  for (int m = 0; m < 8; ++m) {  // lanes i + 8 (a row's 256-bit halves); rows 2m, 2m + 1
+    u[m] = f(_mm512_shuffle_i32x4(v[2 * m], v[2 * m + 1], 0xEE),
+             _mm512_shuffle_i32x4(v[2 * m], v[2 * m + 1], 0x44));
+  }
+  __m512i w[4];
+  for (int n = 0; n < 4; ++n) {  // lanes i + 4 (128-bit blocks): block k holds row 4n + k
+    w[n] = f(_mm512_shuffle_i32x4(u[2 * n], u[2 * n + 1], 0xDD),
+             _mm512_shuffle_i32x4(u[2 * n], u[2 * n + 1], 0x88));
+  }
+  const auto shuffle = [](__m512i a, __m512i b, auto imm) HWY_ATTR {
+    return _mm512_castps_si512(
+        _mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), decltype(imm)::value));
+  };
+  using Lo = std::integral_constant<int, 0x44>;
+  using Hi = std::integral_constant<int, 0xEE>;
+  using Even = std::integral_constant<int, 0x88>;
+  using Odd = std::integral_constant<int, 0xDD>;
+  // Lanes i + 2: block k holds rows 8p + k and 8p + 4 + k, two lanes each.
+  const __m512i x0 = f(shuffle(w[0], w[1], Lo{}), shuffle(w[0], w[1], Hi{}));
+  const __m512i x1 = f(shuffle(w[2], w[3], Lo{}), shuffle(w[2], w[3], Hi{}));
+  // Lanes i + 1: lane 4k + q holds row 4q + k; the permutation puts row l in lane l.
+  const __m512i y = f(shuffle(x0, x1, Even{}), shuffle(x0, x1, Odd{}));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_epi32(order, y);
+}
+
+/// fold_lanes16 with `op` on lanes of type T.
+template <class T>
+HWY_INLINE __m512i fold_lanes16(OpCode op, const __m512i* v) {
+  const auto ps = [](auto g) HWY_ATTR {
+    return [g](__m512i a, __m512i b) HWY_ATTR {
+      return _mm512_castps_si512(g(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b)));
+    };
+  };
+  if (op == OpCode::kReduceSum) {
+    if constexpr (std::is_same_v<T, float>) {
+      return fold_lanes16(v, ps([](__m512 a, __m512 b) HWY_ATTR { return _mm512_add_ps(a, b); }));
+    }
+    return fold_lanes16(v, [](__m512i a, __m512i b) HWY_ATTR { return _mm512_add_epi32(a, b); });
+  }
+  const bool is_max = op == OpCode::kReduceMax;
+  if constexpr (std::is_same_v<T, float>) {
+    return is_max ? fold_lanes16(
+                        v, ps([](__m512 a, __m512 b) HWY_ATTR { return _mm512_max_ps(a, b); }))
+                  : fold_lanes16(
+                        v, ps([](__m512 a, __m512 b) HWY_ATTR { return _mm512_min_ps(a, b); }));
+  } else if constexpr (std::is_same_v<T, uint32_t>) {
+    return is_max ? fold_lanes16(
+                        v, [](__m512i a, __m512i b) HWY_ATTR { return _mm512_max_epu32(a, b); })
+                  : fold_lanes16(
+                        v, [](__m512i a, __m512i b) HWY_ATTR { return _mm512_min_epu32(a, b); });
+  } else {
+    return is_max ? fold_lanes16(
+                        v, [](__m512i a, __m512i b) HWY_ATTR { return _mm512_max_epi32(a, b); })
+                  : fold_lanes16(
+                        v, [](__m512i a, __m512i b) HWY_ATTR { return _mm512_min_epi32(a, b); });
+  }
+}
+#endif
+
+/// out[r] = combine(out[r], fold of row r) for `rows` contiguous rows of L values. With 16
+/// lanes, 16 rows at a time: each row's vectors as fold_row has them, then their lanes all
+/// folded at once (fold_lanes16), then each row's elements after its vectors; the same bits as
+/// fold_row row by row. Softmax's row max over a (128, 128) block took 1.3 us a row at a time,
+/// where reading it from L2 takes about 0.5 (docs/performance.md, "Row reductions, 16 rows at a
+/// time").
+template <class D>
+void fold_rows(D d, OpCode op, const hn::TFromD<D>* x, int64_t L, int64_t rows,
+               hn::TFromD<D>* out) {
+  int64_t r = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  using T = hn::TFromD<D>;
+  const hn::RebindToSigned<D> di;
+  if (L >= static_cast<int64_t>(hn::Lanes(d))) {
+    for (; r + 16 <= rows; r += 16) {
+      __m512i v[16];
+      bool nan = false;
+      int64_t j = 0;
+      for (int l = 0; l < 16; ++l) {
+        const RowVectors<D> rv = row_vectors(d, op, x + (r + l) * L, L);
+        v[l] = hn::BitCast(di, rv.all).raw;
+        nan = nan || rv.nan;
+        j = rv.j;
+      }
+      const __m512i folded = fold_lanes16<T>(op, v);
+      if (!nan && j == L) {
+        // No element after the vectors: out combines with the 16 results as combine1 would
+        // (a + b; max: b where a < b, else a, which keeps a NaN already in out; min alike).
+        const auto a = hn::LoadU(d, out + r);
+        const auto b = hn::BitCast(d, decltype(hn::Zero(di)){folded});
+        const auto c = op == OpCode::kReduceSum   ? hn::Add(a, b)
+                       : op == OpCode::kReduceMax ? hn::IfThenElse(hn::Lt(a, b), b, a)
+                                                  : hn::IfThenElse(hn::Lt(b, a), b, a);
+        hn::StoreU(c, d, out + r);
+        continue;
+      }
+      HWY_ALIGN T lanes[16];
+      _mm512_store_si512(lanes, folded);
+      for (int l = 0; l < 16; ++l) {
+        const T* row = x + (r + l) * L;
+        // A row with a NaN is folded again alone (fold_row_nan's exact NaN); rare.
+        const T f = nan ? fold_row(d, op, row, L) : fold_tail(op, lanes[l], row, j, L);
+        out[r + l] = combine1(op, out[r + l], f);
+      }
+    }
+  }
+#endif
+  for (; r < rows; ++r) out[r] = combine1(op, out[r], fold_row(d, op, x + r * L, L));
 }
 
 /// out[0..L) = combine(out, x) elementwise.
@@ -222,6 +378,25 @@ void Reduce(D d, OpCode op, const hn::TFromD<D>* in, void* out_v, const int64_t*
   const bool inner_red = red[ng - 1] != 0;
   std::vector<int64_t> pos(static_cast<size_t>(ng), 0);
   int64_t in_off = 0;
+  if (!arg && inner_red && ng >= 2 && red[ng - 2] == 0) {
+    // Rows folded whole, the kept group before them the innermost kept one: its rows' results
+    // lie side by side (ostride 1), so they are folded a run at a time (fold_rows).
+    const int64_t rows = ext[ng - 2];
+    for (;;) {
+      int64_t o = 0;
+      for (int g = 0; g < ng - 2; ++g) {
+        if (!red[g]) o += pos[static_cast<size_t>(g)] * ostride[static_cast<size_t>(g)];
+      }
+      fold_rows(d, op, in + in_off, L, rows, out + o);
+      in_off += rows * L;
+      int g = ng - 3;
+      for (; g >= 0; --g) {
+        if (++pos[static_cast<size_t>(g)] < ext[g]) break;
+        pos[static_cast<size_t>(g)] = 0;
+      }
+      if (g < 0) return;
+    }
+  }
   for (;;) {
     int64_t o = 0;
     int64_t r_index = 0;  // position along the reduced group (argmax has one)

@@ -3,11 +3,13 @@
 // 32-bit lanes laid out row-major is reduced where it lies, anything else (a strided window, an
 // expression) through a temporary copy; and the row fold of src/native/vector_reduce_kernels.cc
 // (four vector accumulators, NaNs noted aside) over row lengths below, at and past whole
-// vectors, on every SIMD target and in checked mode.
+// vectors, on every SIMD target and in checked mode; and rows folded 16 at a time, bit for bit
+// as each row alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -257,6 +259,112 @@ TEST(RowReductions, StraightIntoTheDestinationOnlyWhereThatIsSafe) {
       for (int64_t j = 0; j < 40; ++j) EXPECT_NEAR(wide(i, j), sum, 1e-3) << i << ", " << j;
     }
   }
+}
+
+// Rows folded 16 at a time (fold_rows, src/native/vector_reduce_kernels.cc) give every row the bits
+// it gets alone: an (R, L) reduction against each of its rows reduced as a (1, L) array, for
+// float32 rows of random values, of signed zeros only (which zero a max or min keeps depends on
+// the order its lanes meet in), with infinities, and with a NaN in some rows; int32 rows whose
+// sums wrap and uint32 rows past 2^31; row counts around 16 and lengths below, at and past whole
+// vectors. And a reduction over an outer axis as well (the 16 rows' results combined into the
+// ones before them, the runs of results at two places) against a float64 reference.
+template <class T>
+uint32_t bits_of(T v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+template <class T>
+void check_rows_alone(const Array<T>& x, const std::string& how) {
+  const int64_t rows = x.shape()[0], cols = x.shape()[1];
+  for (const Op op : {Op::kMax, Op::kMin, Op::kSum}) {
+    const Array<T> all = reduce_rows(x, cols, op, Way::kInPlace);
+    for (int64_t i = 0; i < rows; ++i) {
+      Array<T> row(Shape{1, cols});
+      for (int64_t j = 0; j < cols; ++j) row(0, j) = x(i, j);
+      const Array<T> alone = reduce_rows(row, cols, op, Way::kInPlace);
+      ASSERT_EQ(bits_of(all[i]), bits_of(alone[0]))
+          << how << ", " << name(op) << ", (" << rows << ", " << cols << "), row " << i << ": "
+          << all[i] << " against " << alone[0];
+    }
+  }
+}
+
+void check_sixteen_rows(const std::string& how) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const int64_t rows : {int64_t{16}, int64_t{17}, int64_t{40}}) {
+    for (const int64_t cols : {int64_t{7}, int64_t{16}, int64_t{31}, int64_t{64}, int64_t{100},
+                               int64_t{128}, int64_t{130}, int64_t{513}}) {
+      const std::string at = how + ", (" + std::to_string(rows) + ", " + std::to_string(cols) + ")";
+      const uint32_t seed = static_cast<uint32_t>(rows * 1000 + cols);
+      check_rows_alone(random_rows(rows, cols, seed), at + " random");
+      std::mt19937 gen(seed);
+      Array<float> zeros(Shape{rows, cols});
+      for (int64_t e = 0; e < zeros.size(); ++e) zeros[e] = gen() % 2 ? 0.0f : -0.0f;
+      check_rows_alone(zeros, at + " signed zeros");
+      Array<float> special = random_rows(rows, cols, seed + 1);
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t j = static_cast<int64_t>(gen() % static_cast<uint32_t>(cols));
+        special(i, j) = i % 5 == 3 ? nan : i % 2 ? inf : -inf;
+      }
+      check_rows_alone(special, at + " specials");
+      Array<int32_t> ints(Shape{rows, cols});
+      Array<uint32_t> uints(Shape{rows, cols});
+      for (int64_t e = 0; e < ints.size(); ++e) {
+        ints[e] = static_cast<int32_t>(gen());
+        uints[e] = static_cast<uint32_t>(gen());
+      }
+      check_rows_alone(ints, at + " int32");
+      check_rows_alone(uints, at + " uint32");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  // Axes 1 and 3 of (2, 3, 20, 128): each row's result meets the ones of the rows before it,
+  // and the runs of 20 results lie at two places.
+  std::mt19937 gen(5);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  Array<float> x(Shape{2, 3, 20, 128});
+  for (int64_t e = 0; e < x.size(); ++e) x[e] = dist(gen);
+  for (const Op op : {Op::kMax, Op::kMin, Op::kSum}) {
+    auto k = pl::pallas_call(
+        [op](pltpu::VmemRef<const float> x_ref, pltpu::VmemRef<float> o_ref) {
+          if (op == Op::kMax) o_ref = jnp::max(x_ref, {1, 3});
+          if (op == Op::kMin) o_ref = jnp::min(x_ref, {1, 3});
+          if (op == Op::kSum) o_ref = jnp::sum(x_ref, {1, 3});
+        },
+        pl::out_shape<float>(Shape{2, 20}));
+    const Array<float> y = k(x);
+    for (int64_t c = 0; c < 2; ++c) {
+      for (int64_t b = 0; b < 20; ++b) {
+        double want = op == Op::kSum ? 0.0 : x(c, 0, b, 0);
+        for (int64_t a = 0; a < 3; ++a) {
+          for (int64_t j = 0; j < 128; ++j) {
+            const double v = x(c, a, b, j);
+            want = op == Op::kMax   ? std::max(want, v)
+                   : op == Op::kMin ? std::min(want, v)
+                                    : want + v;
+          }
+        }
+        const std::string at = how + ", axes (1, 3), " + name(op) + " at (" + std::to_string(c) +
+                               ", " + std::to_string(b) + ")";
+        if (op == Op::kSum) {
+          ASSERT_NEAR(y(c, b), want, 1e-3) << at;
+        } else {
+          ASSERT_EQ(y(c, b), static_cast<float>(want)) << at;
+        }
+      }
+    }
+  }
+}
+
+TEST(RowReductions, SixteenRowsAtATimeGiveEachRowItsBitsAlone) {
+  const int tried = tessera::testing::on_every_vector_target(
+      [](const char* target) { check_sixteen_rows(std::string("target ") + target); });
+  EXPECT_GE(tried, 1);
+  const pltpu::ForceTpuInterpretMode force;
+  check_sixteen_rows("checked");
 }
 
 }  // namespace
