@@ -80,22 +80,44 @@ HWY_INLINE V ExpTiny(D d, V x) {
   return hn::BitCast(d, hn::NearestInt(hn::Mul(p, scale)));
 }
 
+/// exp(x) for x in [-87, 88], bit for bit Highway's (hn::Exp) there: q = round(x / ln 2) (halves
+/// away from 0), exp(r) for r = x - q ln 2 by Highway's reduction and polynomial, then 2^q in one
+/// multiply where Highway takes two factors of 2^(q/2): both exact powers of two, and every
+/// intermediate and result here is a normal float, so the bits are the same.
+template <class D, class V>
+HWY_INLINE V ExpNormal(D d, V x) {
+  const hn::Rebind<int32_t, D> di;
+  hn::impl::ExpImpl<float> impl;
+  const auto q =
+      impl.ToInt32(d, hn::MulAdd(x, hn::Set(d, 1.442695040888963407359924681f),
+                                 hn::Or(hn::Set(d, 0.5f), hn::And(x, hn::Set(d, -0.0f)))));
+  const V p = hn::Add(impl.ExpPoly(d, impl.ExpReduce(d, x, q)), hn::Set(d, 1.0f));
+  return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(q, hn::Set(di, 127)))));
+}
+
 /// exp(x) with Highway's kernel, extended to the whole float range: +inf above 100 (Highway is
 /// not valid beyond +104, where the result is +inf anyway), and below -87 ExpTiny's subnormals
 /// and zeros. hn::Exp rather than hn::CallExp (which Highway keeps out of line):
 /// inlined, a tile's loop overlaps consecutive vectors' polynomials (softmax's exp(s - max) 3-4%
-/// faster).
+/// faster). A vector whose lanes all lie in [-87, 88], or else there and below -103.97 where the
+/// result is 0 (the masked scores of attention), takes ExpNormal without the clamps, the NaN
+/// blend and the subnormal path: about 21 operations a vector instead of 32 (docs/performance.md,
+/// "exp's common case").
 template <class D, class V>
 HWY_INLINE V ExpFull(D d, V x) {
   // Just above ln(FLT_MIN) = -87.34: at lo Highway's result and its scaling steps are normal
   // floats; below it ExpTiny's bit patterns are exact for normals too (up to 2^24, twice FLT_MIN).
   const V lo = hn::Set(d, -87.0f);
+  const auto in = hn::And(hn::Ge(x, lo), hn::Le(x, hn::Set(d, 88.0f)));  // a NaN is not in
+  if (hn::AllTrue(d, in)) return ExpNormal(d, x);
+  const auto zero = hn::Lt(x, hn::Set(d, -103.972077f));  // ln(2^-150): exp rounds to 0 below
+  if (hn::AllTrue(d, hn::Or(in, zero)))
+    return hn::IfThenZeroElse(zero, ExpNormal(d, hn::Max(x, lo)));
   const auto tiny = hn::Lt(x, lo);
   V r = hn::Exp(d, hn::Min(hn::Max(x, lo), hn::Set(d, 100.0f)));
   if (!hn::AllFalse(d, tiny)) {
     // Below ln(2^-150) = -103.97 the result rounds to 0 (the masked scores of attention land
     // there, and take no ExpTiny).
-    const auto zero = hn::Lt(x, hn::Set(d, -103.972077f));
     r = hn::IfThenZeroElse(zero, r);
     const auto band = hn::AndNot(zero, tiny);
     if (!hn::AllFalse(d, band)) r = hn::IfThenElse(band, ExpTiny(d, x), r);

@@ -454,6 +454,39 @@ TEST(VectorMath, ExpOfSubnormalResultsOnEveryTarget) {
   EXPECT_GE(tried, 1);
 }
 
+// exp of vectors whose lanes all lie in [-87, 88] (src/native/vector_math-inl.h, ExpNormal), or
+// there and below ln(2^-150) = -103.97 (attention's masked scores: exactly 0), on every SIMD
+// target: within 1 ULP of the correctly rounded result, the low lanes +0, and the edges of both
+// ranges in every lane position.
+TEST(VectorMath, ExpOfNormalResultsAndMaskedZerosOnEveryTarget) {
+  std::vector<float> x;
+  const float low[] = {-1e30f, -kInf, -200.0f, std::nextafter(-103.972077f, -200.0f), -110.0f};
+  for (int k = 0; k < 4096; ++k) {
+    const float v = -87.0f + 175.0f * static_cast<float>(k % 1024) / 1023.0f;  // [-87, 88]
+    x.push_back(k < 1024 || k % 5 != 0 ? v : low[(k / 5) % 5]);
+  }
+  for (const float e :
+       {-87.0f, 88.0f, std::nextafter(88.0f, 0.0f), 88.5f, 88.7f, -86.99f, -87.2f, 0.0f, -0.0f}) {
+    for (int lane = 0; lane < 16; ++lane) x.push_back(lane % 2 ? e : -kInf);
+  }
+  const int n = static_cast<int>(x.size());
+  const int tried = tessera::testing::on_every_vector_target([&](const char* target) {
+    std::vector<float> o(x.size());
+    vref(o, {n}) = jnp::exp(vref(x, {n}));
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (x[k] < -103.972077f) {
+        ASSERT_EQ(std::signbit(o[k]), false) << target << ": exp(" << x[k] << ")";
+        ASSERT_EQ(o[k], 0.0f) << target << ": exp(" << x[k] << ")";
+        continue;
+      }
+      const float want = static_cast<float>(std::exp(static_cast<double>(x[k])));
+      ASSERT_LE(ulp_diff(o[k], want), 1)
+          << target << ": exp(" << x[k] << ") = " << o[k] << ", want " << want;
+    }
+  });
+  EXPECT_GE(tried, 1);
+}
+
 TEST(VectorMath, Bfloat16TranscendentalsRoundOnce) {
   const int n = 999;
   auto xf = sample(n, -6.0f, 6.0f);
