@@ -111,6 +111,36 @@ TEST(FusedChain, ValuesAreThePlainOnes) {
   }
 }
 
+// A destination whose outer axes do not merge into one run of rows (a window of the middle axis):
+// the chain walks each 2-D slab's rows by pointer steps and the slabs from their index; the
+// operands per-row scalars, rows and constants as above, against the tile evaluator.
+TEST(FusedChain, SlabsOfADestinationWhoseOuterAxesDoNotMerge) {
+  const Array<float> x = fused_values(Shape{3, 5, 37}, 7), y = fused_values(Shape{3, 5, 37}, 8);
+  const Array<float> sc = fused_values(Shape{3, 5, 1}, 9);
+  auto k = pl::pallas_call(
+      [](R xr, R yr, R sr, W fused, W tile) {
+        auto w = [](W r) { return r.at(pl::all, pl::ds(1, 5), pl::all); };  // (3, 5, 37) of 7
+        w(fused) = xr * sr + yr;
+        w(fused).at(pl::all, pl::all, pl::ds(0, 36)) =
+            2.0f - xr.at(pl::all, pl::all, pl::ds(1, 36)) * sr;
+        const tessera::testing::TileEvaluatorOnly tile_only;
+        w(tile) = xr * sr + yr;
+        w(tile).at(pl::all, pl::all, pl::ds(0, 36)) =
+            2.0f - xr.at(pl::all, pl::all, pl::ds(1, 36)) * sr;
+      },
+      pl::out_shape(ShapeDtypeStruct<float>{{3, 7, 37}}, ShapeDtypeStruct<float>{{3, 7, 37}}));
+  auto [fused, tile] = k(x, y, sc);
+  for (int64_t a = 0; a < 3; ++a) {
+    for (int64_t b = 1; b < 6; ++b) {
+      for (int64_t j = 0; j < 37; ++j) {
+        ASSERT_TRUE(same_lanes(fused(a, b, j), tile(a, b, j)))
+            << a << ", " << b << ", " << j << ": " << fused(a, b, j) << " / " << tile(a, b, j);
+      }
+    }
+  }
+  EXPECT_TRUE(same_lanes(fused(2, 5, 36), x(2, 4, 36) * sc(2, 4, 0) + y(2, 4, 36)));
+}
+
 // A chain whose destination overlaps its operand one element further on: the whole right side is
 // read before any of it is written, as numpy assigns (the two-op form and a longer one).
 TEST(FusedChain, ADestinationOverlappingItsOperandGetsTheOldValues) {
