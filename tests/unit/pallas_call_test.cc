@@ -3,6 +3,8 @@
 // PARALLEL split, and the checks made before launch.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <optional>
 #include <vector>
 
 #include "support/expect_error.h"
@@ -30,6 +32,35 @@ TEST(PallasCall, BlockedAddSplitOverCores) {
                                pltpu::CompilerParams{.dimension_semantics = {PARALLEL, ARBITRARY}});
     const Array<float> o = add(x, y);
     for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] + y[i]) << cores << " " << i;
+  }
+}
+
+// A mesh with more cores than parallel blocks: the cores past them have no grid step and run
+// nothing (src/runtime/pallas_call.cc, run_core), natively and in checked mode; every block is
+// computed once, by the core it falls to.
+TEST(PallasCall, CoresWithoutGridStepsRunNothing) {
+  Array<float> x({16, 128});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 89);
+  const pl::BlockSpec spec({8, 128}, [](int i) { return pl::idx(i, 0); });
+  for (const bool checked : {false, true}) {
+    std::optional<pltpu::ForceTpuInterpretMode> force;
+    if (checked) force.emplace();
+    for (int cores : {1, 2, 3, 4}) {
+      std::atomic<int> steps{0};
+      auto k = pl::pallas_call(
+          [&steps](pltpu::VmemRef<const float> xv, pltpu::VmemRef<float> ov) {
+            steps.fetch_add(1);
+            ov = xv * 2.0f + 1.0f;
+          },
+          pl::out_shape<float>({16, 128}), pl::grid({2}), pl::in_specs(spec), pl::out_specs(spec),
+          pltpu::TensorCoreMesh("core", cores),
+          pltpu::CompilerParams{.dimension_semantics = {PARALLEL}});
+      const Array<float> o = k(x);
+      EXPECT_EQ(steps.load(), 2) << cores << (checked ? " checked" : "");
+      for (int64_t i = 0; i < o.size(); ++i) {
+        ASSERT_EQ(o[i], x[i] * 2.0f + 1.0f) << cores << (checked ? " checked " : " ") << i;
+      }
+    }
   }
 }
 
