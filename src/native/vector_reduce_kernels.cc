@@ -211,8 +211,10 @@ hn::TFromD<D> fold_row(D d, OpCode op, const hn::TFromD<D>* x, int64_t L) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 /// The lanes of 16 vectors folded at once, lane l of the result the fold of v[l]: the halving
 /// tree of SumOfLanes / MaxOfLanes / MinOfLanes here (_mm512_reduce_*_ps: lanes i and i + 8,
-/// then i + 4, i + 2 and i + 1, each step f(upper, lower) as they order it), so every row's bits
-/// are the ones its own horizontal fold gives, a float max's choice between +0 and -0 included.
+/// then i + 4, i + 2 and i + 1, each step's operands in the order they take them: the upper
+/// half first for the 256- and 128-bit halves, lane i before lane i + 2 and i + 1 after), so
+/// every row's bits are the ones its own horizontal fold gives, a float max's choice between +0
+/// and -0 included.
 /// Two rows share a vector from the first step on: 15 combines and 30 shuffles for 16 rows, where
 /// a row at a time takes 4 combines and a dependent chain of shuffles each.
 template <class F>
