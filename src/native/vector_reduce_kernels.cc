@@ -20,6 +20,7 @@
 #include "core/simd_target.h"
 #include "native/vector_plan.h"
 #include "tessera/detail/expr_program.h"
+#include "tessera/detail/small_vec.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "native/vector_reduce_kernels.cc"
@@ -358,11 +359,13 @@ void Reduce(D d, OpCode op, const hn::TFromD<D>* in, void* out_v, const int64_t*
   using T = hn::TFromD<D>;
   const bool arg = op == OpCode::kArgMax || op == OpCode::kArgMin;
   // Output strides of the kept groups (row-major over kept groups only).
-  std::vector<int64_t> ostride(static_cast<size_t>(ng), 0);
+  // Inline storage: a reduction of a small block is a statement of a few hundred nanoseconds, of
+  // which two vectors' allocations were a fifth.
+  SmallVec ostride(ng, 0);
   int64_t out_size = 1;
   for (int g = ng - 1; g >= 0; --g) {
     if (!red[g]) {
-      ostride[static_cast<size_t>(g)] = out_size;
+      ostride[g] = out_size;
       out_size *= ext[g];
     }
   }
@@ -378,7 +381,7 @@ void Reduce(D d, OpCode op, const hn::TFromD<D>* in, void* out_v, const int64_t*
   }
   const int64_t L = ext[ng - 1];
   const bool inner_red = red[ng - 1] != 0;
-  std::vector<int64_t> pos(static_cast<size_t>(ng), 0);
+  SmallVec pos(ng, 0);
   int64_t in_off = 0;
   if (!arg && inner_red && ng >= 2 && red[ng - 2] == 0) {
     // Rows folded whole, the kept group before them the innermost kept one: its rows' results
@@ -387,14 +390,14 @@ void Reduce(D d, OpCode op, const hn::TFromD<D>* in, void* out_v, const int64_t*
     for (;;) {
       int64_t o = 0;
       for (int g = 0; g < ng - 2; ++g) {
-        if (!red[g]) o += pos[static_cast<size_t>(g)] * ostride[static_cast<size_t>(g)];
+        if (!red[g]) o += pos[g] * ostride[g];
       }
       fold_rows(d, op, in + in_off, L, rows, out + o);
       in_off += rows * L;
       int g = ng - 3;
       for (; g >= 0; --g) {
-        if (++pos[static_cast<size_t>(g)] < ext[g]) break;
-        pos[static_cast<size_t>(g)] = 0;
+        if (++pos[g] < ext[g]) break;
+        pos[g] = 0;
       }
       if (g < 0) return;
     }
@@ -404,9 +407,9 @@ void Reduce(D d, OpCode op, const hn::TFromD<D>* in, void* out_v, const int64_t*
     int64_t r_index = 0;  // position along the reduced group (argmax has one)
     for (int g = 0; g < ng - 1; ++g) {
       if (red[g])
-        r_index = pos[static_cast<size_t>(g)];
+        r_index = pos[g];
       else
-        o += pos[static_cast<size_t>(g)] * ostride[static_cast<size_t>(g)];
+        o += pos[g] * ostride[g];
     }
     const T* row = in + in_off;
     if (arg) {
@@ -433,8 +436,8 @@ void Reduce(D d, OpCode op, const hn::TFromD<D>* in, void* out_v, const int64_t*
     in_off += L;
     int g = ng - 2;
     for (; g >= 0; --g) {
-      if (++pos[static_cast<size_t>(g)] < ext[g]) break;
-      pos[static_cast<size_t>(g)] = 0;
+      if (++pos[g] < ext[g]) break;
+      pos[g] = 0;
     }
     if (g < 0) break;
   }
