@@ -51,7 +51,8 @@ class DeviceLaunchScope {
   DeviceContext* device() const noexcept { return device_; }
   /// What the launch publishes (valid with a device).
   const DeviceLaunch& launch() const noexcept { return launch_; }
-  /// A core of this launch failed with `error`: the other devices are cancelled.
+  /// A core of this launch failed, and `error` is the launch's first error (which the program
+  /// reports if no device told the mesh of one before): the other devices are cancelled.
   void core_failed(std::exception_ptr error) noexcept;
   /// Every core has finished: no remote operation reaches this device's launch afterwards (its
   /// semaphores can be checked and cleared). Idempotent.
@@ -62,6 +63,11 @@ class DeviceLaunchScope {
   DeviceLaunch launch_;
   bool left_ = false;
 };
+
+/// Test hook: a core whose failure is its launch's first waits `ms` milliseconds before telling
+/// the other devices (src/runtime/launch.cc), so that a core it woke, which fails with kCancelled,
+/// tells them first; the program must still report the first error. 0 (the default) restores.
+void set_first_error_report_delay_for_test(int ms) noexcept;
 
 /// Core `ctx` has run its body in a launch whose semaphores outlive it (a pallas_call with
 /// semaphore operands): on a mesh of several in-process devices, returns once every core of every

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -248,6 +249,9 @@ void enter_device_launch(DeviceLaunchScope& device, const LaunchSpec& spec, Laun
 }  // namespace
 
 namespace {
+// set_first_error_report_delay_for_test (runtime/devices.h).
+std::atomic<int> g_first_error_report_delay_ms{0};
+
 // What a core needs of its launch, in cache lines of its own: a worker starts by fetching what
 // the launcher wrote for this launch, one cache line at a time, and a core's first reads miss
 // in its cache once per line (a 2-core tiny launch spent ~200 ns more in the worker's core than
@@ -299,14 +303,23 @@ struct alignas(64) CoreJob {
       check_values_released(ctx);
       engine->core_end(ctx);
     } catch (...) {
+      std::exception_ptr first;
       {
         std::lock_guard<std::mutex> lock(state->mu);
         if (!state->first_error) state->first_error = std::current_exception();
+        first = state->first_error;
         state->cancelled.store(true);
       }
       // Cores blocked in a semaphore wait would otherwise sleep until their timeout.
       wake_semaphore_waiters(spec->num_cores);
-      scope->core_failed(std::current_exception());  // and those of the other devices
+      if (const int ms = g_first_error_report_delay_ms.load(std::memory_order_relaxed);
+          ms > 0 && first == std::current_exception()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      }
+      // And those of the other devices, with the launch's first error, not this core's: a core
+      // this one's failure woke (kCancelled) may tell the mesh before this one does, and the
+      // program reports the error the mesh heard first.
+      scope->core_failed(first);
     }
     settle_streams(ctx);  // (a body that threw)
     engine->core_finished(ctx);
@@ -319,6 +332,10 @@ static_assert(6 * sizeof(void*) + sizeof(FunctionRef<void(int, void* const*)>) =
                   sizeof(LaunchTag) + 2 * sizeof(int64_t) <= 64,
               "a CoreJob's pointers and body fill its first line; its tag and limits, the second");
 }  // namespace
+
+void set_first_error_report_delay_for_test(int ms) noexcept {
+  g_first_error_report_delay_ms.store(ms, std::memory_order_relaxed);
+}
 
 void launch(const LaunchSpec& spec, FunctionRef<void(int, void* const*)> body) {
   launch(spec, body, [](std::vector<LaunchBuffer>&) {});

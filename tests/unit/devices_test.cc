@@ -1,5 +1,7 @@
 // Device meshes (device.h): the mesh and PartitionSpecs, shard_map's shards, the mesh axes
 // inside and outside kernels, and every error of the API before anything communicates.
+#include "runtime/devices.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -116,6 +118,40 @@ TEST(ShardMap, AnErrorOnOneDeviceIsRethrownAndStopsTheOthers) {
     ADD_FAILURE() << "did not throw";
   } catch (const std::runtime_error& e) {
     EXPECT_TRUE(contains(e.what(), "device 1 gives up")) << e.what();
+  }
+}
+
+// A core fails while the other core of its device waits on a semaphore nobody signals: that core
+// is woken and fails with kCancelled, and may tell the mesh before the failing core does (the
+// hook holds the failing core back 100 ms, src/runtime/launch.cc). The program still rethrows the
+// first error, not the cancellation.
+TEST(ShardMap, TheFirstErrorOfADeviceIsTheOneRethrown) {
+  struct Hook {
+    Hook() { detail::set_first_error_report_delay_for_test(100); }
+    ~Hook() { detail::set_first_error_report_delay_for_test(0); }
+  } hook;
+  const Mesh mesh = jax::make_mesh({2}, {"x"});
+  auto k =
+      pl::kernel(pltpu::TensorCoreMesh("core", 2), pltpu::CompilerParams{.wait_timeout_ms = 20000},
+                 pl::scratch_types(pltpu::SemaphoreType::REGULAR, pltpu::SemaphoreType::REGULAR))(
+          [](pltpu::SemaphoreRef never, pltpu::SemaphoreRef go) {
+            if (lax::axis_index("core") == 1) {
+              pl::semaphore_wait(go);  // core 0 is about to block
+              if (lax::axis_index("x") == 0) throw std::runtime_error("core 1 of device 0 failed");
+            } else {
+              pl::semaphore_signal(go, 1, pl::core_index(1));
+            }
+            pl::semaphore_wait(never);  // every other core blocks here until cancelled
+          });
+  for (int round = 0; round < 3; ++round) {
+    try {
+      jax::shard_map([&](const Array<float>&) { k(); }, mesh, P("x"), {})(iota({2}));
+      ADD_FAILURE() << "did not throw";
+    } catch (const Error& e) {
+      ADD_FAILURE() << "a Tessera error instead of the failing core's: " << e.what();
+    } catch (const std::runtime_error& e) {
+      EXPECT_TRUE(contains(e.what(), "core 1 of device 0 failed")) << e.what();
+    }
   }
 }
 
