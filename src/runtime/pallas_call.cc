@@ -383,16 +383,18 @@ GridMapping core_mapping(const CallPlan& p, int core) {
 void run_core(const CallPlan& p, int core, void* const* scratch,
               FunctionRef<void(const PallasStep&)> body) {
   const PallasCallSpec& call = *p.call;
-  if (core != 0 && p.semaphores->empty()) {
+  // This core's share of the grid (a core's own mapping, core_mapping, differs only in where its
+  // SMEM arrays lie).
+  const IterationRange range =
+      pallas_call_core_range(p.g->grid, p.g->semantics, p.cores, core, call.where);
+  if (core != 0 && p.semaphores->empty() && range.begin >= range.end) {
     // A core with no grid step (a grid with no PARALLEL axis, or fewer parallel blocks than
     // cores) has nothing to do: its pipeline would only check and place what core 0's does
     // (the same blocks, rules and windows), and setting it up on a worker, whose first reads of
     // this launch's data all miss, made such a call on 2 cores about twice its time on 1
     // (docs/performance.md, "A core without steps"). Not with semaphore operands, whose counts
     // each core carries in and out.
-    const IterationRange range =
-        pallas_call_core_range(p.g->grid, p.g->semantics, p.cores, core, call.where);
-    if (range.begin >= range.end) return;
+    return;
   }
   const size_t first_prefetch = call.scratch.size();
   const size_t first_semaphore = first_prefetch + p.prefetch->size();
@@ -428,8 +430,6 @@ void run_core(const CallPlan& p, int core, void* const* scratch,
   cfg.where = call.where;
   cfg.op = "pallas_call";
   cfg.scalar_prefetch = smem;
-  const IterationRange range =
-      pallas_call_core_range(g.grid, g.semantics, p.cores, core, call.where);
   cfg.range_begin = range.begin;
   cfg.range_end = range.end;
   std::vector<RawRef> arrays;
