@@ -159,6 +159,40 @@ bool lower_as_view(const ExprNode& node, const std::vector<ExprNode>& sub,
   return true;
 }
 
+/// A reshape of an elementwise program whose leaves are row-major loads of the operand's own shape
+/// (or scalars) is the same program read in the new shape: both shapes number their elements in
+/// the same row-major order, so each load is relabelled and the program appended to `out`, with
+/// no temporary. `k = k_vmem[...].astype(f32).reshape(-1, d)` (Pallas' paged attention) was a
+/// conversion into one temporary and a copy out of it. False when `node` is not such a reshape.
+bool lower_reshape_as_relabel(const ExprNode& node, std::vector<ExprNode>& sub,
+                              std::vector<ExprNode>& out) {
+  if (node.op != OpCode::kReshape || sub.empty() || sub.back().dtype != node.dtype) return false;
+  auto own_shape = [&](const ExprNode& e) { return e.shape.rank() > 0; };
+  for (const ExprNode& e : sub) {
+    if (e.op == OpCode::kLoad) {
+      if (own_shape(e) && (e.shape != node.shape || !is_row_major(e.shape, e.strides))) {
+        return false;
+      }
+    } else if (e.op == OpCode::kConst) {
+      if (own_shape(e) && e.shape != node.shape) return false;
+    } else if (e.op == OpCode::kIota || is_non_elementwise(e.op)) {
+      return false;  // an iota's values depend on the shape it is read in
+    }
+  }
+  const int base = static_cast<int>(out.size());
+  for (ExprNode& e : sub) {
+    if ((e.op == OpCode::kLoad || e.op == OpCode::kConst) && own_shape(e)) {
+      e.shape = node.out_shape;
+      if (e.op == OpCode::kLoad) e.strides = row_major_strides(node.out_shape);
+    }
+    if (e.a >= 0) e.a += base;
+    if (e.b >= 0) e.b += base;
+    if (e.c >= 0) e.c += base;
+    out.push_back(std::move(e));
+  }
+  return true;
+}
+
 /// Evaluates the operand program `sub` of `node` into `operand`, converted to 32-bit lanes of
 /// dtype `lane`, contiguous in the operand's shape.
 void evaluate_operand(const ExprNode& node, std::vector<ExprNode> sub, DType lane, void* operand) {
@@ -338,7 +372,7 @@ void lower_node(const ExprNode& node, std::vector<ExprNode> sub, Temporaries& te
       ctx->engine->check_reshape(*ctx, node.shape, node.out_shape, node.where);
     }
   }
-  if (lower_as_view(node, sub, out)) return;
+  if (lower_as_view(node, sub, out) || lower_reshape_as_relabel(node, sub, out)) return;
   const Shape& in_shape = node.shape;
   const Shape& out_shape = node.out_shape;
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "support/expect_error.h"
@@ -457,6 +458,87 @@ TEST(VectorReduce, TemporariesComeFromTheKernelsVmem) {
   EXPECT_EQ(static_cast<int>(err->where().line()), line) << err->what();
   EXPECT_NE(std::string(err->what()).find("jnp.sum"), std::string::npos) << err->what();
   EXPECT_NE(std::string(err->what()).find("(256, 256)"), std::string::npos) << err->what();
+}
+
+// A reshape of an elementwise expression whose refs are row-major in the operand's shape is the
+// expression read in the new shape (src/native/vector_evaluate.cc, lower_reshape_as_relabel): no
+// temporary, so it runs in a budget that holds only the scratch. Pallas' paged attention writes
+// `k = k_vmem[...].astype(f32).reshape(-1, head_dim)`. The others (a broadcast operand, an iota,
+// a strided view) still take a temporary; every form gives the same values in both engines.
+TEST(VectorReduce, ReshapeOfAnElementwiseExpressionIsReadInTheNewShape) {
+  constexpr int64_t kScratch = 4 * 16 * 128 * 2 + 128 * 4 + 64 * 128 * 4 + 32 * 128 * 2;
+  auto run = [](int64_t budget, bool with_temporaries) {
+    return pl::kernel(
+        pl::out_type(ShapeDtypeStruct<float>{{64, 128}}, ShapeDtypeStruct<float>{{64, 128}},
+                     ShapeDtypeStruct<float>{{64, 128}}, ShapeDtypeStruct<bfloat16>{{32, 128}}),
+        pltpu::TensorCoreMesh("core", 1),
+        pl::scratch_types(pltpu::VMEM<bfloat16>({4, 16, 128}), pltpu::VMEM<float>({128}),
+                          pltpu::VMEM<float>({64, 128}), pltpu::VMEM<bfloat16>({32, 128})),
+        pltpu::CompilerParams{.vmem_limit_bytes = budget})(
+        [with_temporaries](pltpu::HbmRef<float> h1, pltpu::HbmRef<float> h2,
+                           pltpu::HbmRef<float> h3, pltpu::HbmRef<bfloat16> h4,
+                           pltpu::VmemRef<bfloat16> x, pltpu::VmemRef<float> row,
+                           pltpu::VmemRef<float> o, pltpu::VmemRef<bfloat16> o3) {
+          x = ((lax::broadcasted_iota<float>({4, 16, 128}, 2) +
+                lax::broadcasted_iota<float>({4, 16, 128}, 1) * 7.0f -
+                lax::broadcasted_iota<float>({4, 16, 128}, 0) * 50.0f) *
+               0.25f)
+                  .astype<bfloat16>();
+          row = lax::broadcasted_iota<float>({128}, 0) * -0.5f;
+          // Relabelled: loads of x's own shape, scalars, a where over a compare.
+          o = (x[pl::ellipsis].astype<float>() * 2.0f + 1.0f).reshape({-1, 128});
+          pltpu::sync_copy(o, h1);
+          o = jnp::where(x[pl::ellipsis] > bfloat16(0.0f), x[pl::ellipsis], bfloat16(-1.0f))
+                  .astype<float>()
+                  .reshape({64, 128}) +
+              row[pl::ellipsis];
+          pltpu::sync_copy(o, h2);
+          o = jnp::zeros_like(o);
+          o3 = jnp::zeros_like(o3);
+          if (with_temporaries) {
+            // Through a temporary: a broadcast operand, an iota, a strided view.
+            o = jnp::reshape(x[pl::ellipsis].astype<float>() + row[pl::ellipsis], {64, 128});
+            o = o[pl::ellipsis] +
+                jnp::reshape(lax::broadcasted_iota<float>({4, 16, 128}, 1), {64, 128});
+            o3 = jnp::reshape(x.at(pl::all, pl::ds(0, 8), pl::all)[pl::ellipsis] * bfloat16(2.0f),
+                              {32, 128});
+          }
+          pltpu::sync_copy(o, h3);
+          pltpu::sync_copy(o3, h4);
+        });
+  };
+  auto xv = [](int64_t a, int64_t b, int64_t c) {
+    return static_cast<float>(bfloat16(
+        (static_cast<float>(c) + 7.0f * static_cast<float>(b) - 50.0f * static_cast<float>(a)) *
+        0.25f));
+  };
+  for (const bool checked : {false, true}) {
+    std::optional<pltpu::ForceTpuInterpretMode> force;
+    if (checked) force.emplace(pltpu::InterpretParams{});
+    const auto [r1, r2, r3, r4] = run(int64_t{16} << 20, true)();
+    for (int64_t i = 0; i < 64; ++i) {
+      for (int64_t j = 0; j < 128; ++j) {
+        const float x = xv(i / 16, i % 16, j);
+        const float row = -0.5f * static_cast<float>(j);
+        ASSERT_EQ(r1(i, j), x * 2.0f + 1.0f) << i << "," << j << " checked " << checked;
+        ASSERT_EQ(r2(i, j), (x > 0.0f ? x : -1.0f) + row) << i << "," << j;
+        ASSERT_EQ(r3(i, j), x + row + static_cast<float>(i % 16)) << i << "," << j;
+        if (i < 32) {
+          ASSERT_EQ(static_cast<float>(r4(i, j)), 2.0f * xv(i / 8, i % 8, j));
+        }
+      }
+    }
+    // The relabelled statements need no temporary: a budget of the scratch alone is enough,
+    // and a statement that does need one still raises there.
+    const auto [t1, t2, t3, t4] = run(kScratch + 1024, false)();
+    for (int64_t k = 0; k < r1.size(); ++k) {
+      ASSERT_EQ(t1[k], r1[k]);
+      ASSERT_EQ(t2[k], r2[k]);
+    }
+    auto err = tessera::testing::catch_error<KernelError>([&] { run(kScratch + 1024, true)(); });
+    ASSERT_TRUE(err);
+    EXPECT_EQ(err->kind(), ErrorKind::kCapacityExceeded) << err->what();
+  }
 }
 
 }  // namespace
