@@ -31,6 +31,18 @@ struct PagedAttentionOptions {
   std::optional<float> attn_logits_soft_cap{};
 };
 
+/// Pages quantized to int8 (quantization_utils.QuantizedTensor): `weight` holds
+/// rint(x * 127.5 / scale), `scales` (..., 1) each row's largest magnitude.
+struct QuantizedPages {
+  Array<int8_t> weight;
+  Array<float> scales;
+};
+
+/// `quantize_to_int8(x)`: each row along the last axis scaled by its largest magnitude. Where
+/// Pallas' rint(x * 127.5 / scale) gives 128 (at x = scale), the int8 saturates at 127.
+template <class T>
+QuantizedPages quantize_to_int8(const Array<T>& x);
+
 /// `paged_attention(q, k_pages, v_pages, lengths, page_indices, ...)`: q is (batch, q_heads,
 /// head_dim), k_pages and v_pages (kv_heads, total_pages, page_size, head_dim), lengths int32
 /// (batch), page_indices int32 (batch, pages_per_sequence) with entries in [0, total_pages).
@@ -42,6 +54,14 @@ template <class T>
 Array<T> paged_attention(const Array<T>& q, const Array<T>& k_pages, const Array<T>& v_pages,
                          const Array<int32_t>& lengths, const Array<int32_t>& page_indices,
                          const PagedAttentionOptions& options,
+                         std::source_location where = std::source_location::current());
+
+/// The same with int8 pages: the kernel copies each page's scales beside it and dequantizes the
+/// block (from_int8: x.astype(bfloat16) * scale / 127.5) before the products.
+template <class T>
+Array<T> paged_attention(const Array<T>& q, const QuantizedPages& k_pages,
+                         const QuantizedPages& v_pages, const Array<int32_t>& lengths,
+                         const Array<int32_t>& page_indices, const PagedAttentionOptions& options,
                          std::source_location where = std::source_location::current());
 
 }  // namespace tessera::examples

@@ -2,7 +2,7 @@
 // reference of grouped-query attention: the cases of tpu_paged_attention_kernel_test.py
 // (sequence lengths 0, 3, 256, 513, 1023 and 2048 in pages of 16, 32 or 64 tokens, blocks of 512
 // tokens, 1 or 8 KV heads, 1, 4 or 8 query heads per KV head, head_dim 128 or 256, the megacore
-// modes, a soft cap) in both engines, with the test's tolerances.
+// modes, a soft cap, int8 pages) in both engines, with the test's tolerances.
 #include "paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -28,6 +28,7 @@ struct Case {
   int64_t head_dim;
   std::string megacore;
   std::optional<float> soft_cap;
+  bool quantized = false;
 };
 
 constexpr int64_t kMaxLen = 2048;
@@ -113,27 +114,47 @@ Array<T> to_array(const std::vector<float>& v, Shape s) {
   return a;
 }
 
+// The pages quantized to int8, and `values` replaced by what they dequantize to
+// (unquantize_from_int8 in float32: weight * scale / 127.5).
+examples::QuantizedPages quantize(std::vector<float>& values, const Shape& shape) {
+  examples::QuantizedPages q = examples::quantize_to_int8(to_array<float>(values, shape));
+  const int64_t d = shape[3];
+  for (int64_t e = 0; e < q.weight.size(); ++e) {
+    values[static_cast<size_t>(e)] =
+        static_cast<float>(q.weight.data()[e]) * q.scales.data()[e / d] / 127.5f;
+  }
+  return q;
+}
+
 template <class T>
 void run_case(const Case& c, bool checked) {
   SCOPED_TRACE(::testing::Message()
                << (c.bf16 ? "bfloat16" : "float32") << " page_size " << c.page_size << " kv_heads "
                << c.num_kv_heads << " ratio " << c.ratio << " head_dim " << c.head_dim
                << " megacore '" << c.megacore << "' soft_cap " << (c.soft_cap ? *c.soft_cap : 0.0f)
-               << (checked ? " checked" : " native"));
-  const Inputs in = make_inputs(c, 7);
+               << (c.quantized ? " int8 pages" : "") << (checked ? " checked" : " native"));
+  Inputs in = make_inputs(c, 7);
   const int64_t batch = static_cast<int64_t>(kLengths.size());
   const int64_t pps = kMaxLen / c.page_size;
   const int64_t hq = c.num_kv_heads * c.ratio;
   const Shape kv_shape{c.num_kv_heads, batch * pps, c.page_size, c.head_dim};
   std::optional<pltpu::ForceTpuInterpretMode> force;
   if (checked) force.emplace(pltpu::InterpretParams{});
-  const Array<T> o = examples::paged_attention(
-      to_array<T>(in.q, {batch, hq, c.head_dim}), to_array<T>(in.k, kv_shape),
-      to_array<T>(in.v, kv_shape), Array<int32_t>({batch}, kLengths),
-      Array<int32_t>({batch, pps}, in.pages),
-      {.pages_per_compute_block = kBlock / c.page_size,
-       .megacore_mode = c.megacore,
-       .attn_logits_soft_cap = c.soft_cap});
+  const examples::PagedAttentionOptions options{.pages_per_compute_block = kBlock / c.page_size,
+                                                .megacore_mode = c.megacore,
+                                                .attn_logits_soft_cap = c.soft_cap};
+  const Array<T> q = to_array<T>(in.q, {batch, hq, c.head_dim});
+  const Array<int32_t> lengths({batch}, kLengths);
+  const Array<int32_t> pages({batch, pps}, in.pages);
+  Array<T> o;
+  if (c.quantized) {
+    const examples::QuantizedPages k = quantize(in.k, kv_shape);
+    const examples::QuantizedPages v = quantize(in.v, kv_shape);
+    o = examples::paged_attention(q, k, v, lengths, pages, options);
+  } else {
+    o = examples::paged_attention(q, to_array<T>(in.k, kv_shape), to_array<T>(in.v, kv_shape),
+                                  lengths, pages, options);
+  }
   ASSERT_EQ(o.shape(), (Shape{batch, hq, c.head_dim}));
   const std::vector<double> want = reference(c, in);
   // The Pallas test's tolerances (the output of a bfloat16 call is rounded to bfloat16).
@@ -161,6 +182,9 @@ TEST(PagedAttention, MatchesTheReferenceInEveryMegacoreMode) {
       {false, 64, 8, 8, 128, "kv_head", std::nullopt},
       {true, 64, 1, 4, 128, "batch", 1.0f},
       {false, 32, 8, 1, 256, "", 1.0f},
+      // are_kv_quantized: int8 pages and their scales.
+      {false, 16, 8, 8, 128, "batch", std::nullopt, true},
+      {true, 64, 1, 4, 256, "", 1.0f, true},
   };
   for (const Case& c : cases) {
     if (c.bf16) {
@@ -174,6 +198,7 @@ TEST(PagedAttention, MatchesTheReferenceInEveryMegacoreMode) {
 TEST(PagedAttention, CheckedModeFindsNothingAndAgrees) {
   run_case<bfloat16>({true, 64, 8, 8, 128, "batch", std::nullopt}, true);
   run_case<float>({false, 32, 1, 4, 128, "", 1.0f}, true);
+  run_case<bfloat16>({true, 32, 8, 8, 128, "kv_head", std::nullopt, true}, true);
 }
 
 TEST(PagedAttention, RefusesWhatPallasRefusesAndReportsBadPages) {
