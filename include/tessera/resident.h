@@ -136,8 +136,8 @@ class SemaphoreArray {
   const Shape& shape() const noexcept { return shape_; }
   int64_t size() const noexcept { return shape_.size(); }
   /// The count semaphore `flat` (row-major) of core 0 holds between calls: signals not yet
-  /// waited, or the bytes of completed copies not yet waited (a copy completes when it starts,
-  /// natively).
+  /// waited, or the bytes of completed copies not yet waited (natively a copy has completed by
+  /// the end of the call that started it).
   int64_t value(int64_t flat = 0,
                 std::source_location where = std::source_location::current()) const {
     return detail::semaphore_state_value(*state_, flat, 0, where);

@@ -66,6 +66,20 @@ struct CoreContext : ErrorContext {
   // step that streams its output sets it, and settle_streams() fences before anything that lets
   // another thread read this core's memory (signals, DMA starts, the core's end).
   bool streams_pending = false;
+  // Async copies the native engine has started but not made yet (NativeEngine::dma_start,
+  // src/native/native_engine.cc): small contiguous copies wait here until four are pending and
+  // are then made together, a line of each in turn, so that their sources' lines (pages
+  // scattered over HBM, in paged attention) are read in parallel. flush_copies() makes them
+  // before anything could observe their bytes or their semaphores.
+  struct PendingCopy {
+    const std::byte* src;
+    std::byte* dst;
+    int64_t bytes;
+    SemaphoreCell* sem;
+  };
+  static constexpr int kMaxPendingCopies = 4;
+  int num_pending_copies = 0;
+  PendingCopy pending_copies[kMaxPendingCopies];
 };
 
 /// Orders this core's pending streaming stores before its next store (a semaphore's count, a
@@ -73,6 +87,11 @@ struct CoreContext : ErrorContext {
 /// weakly ordered on x86; a fence per pipeline step cost (8, 128) blocks 1.3x their time
 /// (docs/performance.md), so the pipeline leaves it to the points that publish.
 void settle_streams(CoreContext& ctx) noexcept;
+
+/// Makes the async copies this core started and the native engine still holds
+/// (CoreContext::pending_copies), adding their bytes to their semaphores: before a wait or a read
+/// of a semaphore, before a scope's semaphores are checked or released, and when the body ends.
+void flush_copies(CoreContext& ctx) noexcept;
 
 /// The running step's index on the innermost grid's axis named `name` (pl::grid({{"i", 4}}),
 /// pipeline.cc), or -1 when the innermost grid has no such name (lax::axis_index then tries the

@@ -119,9 +119,9 @@ class Engine {
                         const WaitSite& site) = 0;
   /// A semaphore outlives the kernel (runtime/resident.h): hands over the copies this engine
   /// still has in flight on `sem` (appended to `out`, forgotten here), and takes in copies an
-  /// earlier kernel left in flight on it. The native engine completes every copy when it
-  /// starts, so it has none to hand over; copies a checked kernel handed over complete when a
-  /// native one takes them in.
+  /// earlier kernel left in flight on it. The native engine makes every copy it holds before the
+  /// semaphores are saved (flush_copies), so it has none to hand over; copies a checked kernel
+  /// handed over complete when a native one takes them in.
   virtual void carry_copies_out(CoreContext& ctx, SemaphoreCell* sem,
                                 std::vector<CarriedCopy>& out);
   virtual void carry_copies_in(CoreContext& ctx, SemaphoreCell* sem,

@@ -299,6 +299,7 @@ struct alignas(64) CoreJob {
       engine->core_begin(ctx, ptrs);
       ctx.body_frame = __builtin_frame_address(0);
       body(core, ptrs);
+      flush_copies(ctx);
       settle_streams(ctx);
       check_values_released(ctx);
       engine->core_end(ctx);

@@ -189,6 +189,7 @@ void remote_copy_start(const RawRef& src, const RawRef& dst, SemaphoreCell* send
   copy.bytes = src.shape.size() * itemsize(src.dtype);
   copy.made = made;
   copy.where = where;
+  flush_copies(ctx);
   settle_streams(ctx);
   ctx.engine->remote_dma_start(ctx, copy);
 }
@@ -205,6 +206,7 @@ void remote_copy_wait(SemaphoreCell* sem, const RawRef& src, bool recv,
                      : "a copy that was never started: wait_send needs .start() of a remote copy "
                        "of as many bytes on this send_sem"};
   site.dma_src = &src;
+  flush_copies(ctx);
   ctx.engine->remote_dma_wait(ctx, sem, slot, src.shape.size() * itemsize(src.dtype), site, recv);
 }
 
@@ -237,6 +239,7 @@ void remote_semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreK
                       ctx.num_cores - 1, ctx.axis_name != nullptr ? *ctx.axis_name : "",
                       ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
   }
+  flush_copies(ctx);
   settle_streams(ctx);
   ctx.engine->remote_signal(ctx, t, slot, inc, where);
 }

@@ -127,6 +127,7 @@ void load_semaphores(CoreContext& ctx, int core, const std::vector<ResidentSemap
 
 void save_semaphores(CoreContext& ctx, const std::vector<ResidentSemaphore>& sems,
                      std::vector<CoreSemaphores>& out) {
+  flush_copies(ctx);  // the copies this core holds count on the semaphores handed over
   out.assign(sems.size(), CoreSemaphores{});
   for (size_t j = 0; j < sems.size(); ++j) {
     const ResidentSemaphore& s = sems[j];

@@ -113,6 +113,7 @@ ScopedScratch::~ScopedScratch() {
 
 void ScopedScratch::close() {
   CoreContext& ctx = *current_context();
+  flush_copies(ctx);  // the copies into the scope's buffers and onto its semaphores land first
   for (size_t k = saved_scoped_; k < ctx.scoped_semaphores.size(); ++k) {
     const ScopedSemaphore& s = ctx.scoped_semaphores[k];
     const auto* cells = reinterpret_cast<const SemaphoreCell*>(
@@ -138,6 +139,7 @@ void ScopedScratch::close() {
 void ScopedScratch::release(bool zero_semaphores) noexcept {
   open_ = false;
   CoreContext& ctx = *current_context();
+  flush_copies(ctx);
   if (zero_semaphores) {
     // Only after a failure (f threw, or a leak): a later scope on this core must start at zero.
     for (size_t k = saved_scoped_; k < ctx.scoped_semaphores.size(); ++k) {

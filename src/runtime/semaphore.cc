@@ -270,6 +270,7 @@ void semaphore_signal(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kin
                       target, ctx.num_cores - 1, ctx.axis_name != nullptr ? *ctx.axis_name : "",
                       ctx.num_cores, ctx.num_cores == 1 ? "" : "s"));
   }
+  flush_copies(ctx);  // a signal publishes this core's earlier writes, a started copy's too
   settle_streams(ctx);
   ctx.engine->signal(ctx, target, slot, inc);
   (target == ctx.core ? *ctx.arena : core_arena(target)).wait_queue().wake();
@@ -292,9 +293,10 @@ void semaphore_wait(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
 int32_t semaphore_read(const SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
                        std::source_location where) {
   constexpr const char* op = "pl::semaphore_read";
-  const CoreContext& ctx = context_for(op, where);
+  CoreContext& ctx = context_for(op, where);
   check_single_semaphore(shape, kind, op, where);
   own_slot(ctx, cell, op, where);
+  flush_copies(ctx);
   const int64_t v = cell->load();
   return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
                                                   std::numeric_limits<int32_t>::max()));
@@ -314,6 +316,7 @@ void core_barrier(SemaphoreCell* cell, const Shape& shape, SemaphoreKind kind,
   const int64_t slot = own_slot(ctx, cell, op, where);
   const int n = ctx.num_cores;
   if (n == 1) return;
+  flush_copies(ctx);
   settle_streams(ctx);
   for (int k = 0; k < n; ++k) {
     if (k == ctx.core) continue;

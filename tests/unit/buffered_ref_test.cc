@@ -205,8 +205,10 @@ TEST(BufferedRef, PrefetchedWindowsHoldTheFirstBlocks) {
 TEST(BufferedRef, CheckedPrefetchedWindowReadBeforeItsCopyWaited) {
   // Planted bug: the caller waits for its copy into the window only after the pipeline, whose
   // first step reads that window (on a TPU the copy may land at any moment until its wait). The
-  // clean twin is PrefetchedWindowsHoldTheFirstBlocks. Natively the copy completed when it
-  // started, so only the checked engine can see it.
+  // clean twin is PrefetchedWindowsHoldTheFirstBlocks. Natively the window may or may not hold
+  // the block when the pipeline reads it (the native engine makes a small copy together with the
+  // next few, or at the first wait: src/native/native_engine.cc), as on a TPU; only the checked
+  // engine reports it.
   const Array<float> x = ramp({512}, 101);
   const Array<float> y = ramp({512}, 7);
   for (const auto mode : checked_testing::kModes) {
@@ -215,7 +217,6 @@ TEST(BufferedRef, CheckedPrefetchedWindowReadBeforeItsCopyWaited) {
         [&] { run_prefetched(x, y, 1, 2, Fill::kWaitedAfterPipeline); }, ErrorKind::kRace,
         "may still be writing it (started, not yet waited)", g_body_line);
   }
-  expect_prefetched(run_prefetched(x, y, 1, 2, Fill::kWaitedAfterPipeline), x, y, 1);
 }
 
 TEST(BufferedRef, CheckedPrefetchedWindowNeverFilled) {

@@ -1,7 +1,10 @@
-// pltpu::sync_copy: every rank, strided views, dtypes, spaces, and shape errors.
+// pltpu::sync_copy: every rank, strided views, dtypes, spaces, and shape errors; async copies the
+// native engine holds and makes in batches.
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "support/expect_error.h"
@@ -100,6 +103,99 @@ TEST(SyncCopyErrors, OutOfBoundsViewIsRejectedBeforeAnyCopy) {
   EXPECT_TESSERA_ERROR(pltpu::sync_copy(v, h.at(pl::ds(200, 128))), UsageError,
                        ErrorKind::kOutOfBounds, "elements 200..327", line_2);
   for (float x : hbm) ASSERT_EQ(x, 7.0f);  // nothing was written
+}
+
+// The native engine holds small contiguous async copies and makes them four at a time, a line of
+// each in turn (src/native/native_engine.cc, flush_copies). Pages of every size around the 64-byte
+// line and the 64 KiB limit, in runs of 1 to 9 copies sharing a semaphore, waited one by one or
+// by one descriptor of all their bytes: each destination holds its page, in both engines.
+TEST(AsyncCopyBatches, EveryPageLandsWhateverTheRunAndTheWait) {
+  for (const int64_t page : {1, 63, 64, 65, 200, 4096, 65536, 65537}) {
+    for (const int run : {1, 3, 4, 5, 9}) {
+      std::vector<int8_t> src(static_cast<size_t>(page * 11));
+      for (size_t e = 0; e < src.size(); ++e) src[e] = static_cast<int8_t>(e * 7 + 3);
+      for (const bool one_wait : {false, true}) {
+        for (const bool checked : {false, true}) {
+          std::optional<pltpu::ForceTpuInterpretMode> force;
+          if (checked) force.emplace(pltpu::InterpretParams{});
+          const Array<int8_t> x(Shape{11, page}, src);
+          // Page i of the output is page (i * 5 + 2) % 11 of x: scattered sources, in order.
+          auto k = pl::kernel(
+              pl::out_type<int8_t>({run, page}), pltpu::TensorCoreMesh("core", 1),
+              pl::scratch_types(pltpu::VMEM<int8_t>({run, page}), pltpu::SemaphoreType::DMA))(
+              [&](pltpu::HbmRef<const int8_t> xh, pltpu::HbmRef<int8_t> oh,
+                  pltpu::VmemRef<int8_t> buf, pltpu::DmaSemaphoreRef sem) {
+                auto copy = [&](int i) {
+                  return pltpu::make_async_copy(xh.at((i * 5 + 2) % 11), buf.at(i), sem);
+                };
+                for (int i = 0; i < run; ++i) copy(i).start();
+                if (one_wait) {
+                  pltpu::make_async_copy(xh.at(pl::ds(0, run)), buf, sem).wait();
+                } else {
+                  for (int i = 0; i < run; ++i) copy(i).wait();
+                }
+                pltpu::sync_copy(buf, oh);
+              });
+          const Array<int8_t> o = k(x);
+          for (int i = 0; i < run; ++i) {
+            for (int64_t e = 0; e < page; ++e) {
+              ASSERT_EQ(o(i, e), x((i * 5 + 2) % 11, e))
+                  << "page " << page << " run " << run << " one_wait " << one_wait << " checked "
+                  << checked << " at (" << i << ", " << e << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// What a kernel can see of a started copy before its wait: the semaphore's count (the copies a
+// core holds are made before semaphore_read), and every held copy is made by the end of the body
+// (the semaphore's exit check would otherwise fail) and before a scope's semaphores are checked.
+TEST(AsyncCopyBatches, HeldCopiesAreMadeBeforeAnythingObservesThem) {
+  const Array<float> x = Array<float>(Shape{4, 256}, 1.5f);
+  auto k = pl::kernel(pl::out_type<int32_t>({3}), pltpu::TensorCoreMesh("core", 1),
+                      pl::scratch_types(pltpu::VMEM<float>({4, 256}), pltpu::SMEM<int32_t>({3}),
+                                        pltpu::SemaphoreType::DMA))(
+      [](pltpu::HbmRef<const float> xh, pltpu::HbmRef<int32_t> oh, pltpu::VmemRef<float> buf,
+         pltpu::SmemRef<int32_t> counts, pltpu::DmaSemaphoreRef sem) {
+        pltpu::make_async_copy(xh.at(0), buf.at(0), sem).start();
+        pltpu::make_async_copy(xh.at(1), buf.at(1), sem).start();
+        counts(0) = pl::semaphore_read(sem);  // both copies' bytes: 2 x 1024
+        pltpu::make_async_copy(xh.at(pl::ds(0, 2)), buf.at(pl::ds(0, 2)), sem).wait();
+        counts(1) = pl::semaphore_read(sem);
+        pl::run_scoped(
+            [&](pltpu::DmaSemaphoreRef inner) {
+              pltpu::make_async_copy(xh.at(2), buf.at(2), inner).start();
+              counts(2) = pl::semaphore_read(inner);
+              pltpu::make_async_copy(xh.at(2), buf.at(2), inner).wait();
+            },
+            pltpu::SemaphoreType::DMA);
+        pltpu::sync_copy(counts, oh);
+        // Started, never waited: the exit check sees its bytes (below).
+        pltpu::make_async_copy(xh.at(3), buf.at(3), sem).start();
+      });
+  auto err = tessera::testing::catch_error<KernelError>([&] { k(x); });
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->kind(), ErrorKind::kSemaphoreLeak) << err->what();
+  EXPECT_NE(std::string(err->what()).find("holds 1024 bytes"), std::string::npos) << err->what();
+  // The same without the unwaited copy, to read the counts.
+  auto ok = pl::kernel(pl::out_type<int32_t>({2}), pltpu::TensorCoreMesh("core", 1),
+                       pl::scratch_types(pltpu::VMEM<float>({4, 256}), pltpu::SMEM<int32_t>({2}),
+                                         pltpu::SemaphoreType::DMA))(
+      [](pltpu::HbmRef<const float> xh, pltpu::HbmRef<int32_t> oh, pltpu::VmemRef<float> buf,
+         pltpu::SmemRef<int32_t> counts, pltpu::DmaSemaphoreRef sem) {
+        pltpu::make_async_copy(xh.at(0), buf.at(0), sem).start();
+        pltpu::make_async_copy(xh.at(1), buf.at(1), sem).start();
+        counts(0) = pl::semaphore_read(sem);
+        pltpu::make_async_copy(xh.at(pl::ds(0, 2)), buf.at(pl::ds(0, 2)), sem).wait();
+        counts(1) = pl::semaphore_read(sem);
+        pltpu::sync_copy(counts, oh);
+      });
+  const Array<int32_t> c = ok(x);
+  EXPECT_EQ(c(0), 2048);
+  EXPECT_EQ(c(1), 0);
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ TEST(SmemArrays, EachCoreHasItsOwnCopy) {
 TEST(SmemArrays, WaitingWithoutTheArrayRaises) {
   // Planted bug: the call that waits for the copy does not take its source, the SMEM array; on a
   // TPU that SMEM may already hold something else. Its twin takes it and passes. Natively the
-  // copy completed at its start, and both run.
+  // copy completed within the first call, and both run.
   auto wait_without_y = [](const Array<int32_t>& out, const pltpu::DmaSemaphoreArray& sem) {
     return pl::pallas_call(
         [](pltpu::AnyRef<const int32_t>, pltpu::DmaSemaphoreRef s, pltpu::AnyRef<int32_t> o,
@@ -184,7 +184,7 @@ auto start_in(const Array<int32_t>& x) {
 
 TEST(SmemArrays, ReadingTheArrayBeforeTheCopyIntoItIsWaitedRaises) {
   // Planted bug: the next call reads the SMEM array while the copy into it may still be landing.
-  // Its twin waits first. Natively the copy landed at its start, and both read x.
+  // Its twin waits first. Natively the copy landed within the first call, and both read x.
   const Array<int32_t> x(Shape{kN}, std::vector<int32_t>(kN, 7));
   for (const Engine& e : engines()) {
     for (bool wait_first : {true, false}) {
