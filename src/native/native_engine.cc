@@ -1,6 +1,7 @@
 #include "native/native_engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/context.h"
@@ -61,15 +62,19 @@ void NativeEngine::dma_start(CoreContext& ctx, const RawRef& src, const RawRef& 
                              SemaphoreCell* sem, std::source_location /*made*/,
                              std::source_location /*where*/) {
   // A CPU core has no DMA engine beside it: the copy is made by the calling core, here or, for a
-  // small contiguous one, together with the next few (flush_copies). A kernel cannot tell the
-  // difference: it may touch the destination (or the semaphore) only after the copy's wait, and
-  // everything that waits or reads a semaphore makes the held copies first. Traced copies are made
-  // here, each timed on its own.
+  // small contiguous one, together with the next few (flush_copies). A correct kernel cannot
+  // tell the difference: it touches the destination (or the semaphore) only after the copy's
+  // wait, and everything that waits or reads a semaphore makes the held copies first. Traced
+  // copies are made here, each timed on its own.
   const int64_t bytes = src.shape.size() * itemsize(src.dtype);
   const std::byte* from = dense_bytes(src);
   const std::byte* to = dense_bytes(dst);
+  const auto apart = [bytes](const std::byte* a, const std::byte* b) {
+    return reinterpret_cast<uintptr_t>(a) + static_cast<uintptr_t>(bytes) <=
+           reinterpret_cast<uintptr_t>(b);
+  };
   if (from != nullptr && to != nullptr && bytes > 0 && bytes <= kMaxPendingBytes &&
-      (from + bytes <= to || to + bytes <= from) && !events_on()) {
+      (apart(from, to) || apart(to, from)) && !events_on()) {
     ctx.pending_copies[ctx.num_pending_copies++] =
         CoreContext::PendingCopy{from, const_cast<std::byte*>(to), bytes, sem};
     if (ctx.num_pending_copies == CoreContext::kMaxPendingCopies) flush_copies(ctx);
