@@ -250,6 +250,10 @@ Array<O> run_kernel(const Static& st, const Array<T>& q_in, const Pages& k_pages
                         kv_head_mode ? st.num_kv_heads / num_cores : st.num_kv_heads});
   const pltpu::CompilerParams params{
       .dimension_semantics = {pltpu::PARALLEL, pltpu::ARBITRARY, pltpu::ARBITRARY}};
+  // The megacore modes are written for a chip of two TensorCores, each running its half of the
+  // first grid axis with its own SMEM scalars (one core running both halves in turn would wait
+  // for copies its first half never started, as on a TPU): the mesh has as many cores as that axis.
+  const pltpu::TensorCoreMesh mesh("core", num_cores);
   // page_indices.reshape(-1), and q in the output's dtype.
   Array<int32_t> flat_indices(Shape{page_indices.size()});
   std::copy(page_indices.data(), page_indices.data() + page_indices.size(), flat_indices.data());
@@ -268,7 +272,7 @@ Array<O> run_kernel(const Static& st, const Array<T>& q_in, const Pages& k_pages
             pl::scratch_shapes(pltpu::VMEM<P>(page_block), pltpu::VMEM<float>(page_block),
                                pltpu::VMEM<P>(page_block), pltpu::VMEM<float>(page_block),
                                pltpu::SemaphoreType::DMA({2}), pltpu::SemaphoreType::DMA({2}))),
-        params, pl::name("paged_flash_attention_kernel"));
+        params, mesh, pl::name("paged_flash_attention_kernel"));
     auto [out, m, l] = call(lengths, flat_indices, buffer_index, init_flag, q_o, k_pages.weight,
                             broadcast_scales(k_pages), v_pages.weight, broadcast_scales(v_pages));
     return out;
@@ -280,7 +284,7 @@ Array<O> run_kernel(const Static& st, const Array<T>& q_in, const Pages& k_pages
             pl::out_specs(q_block_spec, q_block_spec, q_block_spec),
             pl::scratch_shapes(pltpu::VMEM<P>(page_block), pltpu::VMEM<P>(page_block),
                                pltpu::SemaphoreType::DMA({2}), pltpu::SemaphoreType::DMA({2}))),
-        params, pl::name("paged_flash_attention_kernel"));
+        params, mesh, pl::name("paged_flash_attention_kernel"));
     auto [out, m, l] = call(lengths, flat_indices, buffer_index, init_flag, q_o, k_pages, v_pages);
     return out;
   }
