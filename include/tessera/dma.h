@@ -26,9 +26,13 @@
 // least the byte count of the descriptor's *source* and then subtracts it. So
 // several copies may share one semaphore (each waited by its own descriptor),
 // and one wait on a descriptor of a larger source can absorb several smaller
-// transfers, as in Pallas. In the native engine `start()` performs the copy at
-// once, so a wait finds its bytes already there; code must still wait, both for
-// the semaphore to be zero at kernel exit and to be correct on a TPU.
+// transfers, as in Pallas. In the native engine the calling core makes the copy:
+// at `start()`, or, for a contiguous copy of up to 64 KiB, together with the next
+// three such copies (their lines interleaved, so that scattered pages are read in
+// parallel) or at the first wait, semaphore read, signal or scope end before that.
+// A wait therefore always finds its bytes; code must still wait, both for the
+// semaphore to be zero at kernel exit and to be correct on a TPU, and only after
+// the wait may it read the destination.
 //
 // Cost: one strided copy of `src.nbytes()` bytes on the calling core, plus one
 // atomic add (start) and one compare-and-swap (wait) for async copies.
