@@ -277,7 +277,8 @@ TEST(AsyncCalls, StatefulAsyncCopyWithNoOutputs) {
 TEST(AsyncCalls, CarriedCopyMustFindItsArrays) {
   // In checked mode the copy is still in flight at the end of the first call; a call that waits
   // for it without taking its destination cannot know where it lands: on a TPU that memory may
-  // already be reused. Natively the copy completed within the first call, and the same calls are fine.
+  // already be reused. Natively the copy completed within the first call, and the same calls are
+  // fine.
   const Array<float> x = iota_f({8, 128});
   auto start = pl::pallas_call(
       [](pltpu::AnyRef<const float> x_ref, pltpu::AnyRef<float> o_ref, pltpu::DmaSemaphoreRef sem) {

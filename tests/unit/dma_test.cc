@@ -155,47 +155,39 @@ TEST(AsyncCopyBatches, EveryPageLandsWhateverTheRunAndTheWait) {
 // (the semaphore's exit check would otherwise fail) and before a scope's semaphores are checked.
 TEST(AsyncCopyBatches, HeldCopiesAreMadeBeforeAnythingObservesThem) {
   const Array<float> x = Array<float>(Shape{4, 256}, 1.5f);
-  auto k = pl::kernel(pl::out_type<int32_t>({3}), pltpu::TensorCoreMesh("core", 1),
+  // The counts semaphore_read saw; with `leave_one`, a last copy is started and never waited.
+  auto run = [&x](bool leave_one) {
+    return pl::kernel(pl::out_type<int32_t>({3}), pltpu::TensorCoreMesh("core", 1),
                       pl::scratch_types(pltpu::VMEM<float>({4, 256}), pltpu::SMEM<int32_t>({3}),
                                         pltpu::SemaphoreType::DMA))(
-      [](pltpu::HbmRef<const float> xh, pltpu::HbmRef<int32_t> oh, pltpu::VmemRef<float> buf,
-         pltpu::SmemRef<int32_t> counts, pltpu::DmaSemaphoreRef sem) {
-        pltpu::make_async_copy(xh.at(0), buf.at(0), sem).start();
-        pltpu::make_async_copy(xh.at(1), buf.at(1), sem).start();
-        counts(0) = pl::semaphore_read(sem);  // both copies' bytes: 2 x 1024
-        pltpu::make_async_copy(xh.at(pl::ds(0, 2)), buf.at(pl::ds(0, 2)), sem).wait();
-        counts(1) = pl::semaphore_read(sem);
-        pl::run_scoped(
-            [&](pltpu::DmaSemaphoreRef inner) {
-              pltpu::make_async_copy(xh.at(2), buf.at(2), inner).start();
-              counts(2) = pl::semaphore_read(inner);
-              pltpu::make_async_copy(xh.at(2), buf.at(2), inner).wait();
-            },
-            pltpu::SemaphoreType::DMA);
-        pltpu::sync_copy(counts, oh);
-        // Started, never waited: the exit check sees its bytes (below).
-        pltpu::make_async_copy(xh.at(3), buf.at(3), sem).start();
-      });
-  auto err = tessera::testing::catch_error<KernelError>([&] { k(x); });
+        [leave_one](pltpu::HbmRef<const float> xh, pltpu::HbmRef<int32_t> oh,
+                    pltpu::VmemRef<float> buf, pltpu::SmemRef<int32_t> counts,
+                    pltpu::DmaSemaphoreRef sem) {
+          pltpu::make_async_copy(xh.at(0), buf.at(0), sem).start();
+          pltpu::make_async_copy(xh.at(1), buf.at(1), sem).start();
+          counts(0) = pl::semaphore_read(sem);  // both copies' bytes: 2 x 1024
+          pltpu::make_async_copy(xh.at(pl::ds(0, 2)), buf.at(pl::ds(0, 2)), sem).wait();
+          counts(1) = pl::semaphore_read(sem);
+          pl::run_scoped(
+              [&](pltpu::DmaSemaphoreRef inner) {
+                pltpu::make_async_copy(xh.at(2), buf.at(2), inner).start();
+                counts(2) = pl::semaphore_read(inner);
+                pltpu::make_async_copy(xh.at(2), buf.at(2), inner).wait();
+              },
+              pltpu::SemaphoreType::DMA);
+          pltpu::sync_copy(counts, oh);
+          if (leave_one) pltpu::make_async_copy(xh.at(3), buf.at(3), sem).start();
+        })(x);
+  };
+  const Array<int32_t> c = run(false);
+  EXPECT_EQ(c(0), 2048);
+  EXPECT_EQ(c(1), 0);
+  EXPECT_EQ(c(2), 1024);
+  // The copy never waited is made by the body's end, and the exit check sees its bytes.
+  auto err = tessera::testing::catch_error<KernelError>([&] { run(true); });
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind(), ErrorKind::kSemaphoreLeak) << err->what();
   EXPECT_NE(std::string(err->what()).find("holds 1024 bytes"), std::string::npos) << err->what();
-  // The same without the unwaited copy, to read the counts.
-  auto ok = pl::kernel(pl::out_type<int32_t>({2}), pltpu::TensorCoreMesh("core", 1),
-                       pl::scratch_types(pltpu::VMEM<float>({4, 256}), pltpu::SMEM<int32_t>({2}),
-                                         pltpu::SemaphoreType::DMA))(
-      [](pltpu::HbmRef<const float> xh, pltpu::HbmRef<int32_t> oh, pltpu::VmemRef<float> buf,
-         pltpu::SmemRef<int32_t> counts, pltpu::DmaSemaphoreRef sem) {
-        pltpu::make_async_copy(xh.at(0), buf.at(0), sem).start();
-        pltpu::make_async_copy(xh.at(1), buf.at(1), sem).start();
-        counts(0) = pl::semaphore_read(sem);
-        pltpu::make_async_copy(xh.at(pl::ds(0, 2)), buf.at(pl::ds(0, 2)), sem).wait();
-        counts(1) = pl::semaphore_read(sem);
-        pltpu::sync_copy(counts, oh);
-      });
-  const Array<int32_t> c = ok(x);
-  EXPECT_EQ(c(0), 2048);
-  EXPECT_EQ(c(1), 0);
 }
 
 }  // namespace
