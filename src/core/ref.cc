@@ -55,8 +55,9 @@ int64_t apply_indexers(Shape& shape, SmallVec& strides, const Indexer* ix, int n
   }
   // First every indexer is checked against the view as given (an error names its shape), then
   // the kept axes move down in place: an index drops its axis, a slice keeps it with its size and
-  // stride. Building new vectors and moving them over cost most of a call: the 16-byte copies of
-  // their inline arrays read what 8-byte stores had just written (a failed store forwarding).
+  // stride. Building new vectors and moving them over costs most of a call: the 16-byte copies of
+  // their inline arrays read what 8-byte stores have just written (a failed store forwarding,
+  // docs/performance.md, "Paged attention, ported").
   int64_t offset = 0;
   for (int a = 0; a < n; ++a) {
     if (ix[a].kind == Indexer::Kind::kAll) continue;

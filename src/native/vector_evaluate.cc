@@ -163,8 +163,9 @@ bool lower_as_view(const ExprNode& node, const std::vector<ExprNode>& sub,
 /// A reshape of an elementwise program whose leaves are row-major loads of the operand's own shape
 /// (or scalars) is the same program read in the new shape: both shapes number their elements in
 /// the same row-major order, so each load is relabelled and the program appended to `out`, with
-/// no temporary. `k = k_vmem[...].astype(f32).reshape(-1, d)` (Pallas' paged attention) was a
-/// conversion into one temporary and a copy out of it. False when `node` is not such a reshape.
+/// no temporary: `k = k_vmem[...].astype(f32).reshape(-1, d)` (Pallas' paged attention) converts
+/// once, into the destination, instead of into a temporary it is then copied out of. False when
+/// `node` is not such a reshape.
 bool lower_reshape_as_relabel(const ExprNode& node, std::vector<ExprNode>& sub,
                               std::vector<ExprNode>& out) {
   if (node.op != OpCode::kReshape || sub.empty() || sub.back().dtype != node.dtype) return false;
