@@ -20,12 +20,7 @@ namespace {
 // The first byte of a view laid out row-major without gaps (each element once, in order), or
 // null for any other layout.
 const std::byte* dense_bytes(const RawRef& r) noexcept {
-  int64_t expect = 1;
-  for (int i = r.shape.rank() - 1; i >= 0; --i) {
-    if (r.shape[i] != 1 && r.strides[i] != expect) return nullptr;
-    expect *= r.shape[i];
-  }
-  return static_cast<const std::byte*>(r.data);
+  return is_row_major(r.shape, r.strides) ? static_cast<const std::byte*>(r.data) : nullptr;
 }
 
 // Copies held back to be made together are at most this large: each is a few pages' worth, whose

@@ -116,17 +116,6 @@ DType lanes_dtype(DType d) {
   return is_floating(d) ? DType::kFloat32 : d == DType::kUInt32 ? DType::kUInt32 : DType::kInt32;
 }
 
-bool is_row_major(const Shape& s, const SmallVec& strides) {
-  int64_t expect = 1;
-  for (int i = s.rank() - 1; i >= 0; --i) {
-    if (s[i] != 1 && strides[i] != expect) return false;
-    expect *= s[i];
-  }
-  return true;
-}
-
-/// A transpose or a contiguous reshape of a plain load is a view, with no temporary: appends
-/// the viewed load to `out` and returns true; false when `node` has to be computed.
 /// The strides of a broadcast of an operand with `in_strides` (lax.broadcast_in_dim): operand axis
 /// i becomes result axis node.strides[i]; axes it stretches (extent 1) and new axes step 0.
 SmallVec broadcast_view_strides(const ExprNode& node, const SmallVec& in_strides) {
@@ -138,22 +127,23 @@ SmallVec broadcast_view_strides(const ExprNode& node, const SmallVec& in_strides
   return st;
 }
 
+/// A transpose or a broadcast of a plain load is a view, with no temporary: appends the viewed
+/// load to `out` and returns true; false when `node` has to be computed. (A reshape of a
+/// row-major load is relabelled, as any reshape of such an elementwise program:
+/// lower_reshape_as_relabel.)
 bool lower_as_view(const ExprNode& node, const std::vector<ExprNode>& sub,
                    std::vector<ExprNode>& out) {
   const Shape& out_shape = node.out_shape;
   const bool view = sub.size() == 1 && sub[0].op == OpCode::kLoad &&
-                    (node.op == OpCode::kTranspose || node.op == OpCode::kBroadcast ||
-                     (node.op == OpCode::kReshape && is_row_major(sub[0].shape, sub[0].strides)));
+                    (node.op == OpCode::kTranspose || node.op == OpCode::kBroadcast);
   if (!view) return false;
   ExprNode v = sub[0];
   if (node.op == OpCode::kTranspose) {
     SmallVec st(out_shape.rank(), 0);
     for (int i = 0; i < out_shape.rank(); ++i) st[i] = v.strides[static_cast<int>(node.strides[i])];
     v.strides = std::move(st);
-  } else if (node.op == OpCode::kBroadcast) {
-    v.strides = broadcast_view_strides(node, v.strides);
   } else {
-    v.strides = row_major_strides(out_shape);
+    v.strides = broadcast_view_strides(node, v.strides);
   }
   v.shape = out_shape;
   out.push_back(std::move(v));
