@@ -277,12 +277,30 @@ struct SpecialAssign<DotExpr<Result, Pure>> {
   }
 };
 
-/// True for the operands a product reads in place, where they lie when it runs: refs and
-/// `x_ref[...]`.
+/// True for the operands a product reads in place, where they lie when it runs: refs,
+/// `x_ref[...]`, and the load an expression makes of a ref (what `x_ref[...].astype(T)` of a ref
+/// of T holds, see SameDtypeCast).
 template <class X>
 inline constexpr bool is_ref_operand_v = is_ref_v<X>;
 template <class T, MemorySpace S>
 inline constexpr bool is_ref_operand_v<RefItem<T, S>> = true;
+template <class T, MemorySpace S>
+inline constexpr bool is_ref_operand_v<RefLeaf<T, S>> = true;
+
+/// `x.astype(T)` of an `x` already of dtype T converts nothing (CastExpr emits no node), so a
+/// product takes `x` itself as its operand: a ref read in place, a value without a copy (ports
+/// write `lhs[...].astype(input_dtype)` for operands that often have that dtype already).
+template <class X>
+struct SameDtypeCast {
+  using type = X;
+  static const X& operand(const X& x) { return x; }
+};
+template <class T, class A>
+requires std::is_same_v<T, ValueOf<A>>
+struct SameDtypeCast<CastExpr<T, A>> {
+  using type = typename SameDtypeCast<A>::type;
+  static const type& operand(const CastExpr<T, A>& x) { return SameDtypeCast<A>::operand(x.a); }
+};
 
 /// One operand of a product: its view, and the storage that keeps it alive (values and
 /// expressions computed into a temporary).
@@ -314,9 +332,11 @@ auto make_dot(const X& x, const Y& y, const lax::DotDimensionNumbers& dims, cons
               std::source_location where, SmallVec out_perm = {}) {
   static_assert(check_dot_types<ValueOf<X>, ValueOf<Y>, Preferred>());
   using P = DotResult<Preferred, ValueOf<X>>;
-  constexpr bool kPure = !is_ref_operand_v<X> && !is_ref_operand_v<Y>;
-  DotOperand l = dot_operand(x, where);
-  DotOperand r = dot_operand(y, where);
+  using XO = typename SameDtypeCast<X>::type;
+  using YO = typename SameDtypeCast<Y>::type;
+  constexpr bool kPure = !is_ref_operand_v<XO> && !is_ref_operand_v<YO>;
+  DotOperand l = dot_operand(SameDtypeCast<X>::operand(x), where);
+  DotOperand r = dot_operand(SameDtypeCast<Y>::operand(y), where);
   DotExpr<P, kPure> e{{},
                       DotCall{std::move(l.view), std::move(r.view), dims, dtype_of<P>, op, where,
                               std::move(out_perm)},

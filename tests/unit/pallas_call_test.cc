@@ -147,6 +147,48 @@ TEST(PallasCall, MatmulAccumulatesOverTheArbitraryAxis) {
     }
 }
 
+// `x_ref[...].astype(T)` of a ref of T converts nothing: a product takes the ref itself, read in
+// place (include/tessera/dot.h, SameDtypeCast), so the kernel runs in a VMEM budget of its scratch
+// alone; a real conversion (to bfloat16) needs a temporary and does not fit.
+TEST(PallasCall, DotOperandsCastToTheirOwnDtypeAreReadInPlace) {
+  constexpr int64_t kScratch = (64 * 128 + 128 * 128 + 64 * 128) * 4;
+  auto run = [](bool to_bfloat16) {
+    return pl::kernel(
+        pl::out_type<float>({64, 128}), pltpu::TensorCoreMesh("core", 1),
+        pl::scratch_types(pltpu::VMEM<float>({64, 128}), pltpu::VMEM<float>({128, 128}),
+                          pltpu::VMEM<float>({64, 128})),
+        pltpu::CompilerParams{.vmem_limit_bytes = kScratch})(
+        [to_bfloat16](pltpu::HbmRef<float> o, pltpu::VmemRef<float> x, pltpu::VmemRef<float> y,
+                      pltpu::VmemRef<float> acc) {
+          x = (lax::broadcasted_iota<int32_t>({64, 128}, 0) % 5 - 2).astype<float>();
+          y = (lax::broadcasted_iota<int32_t>({128, 128}, 1) % 3 - 1).astype<float>();
+          if (to_bfloat16) {
+            acc = jnp::dot<float>(x[pl::ellipsis].astype<bfloat16>(), y.astype<bfloat16>());
+          } else {
+            acc = jnp::dot<float>(x[pl::ellipsis].astype<float>(), y.astype<float>());
+            acc += lax::dot_general<float>(x.astype<float>().astype<float>(),
+                                           y[pl::ellipsis].astype<float>(), {{{1}, {0}}});
+          }
+          pltpu::sync_copy(acc, o);
+        });
+  };
+  for (const bool checked : {false, true}) {
+    std::optional<pltpu::ForceTpuInterpretMode> force;
+    if (checked) force.emplace(pltpu::InterpretParams{});
+    const Array<float> z = run(false)();
+    for (int64_t i = 0; i < 64; ++i) {
+      for (int64_t j = 0; j < 128; ++j) {
+        const float want =
+            2.0f * 128.0f * static_cast<float>(i % 5 - 2) * static_cast<float>(j % 3 - 1);
+        ASSERT_EQ(z(i, j), want) << i << "," << j << " checked " << checked;
+      }
+    }
+    auto e = tessera::testing::catch_error<Error>([&] { run(true)(); });
+    ASSERT_TRUE(e) << "checked " << checked;
+    EXPECT_EQ(e->kind(), ErrorKind::kCapacityExceeded) << e->what();
+  }
+}
+
 TEST(PallasCall, ShowProgramIds) {
   // docs/pallas/grid_blockspec.md: x (8, 6), blocks (2, 3), grid (4, 2), each program writes
   // 10 * i + j into its block.
