@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -115,7 +116,11 @@ void pack_rows(U* dst, int64_t ld, int64_t rows_pad, MatrixView<T> v, int64_t ro
   for (int64_t i = 0; i < rows; ++i) {
     const T* src = v.data + i * v.rs;
     U* d = dst + i * ld;
-    if (v.cs == 1) {
+    if (v.cs == 1 && std::is_same_v<T, U>) {
+      // A row copied as bytes: as fast whatever the optimisation level (GCC 12 vectorises the
+      // loop below only from -O3; at RelWithDebInfo's -O2 it copied a float at a time).
+      std::memcpy(d, src, static_cast<size_t>(cols) * sizeof(T));
+    } else if (v.cs == 1) {
       for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<U>(src[j]);
     } else {
       for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<U>(src[j * v.cs]);
