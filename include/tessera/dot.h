@@ -16,7 +16,8 @@
 // Operands are refs in VMEM or SMEM (any strides: a sub-view `x.at(...)` works), `x_ref[...]`,
 // values (value.h), or any expression (computed into a temporary when the product is made, so
 // `jnp::dot(p.astype<bfloat16>(), v)` works; a cast to the operand's own dtype, as in
-// `x_ref[...].astype(input_dtype)`, is no expression: the ref or value itself is the operand). `dot_general`'s contracting dimensions choose which
+// `x_ref[...].astype(input_dtype)`, is no expression: the ref or value itself is the operand).
+// `dot_general`'s contracting dimensions choose which
 // axis of each operand is summed over: ((1,), (0,)) is x @ y (what `jnp::dot` does), ((1,), (1,))
 // is x @ y.T, ((0,), (0,)) is x.T @ y; several contracting dimensions (up to 4, paired in order)
 // are summed together. Batch dimensions (up to 4, at any position, listed in the same order for
