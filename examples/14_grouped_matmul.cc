@@ -284,6 +284,16 @@ Array<Out> gmm_impl(const Array<L>& lhs, const Array<R>& rhs, const Array<int32_
   const int64_t tiles_n = (n + t.tn - 1) / t.tn;
   const GroupMetadata group_metadata =
       make_group_metadata(group_sizes, m, t.tm, start_group, num_current_groups, false, where);
+  if (group_metadata.num_tiles == 0 || tiles_n == 0 || tiles_k == 0) {
+    // Pallas' grid would be empty (no rows in the computed groups, n = 0 or k = 0), and the kernel
+    // would write nothing: the output is existing_out, or zeros, with the computed groups' rows
+    // their products over k = 0 (zeros) when k is 0.
+    Array<Out> result = existing_out != nullptr ? *existing_out : Array<Out>(Shape{m, n}, Out(0));
+    const int64_t begin = group_metadata.group_offsets[start_group];
+    const int64_t end = group_metadata.group_offsets[start_group + num_current_groups];
+    if (k == 0) std::fill(result.data() + begin * n, result.data() + end * n, Out(0));
+    return result;
+  }
   const Static st{t.tm, t.tk, t.tn, tiles_k, k % t.tk, options.transpose_rhs};
 
   const int64_t tm = t.tm, tk = t.tk, tn = t.tn;
@@ -364,6 +374,13 @@ Array<Out> tgmm_impl(const Array<L>& lhs_in, const Array<R>& rhs, const Array<in
   const int64_t tiles_n = (n + t.tn - 1) / t.tn;
   const GroupMetadata group_metadata =
       make_group_metadata(group_sizes, m, t.tm, start_group, num_actual_groups, true, where);
+  if (m == 0 || group_metadata.num_tiles == 0 || tiles_n == 0 || tiles_k == 0) {
+    // Nothing to launch: every group is empty (m = 0; Pallas' metadata would then name more grid
+    // steps than it has entries), none is computed, or the output has no elements. Each group's
+    // product is zero: the output is existing_out, or zeros.
+    return existing_out != nullptr ? *existing_out
+                                   : Array<Out>(Shape{num_actual_groups, k, n}, Out(0));
+  }
   const Static st{t.tm, t.tk, t.tn, tiles_k, 0, false};
 
   const int64_t tm = t.tm, tk = t.tk, tn = t.tn;

@@ -51,7 +51,8 @@ struct GroupMetadata {
 
 /// `make_group_metadata(group_sizes=..., m=..., tm=..., start_group=..., num_nonzero_groups=...,
 /// visit_empty_groups=...)`. Throws UsageError for negative sizes, sizes summing past m, m not a
-/// multiple of tm, or a shard outside the groups.
+/// multiple of tm, or a shard outside the groups. As in Pallas, with m = 0 and visit_empty_groups
+/// num_tiles counts more steps than the arrays hold (gmm and tgmm launch nothing then).
 GroupMetadata make_group_metadata(const Array<int32_t>& group_sizes, int64_t m, int64_t tm,
                                   int64_t start_group, int64_t num_nonzero_groups,
                                   bool visit_empty_groups,

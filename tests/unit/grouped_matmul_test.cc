@@ -360,6 +360,43 @@ void existing_outputs_case() {
 
 TEST(GroupedMatmul, ExistingOutputsAndRowsOfNoGroup) { existing_outputs_case(); }
 
+// Calls whose grid would be empty launch nothing and give the products' values: a shard of empty
+// groups, no rows (m = 0), no columns (n = 0), an empty contraction (k = 0).
+TEST(GroupedMatmul, EmptyGridsGiveTheProductsValues) {
+  Rng rng{61};
+  const Array<float> lhs = random_dense<float>(rng, {128, 64});
+  const Array<float> rhs = random_dense<float>(rng, {2, 64, 128});
+  const Array<float> existing = random_dense<float>(rng, {128, 128});
+  const Array<int32_t> sizes({4}, {64, 0, 0, 64});
+  const GmmOptions shard{.group_offset = 1};  // groups 1 and 2: no rows
+  const Array<float> kept = examples::gmm<float>(lhs, rhs, sizes, existing, shard);
+  for (int64_t e = 0; e < kept.size(); ++e) ASSERT_EQ(kept.data()[e], existing.data()[e]);
+  const Array<float> zeros = examples::gmm<float>(lhs, rhs, sizes, shard);
+  for (float v : zeros) ASSERT_EQ(v, 0.0f);
+  // k = 0: the computed groups' rows (64..127 for group 1 of {64, 64}) are zero, the rest kept.
+  const Array<int32_t> two({2}, {64, 64});
+  const Array<float> no_k =
+      examples::gmm<float>(Array<float>(Shape{128, 0}), Array<float>(Shape{1, 0, 128}), two,
+                           existing, GmmOptions{.group_offset = 1});
+  for (int64_t r = 0; r < 128; ++r) ASSERT_EQ(no_k(r, 7), r < 64 ? existing(r, 7) : 0.0f) << r;
+  EXPECT_EQ(examples::gmm<float>(Array<float>(Shape{128, 64}), Array<float>(Shape{2, 64, 0}), two)
+                .shape(),
+            (Shape{128, 0}));
+  EXPECT_EQ(
+      examples::gmm<float>(Array<float>(Shape{0, 64}), rhs, Array<int32_t>({2}, {0, 0})).shape(),
+      (Shape{0, 128}));
+  // tgmm without rows: every group's product is zero (plus existing_out).
+  const Array<int32_t> none({2}, {0, 0});
+  const Array<float> t0 =
+      examples::tgmm<float>(Array<float>(Shape{64, 0}), Array<float>(Shape{0, 128}), none);
+  ASSERT_EQ(t0.shape(), (Shape{2, 64, 128}));
+  for (float v : t0) ASSERT_EQ(v, 0.0f);
+  const Array<float> base = random_dense<float>(rng, {2, 64, 128});
+  const Array<float> t1 = examples::tgmm<float>(Array<float>(Shape{64, 0}),
+                                                Array<float>(Shape{0, 128}), none, base, {});
+  for (int64_t e = 0; e < base.size(); ++e) ASSERT_EQ(t1.data()[e], base.data()[e]);
+}
+
 // Checked mode runs the same kernels (a shared output tile's first visit reads the fresh window
 // and selects it away; partial k tiles read padding and mask it) and reports nothing.
 TEST(GroupedMatmul, CheckedModeFindsNothingAndAgrees) {
