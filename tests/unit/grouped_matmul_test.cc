@@ -62,23 +62,34 @@ double at(const Array<T>& a, int64_t e) {
   return static_cast<double>(static_cast<float>(a.data()[e]));
 }
 
+template <class T>
+std::vector<double> as_doubles(const Array<T>& a) {
+  std::vector<double> v(static_cast<size_t>(a.size()));
+  for (int64_t e = 0; e < a.size(); ++e) v[static_cast<size_t>(e)] = at(a, e);
+  return v;
+}
+
 // reference_gmm in float64: row r of group g is lhs[r] @ rhs[g] (rhs[g]^T when transposed).
+// (Loops in the order that reads both operands along rows: the sanitizer builds run them too.)
 template <class L, class R>
-std::vector<double> reference_gmm(const Array<L>& lhs, const Array<R>& rhs,
+std::vector<double> reference_gmm(const Array<L>& lhs_in, const Array<R>& rhs_in,
                                   const Array<int32_t>& sizes, bool transpose_rhs) {
-  const int64_t m = lhs.shape()[0], k = lhs.shape()[1];
-  const int64_t n = transpose_rhs ? rhs.shape()[1] : rhs.shape()[2];
+  const int64_t m = lhs_in.shape()[0], k = lhs_in.shape()[1];
+  const int64_t n = transpose_rhs ? rhs_in.shape()[1] : rhs_in.shape()[2];
+  const std::vector<double> lhs = as_doubles(lhs_in), rhs = as_doubles(rhs_in);
   std::vector<double> out(static_cast<size_t>(m * n), 0.0);
   int64_t row = 0;
   for (int64_t g = 0; g < sizes.size(); ++g) {
     for (int64_t r = row; r < row + sizes[g]; ++r) {
-      for (int64_t c = 0; c < n; ++c) {
-        double s = 0;
-        for (int64_t i = 0; i < k; ++i) {
-          s += at(lhs, r * k + i) *
-               at(rhs, transpose_rhs ? (g * n + c) * k + i : (g * k + i) * n + c);
-        }
-        out[static_cast<size_t>(r * n + c)] = s;
+      const double* x = &lhs[static_cast<size_t>(r * k)];
+      double* o = &out[static_cast<size_t>(r * n)];
+      for (int64_t c = 0; transpose_rhs && c < n; ++c) {
+        const double* y = &rhs[static_cast<size_t>((g * n + c) * k)];
+        for (int64_t i = 0; i < k; ++i) o[c] += x[i] * y[i];
+      }
+      for (int64_t i = 0; !transpose_rhs && i < k; ++i) {
+        const double* y = &rhs[static_cast<size_t>((g * k + i) * n)];
+        for (int64_t c = 0; c < n; ++c) o[c] += x[i] * y[c];
       }
     }
     row += sizes[g];
@@ -88,18 +99,19 @@ std::vector<double> reference_gmm(const Array<L>& lhs, const Array<R>& rhs,
 
 // The weight gradient (tgmm's product): group g's lhs^T (k, m) columns times rhs (m, n) rows.
 template <class L, class R>
-std::vector<double> reference_tgmm(const Array<L>& lhs_t, const Array<R>& rhs,
+std::vector<double> reference_tgmm(const Array<L>& lhs_t, const Array<R>& rhs_in,
                                    const Array<int32_t>& sizes) {
-  const int64_t k = lhs_t.shape()[0], m = lhs_t.shape()[1], n = rhs.shape()[1];
+  const int64_t k = lhs_t.shape()[0], m = lhs_t.shape()[1], n = rhs_in.shape()[1];
+  const std::vector<double> lt = as_doubles(lhs_t), rhs = as_doubles(rhs_in);
   std::vector<double> out(static_cast<size_t>(sizes.size() * k * n), 0.0);
   int64_t row = 0;
   for (int64_t g = 0; g < sizes.size(); ++g) {
     for (int64_t i = 0; i < k; ++i) {
-      for (int64_t c = 0; c < n; ++c) {
-        double s = 0;
-        for (int64_t r = row; r < row + sizes[g]; ++r)
-          s += at(lhs_t, i * m + r) * at(rhs, r * n + c);
-        out[static_cast<size_t>((g * k + i) * n + c)] = s;
+      double* o = &out[static_cast<size_t>((g * k + i) * n)];
+      for (int64_t r = row; r < row + sizes[g]; ++r) {
+        const double x = lt[static_cast<size_t>(i * m + r)];
+        const double* y = &rhs[static_cast<size_t>(r * n)];
+        for (int64_t c = 0; c < n; ++c) o[c] += x * y[c];
       }
     }
     row += sizes[g];
@@ -129,8 +141,12 @@ struct Problem {
 
 // gmm_test: one draw of groups, the forward product and both gradients (grad_lhs = gmm(dout,
 // rhs, transpose_rhs), grad_rhs = tgmm(lhs^T, dout)), as megablox's custom VJP computes them.
+// What a case checks: the forward product, the gradients, or both (the large shapes split them
+// over two tests, to keep each short under the sanitizers).
+enum class Part { kForward, kGradients, kBoth };
+
 template <class L, class R, class Out>
-void gmm_case(const Problem& p, uint64_t seed, bool transpose_rhs) {
+void gmm_case(const Problem& p, uint64_t seed, bool transpose_rhs, Part part = Part::kBoth) {
   Rng rng{seed};
   const int64_t num_groups = 1 + rng.below(32);
   SCOPED_TRACE(::testing::Message()
@@ -142,10 +158,13 @@ void gmm_case(const Problem& p, uint64_t seed, bool transpose_rhs) {
   const Array<R> rhs = transpose_rhs ? random_dense<R>(rng, {num_groups, p.n, p.k})
                                      : random_dense<R>(rng, {num_groups, p.k, p.n});
   const Array<int32_t> sizes = random_group_sizes(rng, p.m, num_groups);
-  const Array<Out> out = examples::gmm<Out>(
-      lhs, rhs, sizes, GmmOptions{.tiling = p.tiling, .transpose_rhs = transpose_rhs});
-  ASSERT_EQ(out.shape(), (Shape{p.m, p.n}));
-  expect_close(out, reference_gmm(lhs, rhs, sizes, transpose_rhs), kAnyBf16);
+  if (part != Part::kGradients) {
+    const Array<Out> out = examples::gmm<Out>(
+        lhs, rhs, sizes, GmmOptions{.tiling = p.tiling, .transpose_rhs = transpose_rhs});
+    ASSERT_EQ(out.shape(), (Shape{p.m, p.n}));
+    expect_close(out, reference_gmm(lhs, rhs, sizes, transpose_rhs), kAnyBf16);
+  }
+  if (part == Part::kForward) return;
 
   // The gradients of a cotangent dout (m, n).
   const Array<Out> dout = random_dense<Out>(rng, {p.m, p.n});
@@ -223,10 +242,18 @@ TEST(GroupedMatmul, SmallMixedDtypes) {
   gmm_case<bfloat16, bfloat16, float>(kSmall, 7, true);
 }
 
-TEST(GroupedMatmul, BigFloat32) { gmm_case<float, float, float>(kBig, 8, false); }
+TEST(GroupedMatmul, BigFloat32) { gmm_case<float, float, float>(kBig, 8, false, Part::kForward); }
+
+TEST(GroupedMatmul, BigFloat32Gradients) {
+  gmm_case<float, float, float>(kBig, 8, false, Part::kGradients);
+}
 
 TEST(GroupedMatmul, BigBfloat16TransposedRhs) {
-  gmm_case<bfloat16, bfloat16, bfloat16>(kBig, 9, true);
+  gmm_case<bfloat16, bfloat16, bfloat16>(kBig, 9, true, Part::kForward);
+}
+
+TEST(GroupedMatmul, BigBfloat16TransposedRhsGradients) {
+  gmm_case<bfloat16, bfloat16, bfloat16>(kBig, 9, true, Part::kGradients);
 }
 
 TEST(GroupedMatmul, PartialTiles) {
@@ -240,7 +267,7 @@ TEST(GroupedMatmul, PartialTiles) {
 // groups with group_offset, the later ones adding to the earlier output (existing_out); the
 // weight gradient per shard with tgmm (group_offset, num_actual_groups), concatenated.
 template <class T>
-void sharded_case(const Problem& p, uint64_t seed) {
+void sharded_case(const Problem& p, uint64_t seed, Part part = Part::kBoth) {
   Rng rng{seed};
   const int64_t group_stride = 1 + rng.below(8);
   const int64_t num_groups = group_stride * (1 + rng.below(32 / group_stride));
@@ -255,14 +282,17 @@ void sharded_case(const Problem& p, uint64_t seed) {
               s.data());
     return s;
   };
-  Array<T> out = examples::gmm<T>(lhs, shard_of(0), sizes, GmmOptions{.tiling = p.tiling});
-  for (int64_t go = group_stride; go < num_groups; go += group_stride) {
-    out =
-        examples::gmm<T>(lhs, shard_of(go), sizes, out,
-                         GmmOptions{.tiling = p.tiling, .group_offset = static_cast<int32_t>(go)});
-  }
   constexpr bool kBf16 = std::is_same_v<T, bfloat16>;
-  expect_close(out, reference_gmm(lhs, rhs, sizes, false), kBf16);
+  if (part != Part::kGradients) {
+    Array<T> out = examples::gmm<T>(lhs, shard_of(0), sizes, GmmOptions{.tiling = p.tiling});
+    for (int64_t go = group_stride; go < num_groups; go += group_stride) {
+      out = examples::gmm<T>(
+          lhs, shard_of(go), sizes, out,
+          GmmOptions{.tiling = p.tiling, .group_offset = static_cast<int32_t>(go)});
+    }
+    expect_close(out, reference_gmm(lhs, rhs, sizes, false), kBf16);
+  }
+  if (part == Part::kForward) return;
 
   const Array<T> dout = random_dense<T>(rng, {p.m, p.n});
   Array<T> lhs_t({p.k, p.m});
@@ -271,11 +301,11 @@ void sharded_case(const Problem& p, uint64_t seed) {
   }
   Array<T> grad_rhs(Shape{num_groups, p.k, p.n});
   for (int64_t go = 0; go < num_groups; go += group_stride) {
-    const Array<T> part = examples::tgmm<T>(lhs_t, dout, sizes,
-                                            GmmOptions{.tiling = p.tiling,
-                                                       .group_offset = static_cast<int32_t>(go),
-                                                       .num_actual_groups = group_stride});
-    std::copy(part.begin(), part.end(), grad_rhs.data() + go * p.k * p.n);
+    const Array<T> shard = examples::tgmm<T>(lhs_t, dout, sizes,
+                                             GmmOptions{.tiling = p.tiling,
+                                                        .group_offset = static_cast<int32_t>(go),
+                                                        .num_actual_groups = group_stride});
+    std::copy(shard.begin(), shard.end(), grad_rhs.data() + go * p.k * p.n);
   }
   expect_close(grad_rhs, reference_tgmm(lhs_t, dout, sizes), kBf16);
 }
@@ -292,7 +322,11 @@ TEST(GroupedMatmul, ShardedGroups) {
   sharded_case<float>(kPartial, 23);
 }
 
-TEST(GroupedMatmul, ShardedGroupsBig) { sharded_case<bfloat16>(kBig, 24); }
+TEST(GroupedMatmul, ShardedGroupsBig) { sharded_case<bfloat16>(kBig, 24, Part::kForward); }
+
+TEST(GroupedMatmul, ShardedGroupsBigGradients) {
+  sharded_case<bfloat16>(kBig, 24, Part::kGradients);
+}
 
 // tgmm adding to an existing output, and gmm rows past the last group (zero; Pallas leaves them
 // unspecified), kept from an existing output also where a computed group's tile holds them.
