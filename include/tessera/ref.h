@@ -271,14 +271,7 @@ class Ref {
   /// Pointer to element (0, ..., 0).
   T* data() const noexcept { return data_; }
   /// True when the elements are contiguous in row-major order.
-  bool is_contiguous() const noexcept {
-    int64_t expect = 1;
-    for (int i = rank() - 1; i >= 0; --i) {
-      if (shape_[i] != 1 && strides_[i] != expect) return false;
-      expect *= shape_[i];
-    }
-    return true;
-  }
+  bool is_contiguous() const noexcept { return detail::is_row_major(shape_, strides_); }
 
   /// A sub-view, `ref.at[...]` in Pallas: one indexer per leading axis (an integer squeezes
   /// the axis, `pl::ds(start, size[, stride])` slices it, `pl::all` keeps it); missing

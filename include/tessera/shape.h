@@ -59,4 +59,17 @@ class Shape {
 /// Row-major (C order) strides, in elements, of a contiguous array of `shape`.
 detail::SmallVec row_major_strides(const Shape& shape);
 
+namespace detail {
+/// Whether `strides` lay `shape` out row-major without gaps (the strides of extent-1 axes do not
+/// matter): the layout a view's elements have when they are one contiguous run, in order.
+inline bool is_row_major(const Shape& shape, const SmallVec& strides) noexcept {
+  int64_t expect = 1;
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+}  // namespace detail
+
 }  // namespace tessera

@@ -28,11 +28,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "core/simd_target.h"
 #include "native/gemm_amx.h"
@@ -117,8 +117,9 @@ void pack_rows(U* dst, int64_t ld, int64_t rows_pad, MatrixView<T> v, int64_t ro
     const T* src = v.data + i * v.rs;
     U* d = dst + i * ld;
     if (v.cs == 1 && std::is_same_v<T, U>) {
-      // A row copied as bytes: as fast whatever the optimisation level (GCC 12 vectorises the
-      // loop below only from -O3; at RelWithDebInfo's -O2 it copied a float at a time).
+      // A row copied as bytes, at memcpy's speed whatever the build's optimisation level: GCC 12
+      // vectorises the loop below only from -O3, and at -O2 (RelWithDebInfo) moves an element at
+      // a time.
       std::memcpy(d, src, static_cast<size_t>(cols) * sizeof(T));
     } else if (v.cs == 1) {
       for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<U>(src[j]);

@@ -44,17 +44,6 @@ void streaming_copy(void* dst, const void* src, size_t n);
 void evaluate_nodes(const std::vector<ExprNode>& nodes, std::source_location where,
                     const RawRef& dst, bool stack_temporaries);
 
-/// Whether `strides` lay `shape` out row-major without gaps (the strides of extent-1 axes do not
-/// matter): the layout a view's elements have when they are one contiguous run, in order.
-inline bool is_row_major(const Shape& shape, const SmallVec& strides) noexcept {
-  int64_t expect = 1;
-  for (int i = shape.rank() - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != expect) return false;
-    expect *= shape[i];
-  }
-  return true;
-}
-
 /// Takes `amount` from `cell` if it holds that much (one compare-and-swap loop).
 inline bool take_if_enough(SemaphoreCell& cell, int64_t amount) noexcept {
   int64_t v = cell.load();
