@@ -55,14 +55,16 @@ void roll_left(Array<int32_t>& x, int64_t shift) {
 }
 
 // _get_store_mask: the rows of the (tm, tn) tile of grid step grid_id that belong to its group.
+// An expression of an iota and scalars (it reads no ref), so the statement that uses it computes
+// it in the same pass.
 auto store_mask(const Meta& meta, int64_t grid_id, int64_t tm, int64_t tn) {
   const auto& [group_offsets, group_ids, m_tile_ids] = meta;
   const int32_t group_id = group_ids(grid_id);
   const int32_t group_start = group_offsets(group_id);
   const int32_t group_end = group_offsets(group_id + 1);
   const int32_t m_id = m_tile_ids(grid_id) * static_cast<int32_t>(tm);
-  jnp::Value iota = lax::broadcasted_iota<int32_t>(Shape{tm, tn}, 0) + m_id;
-  return jnp::Value(jnp::logical_and(iota >= group_start, iota < group_end));
+  auto iota = lax::broadcasted_iota<int32_t>(Shape{tm, tn}, 0) + m_id;
+  return jnp::logical_and(iota >= group_start, iota < group_end);
 }
 
 // mask_k_rem: x with its columns (dim 1) or rows (dim 0) past k_rem zeroed.
