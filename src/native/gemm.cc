@@ -497,6 +497,42 @@ libxsmm_bsmmfunction bf16_kernel(int64_t m, int64_t n, int64_t kk, int64_t lda, 
           static_cast<libxsmm_blasint>(lda), static_cast<libxsmm_blasint>(c_rs), flags}));
 }
 
+// C (+)= A·B for bfloat16 one column panel of B at a time, each panel's pairs for the whole k
+// packed first and given every row of A (A already has k2 contiguous columns at `pa`). A B
+// whose pairs pass half the L2 would otherwise go through in slabs of k, and each slab reads and
+// writes all of C (float32, twice B's columns in bytes per row) once more; panels read A once
+// more per panel instead, and a read costs less than a read and a write of the same bytes.
+// Panels are as wide as half the L2 holds for the whole k, a multiple of 16 columns (a vector of
+// pairs), at least 64; fewer rows of A than two such widths would not repay A's extra passes.
+// Measured on an AMD Zen 4 class EPYC, one core (docs/performance.md, "bfloat16 without AMX, on
+// AMD's AVX512-BF16"): (1024, 1024, 1024) 166 -> 198 GFLOP/s, (1024, 512, 2048) 200 -> 207, with
+// B transposed 195 -> 216; slabs stay ahead for (256, 512, 2048), 196 against 188. False
+// (nothing done) when it does not apply.
+bool xsmm_bf16_panels(int64_t m, int64_t n, int64_t k, int64_t k2, const uint16_t* pa, int64_t lda,
+                      const MatrixView<bfloat16>& b, float* c, int64_t c_rs, bool accumulate) {
+  const int64_t half_l2 = gemm_l2_bytes() / 2;
+  if (k2 * n * 2 <= half_l2 || m < 2 * kPanel) return false;
+  // Slabs re-read and re-write C (m * n * 4 bytes) once a slab, panels re-read A (m * k2 * 2) once
+  // a panel, and there are about as many of either: slabs are kept where they move no more
+  // bytes (k2 >= 4n) and C stays in the L2 between them.
+  if (m * n * 4 <= half_l2 && k2 >= 4 * n) return false;
+  const int64_t widest = half_l2 / (2 * k2) / 16 * 16;
+  if (widest < kPanel) return false;
+  const int64_t panels = (n + widest - 1) / widest;
+  const int64_t w = ((n + panels - 1) / panels + 15) / 16 * 16;  // even panels, the last narrower
+  const libxsmm_bsmmfunction full = bf16_kernel(m, w, k2, lda, c_rs, accumulate);
+  const libxsmm_bsmmfunction last =
+      n % w != 0 ? bf16_kernel(m, n % w, k2, lda, c_rs, accumulate) : full;
+  if (full == nullptr || last == nullptr) return false;
+  auto* vb = tl_pack_b.get<uint16_t>(k2 * w);
+  for (int64_t j = 0; j < n; j += w) {
+    const int64_t wj = std::min(w, n - j);
+    pack_vnni_bf16(vb, MatrixView<bfloat16>{b.data + j * b.cs, b.rs, b.cs}, 0, k2, k, wj);
+    (wj == w ? full : last)(vb, pa, c + j);
+  }
+  return true;
+}
+
 // bfloat16 on libxsmm's AVX512-BF16 kernel, our B (libxsmm's "A") in VNNI pairs. A B whose pairs
 // pass half the L2 is packed and multiplied a slab of k at a time, each slab adding to what the
 // earlier ones left in C (float32 sums continue from C's value), so that the packed slab is read
@@ -522,6 +558,7 @@ bool xsmm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
     pa = buf;
     lda = k2;
   }
+  if (xsmm_bf16_panels(m, n, k, k2, pa, lda, b, c, c_rs, accumulate)) return true;
   const int64_t pair_bytes = 4 * n;  // one VNNI row: two k of every column
   const int64_t slab = std::min(k2, std::max<int64_t>(1, gemm_l2_bytes() / 2 / pair_bytes) * 2);
   // Every kernel the slabs need, before anything is written.

@@ -398,6 +398,33 @@ TEST(Dot, LongLowPrecisionRhsInSlabsOfK) {
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
 
+TEST(Dot, LowPrecisionRhsInColumnPanels) {
+  // bfloat16 with a B past half the L2 of any current x86 core, k shorter than four times its
+  // columns and enough rows: without AMX the VNNI kernel packs B one column panel at a time for
+  // the whole k and gives each panel every row of A (src/native/gemm.cc, xsmm_bf16_panels); the
+  // panels are a multiple of 16 columns and the last one is narrower. An odd k pads a pair; a
+  // transposed y goes through the word transposes; assigned and accumulated.
+  constexpr int64_t m = 130, n = 1100, k = 1001;
+  auto xv = random_values<bfloat16>(m * k, 85);
+  auto yv = random_values<bfloat16>(k * n, 86);
+  for (const bool transposed : {false, true}) {
+    const Shape ys = transposed ? Shape{n, k} : Shape{k, n};
+    const int rc = transposed ? 1 : 0;
+    const Reference ref = reference(vref(xv, {m, k}), vref(yv, ys), 1, rc);
+    for (auto mode : {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx}) {
+      detail::set_gemm_mode(mode);
+      std::vector<float> ov(static_cast<size_t>(m * n), 1.0f);
+      auto o = vref(ov, {m, n});
+      o += lax::dot_general<float>(vref(xv, {m, k}), vref(yv, ys), {{{1}, {rc}}});
+      expect_close(o, ref, k, std::vector<double>(static_cast<size_t>(m * n), 1.0), 0.0,
+                   "bf16 panels, accumulated");
+      o = lax::dot_general<float>(vref(xv, {m, k}), vref(yv, ys), {{{1}, {rc}}});
+      expect_close(o, ref, k, {}, 0.0, "bf16 panels, assigned");
+    }
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
 TEST(Dot, FewRowsAgainstTransposedRhsInEveryRowBlock) {
   // x @ y.T with 1 to 16 rows, the dot-product kernels' row blocks (1 x 16, 2 x 8, 3 x 4 and 4 x 4
   // with a tail of rows, src/native/gemm_skinny.cc), columns that end inside a block, k below,
