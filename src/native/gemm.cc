@@ -589,7 +589,7 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
-  if (skinny(a, b, skinny_low_precision(m, k, gemm_amx_bf16())) &&
+  if (skinny(a, b, skinny_low_precision(m, k, gemm_amx_bf16(), true)) &&
       skinny_dot_bf16(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;
   }
@@ -616,12 +616,12 @@ void gemm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   a = normalize(a, m, k);
   b = normalize(b, k, n);
   if (m == 1) c_rs = n;
-  if (k > 0 && skinny(a, b, skinny_low_precision(m, k, gemm_amx_int8())) &&
+  if (k > 0 && skinny(a, b, skinny_low_precision(m, k, gemm_amx_int8(), false)) &&
       skinny_dot_s8(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;
   }
-  if (k > 0 && !portable() && !gemm_amx_int8() && m <= kSkinnyNnMaxRows && a.cs == 1 && b.cs == 1 &&
-      skinny_nn_s8(m, n, k, a.data, a.rs, b.data, b.rs, c, c_rs, accumulate)) {
+  if (k > 0 && !portable() && !gemm_amx_int8() && m <= kSkinnyNnMaxRowsS8 && a.cs == 1 &&
+      b.cs == 1 && skinny_nn_s8(m, n, k, a.data, a.rs, b.data, b.rs, c, c_rs, accumulate)) {
     return;
   }
   if (k > 0 && gemm_amx_int8()) {

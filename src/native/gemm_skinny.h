@@ -23,21 +23,25 @@ namespace tessera::detail {
 /// 12.1 against 18.8 us.
 inline constexpr int64_t kSkinnyMaxRowsF32 = 8;
 
-/// Whether gemm.cc takes these kernels for a bfloat16 or int8 product of m rows and a contraction
-/// of k, measured on a Sapphire Rapids class Xeon (and, with TESSERA_AMX=off, as a CPU without AMX)
-/// against the alternatives (docs/performance.md, "Skinny dots in dot-product form"):
-/// - with AMX tiles, up to 2 rows: int8 (1, 128) x (512, 128).T 1.0-1.8 against 2.6-3.7 us on
-///   tiles, 2 rows 1.5-2.2 against 2.6-4.0 us; with 3 rows the tiles are as fast (int8) or faster
-///   (bfloat16 5.9 against 9.7 us).
-/// - without, up to 4 rows, and up to 16 where k is at least 32 per row: libxsmm's kernels first
-///   pack all of B, these reduce a vector per 16 sums, so a long k favours these and many rows
-///   libxsmm's faster multiply. int8 (8, 4096) x (256, 4096).T 42-44 against 114-116 us, (8, 256)
-///   x (512, 256).T 10.9 against 12.3 us, but (8, 128) 7.2 against 6.0 us; 16 rows: k 512 40.6
-///   against 42.8 us, k 256 29.1 against 21.4 us; 32 rows, k 4096: 622 against 598 us. bfloat16
-///   gains more on each of these shapes.
-inline bool skinny_low_precision(int64_t m, int64_t k, bool amx) {
+/// Whether gemm.cc takes these kernels for a bfloat16 (`bf16`) or int8 product of m rows and a
+/// contraction of k, measured against the alternatives (docs/performance.md, "Skinny dots in
+/// dot-product form", and "bfloat16 without AMX, on AMD's AVX512-BF16"):
+/// - with AMX tiles, up to 2 rows (a Sapphire Rapids class Xeon): int8 (1, 128) x (512, 128).T
+///   1.0-1.8 against 2.6-3.7 us on tiles, 2 rows 1.5-2.2 against 2.6-4.0 us; with 3 rows the
+///   tiles are as fast (int8) or faster (bfloat16 5.9 against 9.7 us).
+/// - without, libxsmm's kernels first pack all of B and these reduce a vector per 16 sums, so a
+///   long k favours these and many rows libxsmm's faster multiply. On an AMD Zen 4 class EPYC,
+///   whose VDPBF16PS runs at the FMA's rate (the CPUs without AMX that take this path), one
+///   core: int8 up to 4 rows, and up to 16 where k is at least 32 per row ((8, 128) x (512,
+///   128).T 5.8 against 5.7 us, (16, 256) 15.9 against 15.6, (16, 512) 24.1 against 29.3);
+///   bfloat16 up to 8 rows, and up to 16 where k is at least 16 per row ((8, 128) 8.0 against
+///   10.5 us, (16, 128) 15.7 against 14.9, (16, 256) 22.6 against 28.5; 32 rows lose at every
+///   k). A Sapphire Rapids Xeon with TESSERA_AMX=off gave int8 the same bounds.
+inline bool skinny_low_precision(int64_t m, int64_t k, bool amx, bool bf16) {
   if (amx) return m <= 2;
-  return m <= 4 || (m <= 16 && k >= 32 * m);
+  const int64_t few = bf16 ? 8 : 4;
+  const int64_t per_row = bf16 ? 16 : 32;
+  return m <= few || (m <= 16 && k >= per_row * m);
 }
 
 bool skinny_dot_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, const float* bt,
@@ -51,8 +55,14 @@ bool skinny_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_r
 /// b[p * b_rs + j], A's rows contiguous along k; B's rows are read where they lie, interleaved
 /// in registers into the pairs (bfloat16) or quads (int8) of k that the dot-product
 /// instructions take, without the packing of B that libxsmm's kernels need. gemm.cc takes them
-/// where the CPU has no AMX (the tile unit is faster even with B packed).
+/// where the CPU has no AMX (the tile unit is faster even with B packed), for up to 16 rows of
+/// bfloat16 and 4 of int8: int8's quads take more shuffles per product than bfloat16's pairs,
+/// and libxsmm's kernel on a packed B overtakes them at 8 rows. Measured on an AMD Zen 4 class
+/// EPYC, one core, against that kernel: int8 (4, 128) x (128, 512) 4.2 against 4.7 us, (8, 128)
+/// 8.1 against 6.1, (8, 4096) x (4096, 256) 92 against 74, (16, 128) 16.4 against 10.6;
+/// bfloat16 (16, 128) 13.3 against 14.0, (16, 4096) 177 against 195.
 inline constexpr int64_t kSkinnyNnMaxRows = 16;
+inline constexpr int64_t kSkinnyNnMaxRowsS8 = 4;
 bool skinny_nn_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
                     const bfloat16* b, int64_t b_rs, float* c, int64_t c_rs, bool accumulate);
 bool skinny_nn_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* b,
