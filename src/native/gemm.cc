@@ -503,7 +503,7 @@ libxsmm_bsmmfunction bf16_kernel(int64_t m, int64_t n, int64_t kk, int64_t lda, 
 // writes all of C (float32, twice B's columns in bytes per row) once more; panels read A once
 // more per panel instead, and a read costs less than a read and a write of the same bytes.
 // Panels are as wide as half the L2 holds for the whole k, a multiple of 16 columns (a vector of
-// pairs), at least 64; fewer rows of A than two such widths would not repay A's extra passes.
+// pairs), at least 64; A needs 128 rows or more, as for the float32 panels (xsmm_f32_panels).
 // Measured on an AMD Zen 4 class EPYC, one core (docs/performance.md, "bfloat16 without AMX, on
 // AMD's AVX512-BF16"): (1024, 1024, 1024) 166 -> 198 GFLOP/s, (1024, 512, 2048) 200 -> 207, with
 // B transposed 195 -> 216; slabs stay ahead for (256, 512, 2048), 196 against 188. False

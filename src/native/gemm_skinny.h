@@ -30,13 +30,13 @@ inline constexpr int64_t kSkinnyMaxRowsF32 = 8;
 ///   1.0-1.8 against 2.6-3.7 us on tiles, 2 rows 1.5-2.2 against 2.6-4.0 us; with 3 rows the
 ///   tiles are as fast (int8) or faster (bfloat16 5.9 against 9.7 us).
 /// - without, libxsmm's kernels first pack all of B and these reduce a vector per 16 sums, so a
-///   long k favours these and many rows libxsmm's faster multiply. On an AMD Zen 4 class EPYC,
-///   whose VDPBF16PS runs at the FMA's rate (the CPUs without AMX that take this path), one
-///   core: int8 up to 4 rows, and up to 16 where k is at least 32 per row ((8, 128) x (512,
-///   128).T 5.8 against 5.7 us, (16, 256) 15.9 against 15.6, (16, 512) 24.1 against 29.3);
-///   bfloat16 up to 8 rows, and up to 16 where k is at least 16 per row ((8, 128) 8.0 against
-///   10.5 us, (16, 128) 15.7 against 14.9, (16, 256) 22.6 against 28.5; 32 rows lose at every
-///   k). A Sapphire Rapids Xeon with TESSERA_AMX=off gave int8 the same bounds.
+///   long k favours these and many rows libxsmm's faster multiply. Measured on an AMD Zen 4
+///   class EPYC (a CPU without AMX whose VDPBF16PS runs at the FMA's rate), one core: int8 up to
+///   4 rows, and up to 16 where k is at least 32 per row ((8, 128) x (512, 128).T 5.8 against
+///   5.7 us, (16, 256) 15.9 against 15.6, (16, 512) 24.1 against 29.3); bfloat16 up to 8 rows,
+///   and up to 16 where k is at least 16 per row ((8, 128) 8.0 against 10.5 us, (16, 128) 15.7
+///   against 14.9, (16, 256) 22.6 against 28.5; 32 rows lose at every k). A Sapphire Rapids Xeon
+///   with TESSERA_AMX=off gave int8 the same bounds.
 inline bool skinny_low_precision(int64_t m, int64_t k, bool amx, bool bf16) {
   if (amx) return m <= 2;
   const int64_t few = bf16 ? 8 : 4;
@@ -56,11 +56,10 @@ bool skinny_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_r
 /// in registers into the pairs (bfloat16) or quads (int8) of k that the dot-product
 /// instructions take, without the packing of B that libxsmm's kernels need. gemm.cc takes them
 /// where the CPU has no AMX (the tile unit is faster even with B packed), for up to 16 rows of
-/// bfloat16 and 4 of int8: int8's quads take more shuffles per product than bfloat16's pairs,
-/// and libxsmm's kernel on a packed B overtakes them at 8 rows. Measured on an AMD Zen 4 class
-/// EPYC, one core, against that kernel: int8 (4, 128) x (128, 512) 4.2 against 4.7 us, (8, 128)
-/// 8.1 against 6.1, (8, 4096) x (4096, 256) 92 against 74, (16, 128) 16.4 against 10.6;
-/// bfloat16 (16, 128) 13.3 against 14.0, (16, 4096) 177 against 195.
+/// bfloat16 and 4 of int8, where libxsmm's kernel on a packed B overtakes the int8 ones from 8
+/// rows. Measured on an AMD Zen 4 class EPYC, one core, against that kernel: int8 (4, 128) x (128,
+/// 512) 4.2 against 4.7 us, (8, 128) 8.1 against 6.1, (8, 4096) x (4096, 256) 92 against 74, (16,
+/// 128) 16.4 against 10.6; bfloat16 (16, 128) 13.3 against 14.0, (16, 4096) 177 against 195.
 inline constexpr int64_t kSkinnyNnMaxRows = 16;
 inline constexpr int64_t kSkinnyNnMaxRowsS8 = 4;
 bool skinny_nn_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
