@@ -534,10 +534,11 @@ bool xsmm_bf16_panels(int64_t m, int64_t n, int64_t k, int64_t k2, const uint16_
 }
 
 // bfloat16 on libxsmm's AVX512-BF16 kernel, our B (libxsmm's "A") in VNNI pairs. A B whose pairs
-// pass half the L2 is packed and multiplied a slab of k at a time, each slab adding to what the
-// earlier ones left in C (float32 sums continue from C's value), so that the packed slab is read
-// from L2 by every few rows of A rather than from memory (docs/performance.md, "Without AMX").
-// False (nothing done) when it does not apply.
+// pass half the L2 goes through in column panels where xsmm_bf16_panels takes it, else it is
+// packed and multiplied a slab of k at a time, each slab adding to what the earlier ones left in
+// C (float32 sums continue from C's value), so that the packed slab is read from L2 by every few
+// rows of A rather than from memory (docs/performance.md, "Without AMX"). False (nothing done)
+// when it does not apply.
 bool xsmm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixView<bfloat16> b,
                float* c, int64_t c_rs, bool accumulate) {
   const int64_t k2 = (k + 1) / 2 * 2;  // k padded to pairs
