@@ -184,8 +184,10 @@ const Shape& pages_shape(const QuantizedPages& pages) { return pages.weight.shap
 Array<float> broadcast_scales(const QuantizedPages& pages) {
   const Shape& s = pages.weight.shape();
   Array<float> out(s);
-  const int64_t d = s[3];
-  for (int64_t e = 0; e < out.size(); ++e) out.data()[e] = pages.scales.data()[e / d];
+  const int64_t d = s[3], size = out.size();
+  float* const to = out.data();
+  const float* const scales = pages.scales.data();
+  for (int64_t e = 0; e < size; ++e) to[e] = scales[e / d];
   return out;
 }
 
@@ -412,16 +414,19 @@ QuantizedPages quantize_to_int8(const Array<T>& x) {
   Shape scales_shape = s;
   if (s.rank() > 0) scales_shape[s.rank() - 1] = 1;
   QuantizedPages q{Array<int8_t>(s), Array<float>(scales_shape)};
-  for (int64_t r = 0; r * d < x.size(); ++r) {
+  const T* const in = x.data();
+  int8_t* const weight = q.weight.data();
+  float* const scales = q.scales.data();
+  const int64_t size = x.size();
+  for (int64_t r = 0; r * d < size; ++r) {
+    const T* const row = in + r * d;
     float h = 0.0f;  // get_quantization_scales: the row's largest magnitude
-    for (int64_t e = 0; e < d; ++e)
-      h = std::max(h, std::abs(static_cast<float>(x.data()[r * d + e])));
-    q.scales.data()[r] = h;
+    for (int64_t e = 0; e < d; ++e) h = std::max(h, std::abs(static_cast<float>(row[e])));
+    scales[r] = h;
     for (int64_t e = 0; e < d; ++e) {
       // to_int8: rint(x * (127.5 / h)), which reaches 128 at x = h: saturated to int8's range.
-      const float v =
-          h == 0.0f ? 0.0f : std::rint(static_cast<float>(x.data()[r * d + e]) * (kMaxInt8 / h));
-      q.weight.data()[r * d + e] = static_cast<int8_t>(std::clamp(v, -128.0f, 127.0f));
+      const float v = h == 0.0f ? 0.0f : std::rint(static_cast<float>(row[e]) * (kMaxInt8 / h));
+      weight[r * d + e] = static_cast<int8_t>(std::clamp(v, -128.0f, 127.0f));
     }
   }
   return q;

@@ -14,6 +14,7 @@
 
 #include "native/gemm.h"
 #include "support/expect_error.h"
+#include "support/host_reference.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -61,7 +62,7 @@ struct Reference {
 // are first gathered as doubles with p contiguous (x as (m, k), y as (n, k)), so that the triple
 // loop reads two dense rows: the reference is most of these tests' time, under the sanitizers too.
 template <class X, class Y>
-Reference reference(const X& x, const Y& y, int lc, int rc) {
+TESSERA_HOST_REFERENCE Reference reference(const X& x, const Y& y, int lc, int rc) {
   const int64_t m = x.shape()[1 - lc], n = y.shape()[1 - rc], k = x.shape()[lc];
   std::vector<double> xd(static_cast<size_t>(m * k)), yd(static_cast<size_t>(n * k));
   for (int64_t i = 0; i < m; ++i)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/expect_error.h"
+#include "support/host_reference.h"
 
 namespace {
 
@@ -72,8 +73,10 @@ std::vector<double> as_doubles(const Array<T>& a) {
 // reference_gmm in float64: row r of group g is lhs[r] @ rhs[g] (rhs[g]^T when transposed).
 // (Loops in the order that reads both operands along rows: the sanitizer builds run them too.)
 template <class L, class R>
-std::vector<double> reference_gmm(const Array<L>& lhs_in, const Array<R>& rhs_in,
-                                  const Array<int32_t>& sizes, bool transpose_rhs) {
+TESSERA_HOST_REFERENCE std::vector<double> reference_gmm(const Array<L>& lhs_in,
+                                                         const Array<R>& rhs_in,
+                                                         const Array<int32_t>& sizes,
+                                                         bool transpose_rhs) {
   const int64_t m = lhs_in.shape()[0], k = lhs_in.shape()[1];
   const int64_t n = transpose_rhs ? rhs_in.shape()[1] : rhs_in.shape()[2];
   const std::vector<double> lhs = as_doubles(lhs_in), rhs = as_doubles(rhs_in);
@@ -99,8 +102,9 @@ std::vector<double> reference_gmm(const Array<L>& lhs_in, const Array<R>& rhs_in
 
 // The weight gradient (tgmm's product): group g's lhs^T (k, m) columns times rhs (m, n) rows.
 template <class L, class R>
-std::vector<double> reference_tgmm(const Array<L>& lhs_t, const Array<R>& rhs_in,
-                                   const Array<int32_t>& sizes) {
+TESSERA_HOST_REFERENCE std::vector<double> reference_tgmm(const Array<L>& lhs_t,
+                                                          const Array<R>& rhs_in,
+                                                          const Array<int32_t>& sizes) {
   const int64_t k = lhs_t.shape()[0], m = lhs_t.shape()[1], n = rhs_in.shape()[1];
   const std::vector<double> lt = as_doubles(lhs_t), rhs = as_doubles(rhs_in);
   std::vector<double> out(static_cast<size_t>(sizes.size() * k * n), 0.0);

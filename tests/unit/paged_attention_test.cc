@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/expect_error.h"
+#include "support/host_reference.h"
 
 namespace {
 
@@ -51,11 +52,13 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
   auto round = [&](float x) { return c.bf16 ? static_cast<float>(bfloat16(x)) : x; };
   Inputs in;
   const int64_t kv = c.num_kv_heads * total * c.page_size * c.head_dim;
-  for (int64_t e = 0; e < kv; ++e) in.k.push_back(round(next()));
-  for (int64_t e = 0; e < kv; ++e) in.v.push_back(round(next()));
-  for (int64_t e = 0; e < batch * c.num_kv_heads * c.ratio * c.head_dim; ++e) {
-    in.q.push_back(round(next()));
-  }
+  // Sized once and written in place: these are up to 50 MB each, filled under the sanitizers too.
+  in.k.resize(static_cast<size_t>(kv));
+  in.v.resize(static_cast<size_t>(kv));
+  in.q.resize(static_cast<size_t>(batch * c.num_kv_heads * c.ratio * c.head_dim));
+  for (float& x : in.k) x = round(next());
+  for (float& x : in.v) x = round(next());
+  for (float& x : in.q) x = round(next());
   for (int64_t p = 0; p < total; ++p) in.pages.push_back(static_cast<int32_t>(p));
   for (int64_t p = total - 1; p > 0; --p) {
     seed = seed * 6364136223846793005ull + 1;
@@ -65,52 +68,65 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
   return in;
 }
 
-// grouped_query_attention_reference over the gathered pages, in float64.
-std::vector<double> reference(const Case& c, const Inputs& in) {
+// grouped_query_attention_reference over the gathered pages, in float64. A sequence's keys and
+// values are gathered once per KV head (the query heads of its group share them), so the inner
+// loops read dense rows.
+TESSERA_HOST_REFERENCE std::vector<double> reference(const Case& c, const Inputs& in) {
   const int64_t batch = static_cast<int64_t>(kLengths.size());
   const int64_t pps = kMaxLen / c.page_size;
   const int64_t total = batch * pps;
   const int64_t hq = c.num_kv_heads * c.ratio;
   const int64_t d = c.head_dim;
-  std::vector<double> out(static_cast<size_t>(batch * hq * d), 0.0);
+  std::vector<double> out_v(static_cast<size_t>(batch * hq * d), 0.0);
+  std::vector<double> k_v(static_cast<size_t>(kMaxLen * d)), v_v(k_v.size()), s_v(kMaxLen);
+  double* const k = k_v.data();
+  double* const v = v_v.data();
+  double* const s = s_v.data();
+  const float* const kin = in.k.data();
+  const float* const vin = in.v.data();
+  const float* const qin = in.q.data();
+  const int32_t* const pages = in.pages.data();
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t len = kLengths[static_cast<size_t>(b)];
-    for (int64_t qh = 0; qh < hq; ++qh) {
-      const int64_t h = qh / c.ratio;
-      auto kv_at = [&](const std::vector<float>& x, int64_t t, int64_t e) {
-        const int64_t page = in.pages[static_cast<size_t>(b * pps + t / c.page_size)];
-        return static_cast<double>(
-            x[static_cast<size_t>(((h * total + page) * c.page_size + t % c.page_size) * d + e)]);
-      };
-      std::vector<double> s(static_cast<size_t>(len));
-      double m = -INFINITY;
+    for (int64_t h = 0; h < c.num_kv_heads; ++h) {
       for (int64_t t = 0; t < len; ++t) {
-        double dot = 0;
+        const int64_t page = pages[b * pps + t / c.page_size];
+        const int64_t from = ((h * total + page) * c.page_size + t % c.page_size) * d;
         for (int64_t e = 0; e < d; ++e) {
-          dot += static_cast<double>(in.q[static_cast<size_t>((b * hq + qh) * d + e)]) *
-                 kv_at(in.k, t, e);
+          k[t * d + e] = kin[from + e];
+          v[t * d + e] = vin[from + e];
         }
-        if (c.soft_cap) dot = std::tanh(dot / *c.soft_cap) * *c.soft_cap;
-        s[static_cast<size_t>(t)] = dot;
-        m = std::max(m, dot);
       }
-      double sum = 0;
-      for (double& x : s) sum += (x = std::exp(x - m));
-      for (int64_t t = 0; t < len; ++t) {
-        for (int64_t e = 0; e < d; ++e) {
-          out[static_cast<size_t>((b * hq + qh) * d + e)] +=
-              s[static_cast<size_t>(t)] / sum * kv_at(in.v, t, e);
+      for (int64_t qh = h * c.ratio; qh < (h + 1) * c.ratio; ++qh) {
+        const float* const q = qin + (b * hq + qh) * d;
+        double m = -INFINITY;
+        for (int64_t t = 0; t < len; ++t) {
+          double dot = 0;
+          for (int64_t e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * k[t * d + e];
+          if (c.soft_cap) dot = std::tanh(dot / *c.soft_cap) * *c.soft_cap;
+          s[t] = dot;
+          m = std::max(m, dot);
+        }
+        double sum = 0;
+        for (int64_t t = 0; t < len; ++t) sum += (s[t] = std::exp(s[t] - m));
+        double* const o = out_v.data() + (b * hq + qh) * d;
+        for (int64_t t = 0; t < len; ++t) {
+          const double p = s[t] / sum;
+          for (int64_t e = 0; e < d; ++e) o[e] += p * v[t * d + e];
         }
       }
     }
   }
-  return out;
+  return out_v;
 }
 
 template <class T>
 Array<T> to_array(const std::vector<float>& v, Shape s) {
   Array<T> a(std::move(s));
-  for (int64_t e = 0; e < a.size(); ++e) a.data()[e] = static_cast<T>(v[static_cast<size_t>(e)]);
+  T* const out = a.data();
+  const float* const in = v.data();
+  const int64_t size = a.size();  // v may hold more: the first `size` values are taken
+  for (int64_t e = 0; e < size; ++e) out[e] = static_cast<T>(in[e]);
   return a;
 }
 
@@ -118,11 +134,12 @@ Array<T> to_array(const std::vector<float>& v, Shape s) {
 // (unquantize_from_int8 in float32: weight * scale / 127.5).
 examples::QuantizedPages quantize(std::vector<float>& values, const Shape& shape) {
   examples::QuantizedPages q = examples::quantize_to_int8(to_array<float>(values, shape));
-  const int64_t d = shape[3];
-  for (int64_t e = 0; e < q.weight.size(); ++e) {
-    values[static_cast<size_t>(e)] =
-        static_cast<float>(q.weight.data()[e]) * q.scales.data()[e / d] / 127.5f;
-  }
+  const int64_t d = shape[3], size = q.weight.size();
+  const int8_t* const weight = q.weight.data();
+  const float* const scales = q.scales.data();
+  float* const out = values.data();
+  for (int64_t e = 0; e < size; ++e)
+    out[e] = static_cast<float>(weight[e]) * scales[e / d] / 127.5f;
   return q;
 }
 
