@@ -132,10 +132,10 @@ template <int kBlocks>
     // Rows contiguous. Where a group of at least two quads' rows fits half the L1 (n ≤ L1 / 16
     // bytes), 128 and then 64 columns at a time down the group's quads, four rows interleaved in
     // registers and their column sums added there: a second pass over the packed words read them
-    // back from the L2 (on an AMD Zen 4 class EPYC, (8, 4096) x (4096, 256) 76 -> 67 us). Past
+    // back from the L2 (on an AMD Zen 4 class EPYC, (8, 4096) x (4096, 256) 77 -> 68 us). Past
     // that the column pieces of one quad's rows lie a row of B apart, and packing a quad at a
     // time across all columns, the sums added in a second pass, was measured faster ((8, 256) x
-    // (256, 4096): 78 against 88 us walking 128 columns down all the quads).
+    // (256, 4096): 79 against 89-93 us walking 128 columns down all the quads).
     const int64_t group = gemm_l1d_bytes() / 2 / (4 * n);
     if (group >= 2) {
       for (int64_t q0 = 0; q0 < quads; q0 += group) {
