@@ -8,13 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "native/gemm.h"
 #include "support/expect_error.h"
 #include "support/host_reference.h"
+#include "support/random_values.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -23,20 +23,6 @@ using namespace tessera;
 template <class T>
 pltpu::VmemRef<T> vref(std::vector<T>& v, Shape s) {
   return pltpu::VmemRef<T>(v.data(), std::move(s));
-}
-
-template <class T>
-std::vector<T> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<T> v(static_cast<size_t>(n));
-  if constexpr (std::is_same_v<T, int8_t>) {
-    std::uniform_int_distribution<int> d(-128, 127);
-    for (auto& x : v) x = static_cast<int8_t>(d(rng));
-  } else {
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    for (auto& x : v) x = static_cast<T>(d(rng));
-  }
-  return v;
 }
 
 // Element (i, j) of a 2-D ref, as double.
