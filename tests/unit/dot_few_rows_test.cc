@@ -9,12 +9,12 @@
 // where it does not; the last columns of a block under masks; k padded by zero rows; the column
 // sums that undo the unsigned offset of x added on the way. Results are exact int32.
 //
-// bfloat16 x @ y.T with 16 to 64 rows of x: where the rows fill whole vectors (a multiple of 16)
-// and C has fewer words than y has pairs (2m < k), the GEMM computes the transpose, y · x^T,
-// reading y where it lies, and writes it back transposed (swapped_bf16). Checked against a
-// double-precision reference with the float32 accumulation bound, (k + 2) · 2^-24 · Σ|x · y|: x
-// and y views whose rows are not k apart, columns that end inside a 16 x 16 transpose block, k
-// past and at the bound.
+// bfloat16 x @ y.T with 16 to 64 rows of x: where the rows fill whole vectors (a multiple of 16),
+// C has fewer words than y has pairs (2m < k) and y's rows are not a multiple of 4 KiB apart, the
+// GEMM computes the transpose, y · x^T, reading y where it lies, and writes it back transposed
+// (swapped_bf16). Checked against a double-precision reference with the float32 accumulation
+// bound, (k + 2) · 2^-24 · Σ|x · y|: x and y views whose rows are not k apart, columns that end
+// inside a 16 x 16 transpose block, k past and at the bounds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -157,11 +157,12 @@ TEST(DotSwapped, BfloatRowsInWholeVectorsAgainstATransposedRhs) {
 
 TEST(DotSwapped, BfloatRowsPastTheBoundsTakeTheOtherWay) {
   // The same dots where the transpose is not taken: rows not a multiple of 16, more than 64,
-  // k odd, and C with as many words as y has pairs (2m = k).
+  // k odd, C with as many words as y has pairs (2m = k), and y's rows a multiple of 4 KiB apart.
   check_bf16(24, 70, 130, 101);
   check_bf16(80, 33, 400, 103);
   check_bf16(32, 50, 131, 105);
   check_bf16(32, 50, 64, 107);
+  check_bf16(32, 20, 2038, 109);  // y's rows 2,048 elements (4 KiB) apart
 }
 
 }  // namespace
