@@ -583,13 +583,13 @@ bool xsmm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
 // packs only x's, and C^T goes back into C (gemm_transpose.h), like swapped_f32. libxsmm's kernel
 // then runs along x's rows, 16 floats to a vector, so only whole vectors are taken; and only
 // where C has fewer words than y has pairs (2m < k), which the other way transposes. Measured on
-// an AMD Zen 4 class EPYC, one core (docs/performance.md, "bfloat16 x @ y.T as its transpose"):
-// (16, 128) x (512, 128).T 15.1 -> 10.7 us, (32, 1024) x (512, 1024).T 206 -> 156; 24 rows
-// (k 128: 19.7 against 20.9 us) and 256 rows (k 1024: 1,239 against 1,271) do not gain. Nor do
-// rows of y a multiple of 4 KiB apart (the span of an x86 L1's sets: the kernel walks a block of
-// y's rows at once, and they share sets): at k 4096, (32, 4096) x (192 .. 384, 4096).T took 0.86
-// to 1.18 times as long as the transposes, varying from run to run. False (nothing done) when it
-// does not apply.
+// an AMD Zen 4 class EPYC, one core (docs/performance.md, "bfloat16 without AMX, on AMD's
+// AVX512-BF16"): (16, 128) x (512, 128).T 15.1 -> 10.7 us, (32, 1024) x (512, 1024).T 206 -> 156;
+// 24 rows (k 128: 19.7 against 20.9 us) and 256 rows (k 1024: 1,239 against 1,271) do not gain.
+// Nor do rows of y a multiple of 4 KiB apart (the span of an x86 L1's sets: the kernel walks a
+// block of y's rows at once, and they share sets): at k 4096, (32, 4096) x (192 .. 384, 4096).T
+// ran at 0.86 to 1.18 times the transposes' speed, varying from run to run. False (nothing done)
+// when it does not apply.
 bool swapped_bf16(int64_t m, int64_t n, int64_t k, const MatrixView<bfloat16>& a,
                   const MatrixView<bfloat16>& b, float* c, int64_t c_rs, bool accumulate) {
   if (b.rs != 1 || b.cs < k || k % 2 != 0 || m % 16 != 0 || m > 64 || 2 * m >= k) return false;
