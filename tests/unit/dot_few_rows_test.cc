@@ -23,35 +23,20 @@
 #include <vector>
 
 #include "native/gemm.h"
-#include "support/host_reference.h"
-#include "support/random_values.h"
+#include "support/dot_reference.h"
 #include "tessera/tessera.h"
 
 namespace {
 using namespace tessera;
-
-// out(i, j) = sum_p x(i, p) * y(p, j); x rows k apart, y rows ld apart.
-TESSERA_HOST_REFERENCE std::vector<int32_t> product(const int8_t* x, const int8_t* y, int64_t m,
-                                                    int64_t n, int64_t k, int64_t ld) {
-  std::vector<int32_t> out_v(static_cast<size_t>(m * n), 0);
-  int32_t* const out = out_v.data();
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t p = 0; p < k; ++p) {
-      const int32_t a = x[i * k + p];
-      const int8_t* const yp = y + p * ld;
-      for (int64_t j = 0; j < n; ++j) out[i * n + j] += a * yp[j];
-    }
-  }
-  return out_v;
-}
+using namespace tessera::testing;
 
 void check_int8(int64_t m, int64_t n, int64_t k, uint32_t seed) {
   const int64_t ld = n + 5;  // y a view: its rows 5 bytes further apart than its width
   auto xv = random_values<int8_t>(m * k, seed);
   auto yv = random_values<int8_t>(k * ld, seed + 1);
-  const std::vector<int32_t> want = product(xv.data(), yv.data(), m, n, k, ld);
-  auto x = pltpu::VmemRef<int8_t>(xv.data(), {m, k});
-  auto y = pltpu::VmemRef<int8_t>(yv.data(), {k, ld}).at(pl::all, pl::ds(0, n));
+  auto x = vref(xv, {m, k});
+  auto y = vref(yv, {k, ld}).at(pl::all, pl::ds(0, n));
+  const std::vector<double> want = reference(x, y, 1, 0).value;  // exact: |sums| < 2^53
   const std::string what = "(" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
                            std::to_string(k) + ", " + std::to_string(n) + ")";
   for (auto mode :
@@ -91,57 +76,27 @@ TEST(DotInt8, RowMajorRhsTooWideForGroupsOfQuads) {
   check_int8(6, 4160, 9, 903);
 }
 
-// value(i, j) = sum_p x(i, p) · y(j, p) and bound(i, j) = sum_p |x(i, p) · y(j, p)|; x rows ldx
-// apart, y rows ldy apart.
-TESSERA_HOST_REFERENCE void product(const bfloat16* x, int64_t ldx, const bfloat16* y, int64_t ldy,
-                                    int64_t m, int64_t n, int64_t k, double* value, double* bound) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0, b = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double t = static_cast<double>(static_cast<float>(x[i * ldx + p])) *
-                         static_cast<double>(static_cast<float>(y[j * ldy + p]));
-        s += t;
-        b += std::fabs(t);
-      }
-      value[i * n + j] = s;
-      bound[i * n + j] = b;
-    }
-  }
-}
-
 void check_bf16(int64_t m, int64_t n, int64_t k, uint32_t seed) {
   const int64_t ldx = k + 6, ldy = k + 10;  // views: rows further apart than k
   auto xv = random_values<bfloat16>(m * ldx, seed);
   auto yv = random_values<bfloat16>(n * ldy, seed + 1);
-  std::vector<double> value(static_cast<size_t>(m * n)), bound(value.size());
-  product(xv.data() + 2, ldx, yv.data() + 4, ldy, m, n, k, value.data(), bound.data());
-  auto x = pltpu::VmemRef<bfloat16>(xv.data(), {m, ldx}).at(pl::all, pl::ds(2, k));
-  auto y = pltpu::VmemRef<bfloat16>(yv.data(), {n, ldy}).at(pl::all, pl::ds(4, k));
+  auto x = vref(xv, {m, ldx}).at(pl::all, pl::ds(2, k));
+  auto y = vref(yv, {n, ldy}).at(pl::all, pl::ds(4, k));
+  const Reference ref = reference(x, y, 1, 1);
   const std::string what = "(" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
                            std::to_string(n) + ", " + std::to_string(k) + ").T";
   for (auto mode :
        {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
     detail::set_gemm_mode(mode);
-    std::vector<float> ov(value.size(), 0.5f);
+    std::vector<float> ov(ref.value.size(), 0.5f);
     auto o = pltpu::VmemRef<float>(ov.data(), {m, n});
-    for (const bool accumulated : {true, false}) {
-      if (accumulated) {
-        o += lax::dot_general<float>(x, y, {{{1}, {1}}});
-      } else {
-        o = lax::dot_general<float>(x, y, {{{1}, {1}}});
-      }
-      int bad = 0;
-      for (size_t e = 0; e < ov.size() && bad < 5; ++e) {
-        const double want = value[e] + (accumulated ? 0.5 : 0.0);
-        const double tol = static_cast<double>(k + 2) * std::ldexp(1.0, -24) * (bound[e] + 0.5);
-        if (!(std::fabs(ov[e] - want) <= tol)) {
-          ADD_FAILURE() << what << (accumulated ? " accumulated" : " assigned") << ", element " << e
-                        << " = " << ov[e] << ", want " << want;
-          ++bad;
-        }
-      }
-    }
+    // The bound widened by the 0.5 that C starts with, in both checks.
+    const double widened = static_cast<double>(k + 2) * std::ldexp(1.0, -24) * 0.5;
+    o += lax::dot_general<float>(x, y, {{{1}, {1}}});
+    expect_close(o, ref, k, std::vector<double>(ov.size(), 0.5), 0.0, what + " accumulated",
+                 widened);
+    o = lax::dot_general<float>(x, y, {{{1}, {1}}});
+    expect_close(o, ref, k, {}, 0.0, what + " assigned", widened);
   }
   detail::set_gemm_mode(detail::GemmMode::kAuto);
 }
