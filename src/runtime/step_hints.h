@@ -71,7 +71,8 @@ bool prefetch_next_blocks(int64_t step_lines) noexcept;
 /// the CPU's choice. Not for use while a pipeline runs.
 void set_prefetch_next_blocks_for_test(int mode) noexcept;
 
-/// Sets `q.to_l2` for `lines` queued lines, from this CPU's L1 data cache size.
+/// Sets `q.to_l2` for `lines` queued lines: L2 unless they fit half the L1 data cache this CPU
+/// reports and the CPU is Intel's (step_hints.cc has the measurements).
 void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept;
 
 /// What a running pipeline step tells the vector evaluator (native engine only).
