@@ -643,6 +643,10 @@ void gemm_s8(int64_t m, int64_t n, int64_t k, MatrixView<int8_t> a, MatrixView<i
   a = normalize(a, m, k);
   b = normalize(b, k, n);
   if (m == 1) c_rs = n;
+  if (k > 0 && skinny(a, b, !gemm_amx_int8() && lanes_rows_s8(m, n, k, b.cs)) &&
+      lanes_dot_s8(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
+    return;
+  }
   if (k > 0 && skinny(a, b, skinny_low_precision(m, k, gemm_amx_int8(), false)) &&
       skinny_dot_s8(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;

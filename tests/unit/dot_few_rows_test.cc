@@ -1,7 +1,12 @@
-// Two paths of the dots with a few rows of x on a CPU without AMX (src/native/gemm_int8.cc,
-// src/native/gemm.cc), each in every GEMM mode (on a CPU with AMX the default mode takes AMX's
-// paths instead), assigned and accumulated. Everything here runs on the calling thread
-// (TESSERA_ONE_THREAD_TESTS).
+// Three paths of the dots with a few rows of x on a CPU without AMX (src/native/gemm_int8.cc,
+// src/native/gemm_skinny_lanes.cc, src/native/gemm.cc), each in every GEMM mode (on a CPU with AMX
+// the default mode takes AMX's paths instead), assigned and accumulated. Everything here runs on
+// the calling thread (TESSERA_ONE_THREAD_TESTS).
+//
+// int8 x @ y.T with 6 to 8 or 12 to 16 rows of x (src/native/gemm_skinny_lanes.cc): x's rows in
+// the vector lanes, the quads of each row of y broadcast against them, sixteen rows of y at a
+// time, the last block of columns overlapping the one before; the row sums of y that undo the
+// unsigned offset of x. Results are exact int32.
 //
 // int8 x @ y with y row-major (its rows contiguous, a view of a wider buffer): the VNNI kernel's
 // packing interleaves four rows of y in registers, 128 and then 64 columns at a time down a group
@@ -74,6 +79,60 @@ TEST(DotInt8, RowMajorRhsTooWideForGroupsOfQuads) {
   // time across all columns, the last 4 under masks, the column sums in a second pass.
   check_int8(8, 4100, 250, 901);
   check_int8(6, 4160, 9, 903);
+}
+
+// int8 x @ y.T, y (n, k) read along k: x and y views whose rows lie further apart than k, y's
+// `pitch` bytes apart.
+void check_int8_transposed(int64_t m, int64_t n, int64_t k, int64_t pitch, uint32_t seed) {
+  const int64_t ldx = k + 3;
+  auto xv = random_values<int8_t>(m * ldx, seed);
+  auto yv = random_values<int8_t>(n * pitch, seed + 1);
+  auto x = vref(xv, {m, ldx}).at(pl::all, pl::ds(1, k));
+  auto y = vref(yv, {n, pitch}).at(pl::all, pl::ds(pitch - k, k));
+  const std::vector<double> want = reference(x, y, 1, 1).value;  // exact: |sums| < 2^53
+  const std::string what = "(" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
+                           std::to_string(n) + ", " + std::to_string(k) + ").T, y's rows " +
+                           std::to_string(pitch) + " apart";
+  for (auto mode :
+       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+    detail::set_gemm_mode(mode);
+    std::vector<int32_t> ov(static_cast<size_t>(m * n), -3);
+    auto o = pltpu::VmemRef<int32_t>(ov.data(), {m, n});
+    o = lax::dot_general<int32_t>(x, y, {{{1}, {1}}});
+    for (size_t e = 0; e < ov.size(); ++e) {
+      ASSERT_EQ(ov[e], want[e]) << what << " assigned, element " << e;
+    }
+    o += lax::dot_general<int32_t>(x, y, {{{1}, {1}}});
+    for (size_t e = 0; e < ov.size(); ++e) {
+      ASSERT_EQ(ov[e], 2 * want[e]) << what << " accumulated, element " << e;
+    }
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
+TEST(DotInt8, RowsInTheLanesAgainstATransposedRhs) {
+  // 6 to 8 rows (8 lanes) and 12 to 16 (16 lanes; rows past m are empty lanes); columns in whole
+  // blocks of 16 and with a last block that overlaps the one before it by 1 to 15 columns
+  // (n = 33, 37, 40, 100); k of one byte, a partial quad, whole steps of 8 quads and quads past
+  // them, up to the bound (256).
+  uint32_t seed = 201;
+  for (const int64_t m : {6, 7, 8, 12, 13, 16}) {
+    for (const int64_t n : {32, 33, 37, 40, 100}) {
+      for (const int64_t k : {1, 3, 32, 37, 130, 256}) {
+        check_int8_transposed(m, n, k, k + 9, seed += 2);
+      }
+    }
+  }
+}
+
+TEST(DotInt8, RowsOutsideTheLanesBoundsTakeTheOtherPaths) {
+  // Too few rows for the lanes (5, 9), too few columns (31), k past the bound (257), and y's rows
+  // 4 KiB apart: the dot-product kernels or libxsmm's, with the same results.
+  check_int8_transposed(5, 64, 128, 140, 301);
+  check_int8_transposed(9, 64, 128, 140, 303);
+  check_int8_transposed(8, 31, 128, 140, 305);
+  check_int8_transposed(16, 64, 257, 270, 307);
+  check_int8_transposed(8, 64, 128, 4096, 309);
 }
 
 void check_bf16(int64_t m, int64_t n, int64_t k, uint32_t seed) {

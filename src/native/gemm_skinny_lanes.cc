@@ -1,0 +1,301 @@
+// int8 x @ y.T with x's rows in the vector lanes (gemm_skinny.h, `lanes_dot_s8`): C(i, j) =
+// sum_p A(i, p) · Bt(j, p) for a few rows of A, both operands read along k where they lie.
+//
+// Lane i of an accumulator holds row i of A against one row of Bt: A is packed once into quads
+// of k across the lanes (8 lanes, a 256-bit vector, for up to 8 rows; 16, a 512-bit one, for up
+// to 16), and each 4-byte quad of a row of Bt is broadcast from memory into VPDPBUSD's signed
+// operand, so a row of Bt meets every row of A in one instruction per quad, with no packing of
+// Bt and no horizontal sum per result (the dot-product kernels of gemm_skinny.cc reduce a vector
+// per 16 sums; libxsmm's kernel needs Bt transposed into quads first). Sixteen rows of Bt go
+// through together, one accumulator each, in an assembly loop (GCC 12 kept the sixteen
+// accumulators of the intrinsics in memory, storing each after every instruction); their sums
+// come back to C's rows by 8 x 8 transposes.
+//
+// VPDPBUSD multiplies unsigned by signed bytes. A goes in as a' = A + 128 (A XOR 0x80), so
+// sum a'·b = sum a·b + 128 · sum b: the row sums of Bt (per 16 rows: VPDPBUSD against bytes of 1,
+// then one reduction) come off. All of it wraps modulo 2^32, which is the int32 result a TPU
+// gives.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "native/gemm_scratch.h"
+#include "native/gemm_skinny.h"
+
+#define TESSERA_LANES_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#define TESSERA_LANES_INLINE [[gnu::always_inline, gnu::target(TESSERA_LANES_TARGET)]] inline
+
+namespace tessera::detail {
+
+namespace {
+
+thread_local GemmScratch tl_lanes;
+
+// The shuffles below are the zero-masked forms with every lane selected (the same instructions):
+// GCC 12's unmasked intrinsics pass an uninitialised vector through and warn about it.
+constexpr __mmask16 kAll = 0xffff;
+constexpr __mmask8 kAll8 = 0xff;
+constexpr __mmask8 kAll4 = 0x0f;
+
+// Rows of Bt that go through together (one accumulator each), and quads of k per loop step (the
+// assembly below is written for these: sixteen registers, eight quads of 4 bytes a step).
+constexpr int64_t kRows = 16;
+constexpr int64_t kStepQuads = 8;
+
+// clang-format off
+// One VPDPBUSD per row of the block: accumulator r (register r) += the vector of A's quads in
+// register 16 times the quad at byte D of row r, broadcast. The rows are addressed from four
+// bases, p0 = row 0, p1 = row 5, p2 = row 10 and p3 = row 15, plus 0 to 4 row strides (R, 2R,
+// R3 = 3R, 4R), so that sixteen rows take six registers.
+#define TESSERA_LANES_ROWS(V, D) \
+  "vpdpbusd " #D "(%[p0])%{1to" BC "%}, %%" V "16, %%" V "0\n\t" \
+  "vpdpbusd " #D "(%[p0],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "1\n\t" \
+  "vpdpbusd " #D "(%[p0],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "2\n\t" \
+  "vpdpbusd " #D "(%[p0],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "3\n\t" \
+  "vpdpbusd " #D "(%[p0],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "4\n\t" \
+  "vpdpbusd " #D "(%[p1])%{1to" BC "%}, %%" V "16, %%" V "5\n\t" \
+  "vpdpbusd " #D "(%[p1],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "6\n\t" \
+  "vpdpbusd " #D "(%[p1],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "7\n\t" \
+  "vpdpbusd " #D "(%[p1],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "8\n\t" \
+  "vpdpbusd " #D "(%[p1],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "9\n\t" \
+  "vpdpbusd " #D "(%[p2])%{1to" BC "%}, %%" V "16, %%" V "10\n\t" \
+  "vpdpbusd " #D "(%[p2],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "11\n\t" \
+  "vpdpbusd " #D "(%[p2],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "12\n\t" \
+  "vpdpbusd " #D "(%[p2],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "13\n\t" \
+  "vpdpbusd " #D "(%[p2],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "14\n\t" \
+  "vpdpbusd " #D "(%[p3])%{1to" BC "%}, %%" V "16, %%" V "15\n\t"
+// Quad E of a step: its vector of A (XB bytes) into register 16, then the sixteen rows.
+#define TESSERA_LANES_QUAD(V, E, XB) \
+  "vmovdqu64 " #E "*" XB "(%[xq]), %%" V "16\n\t" TESSERA_LANES_ROWS(V, 4 * E)
+#define TESSERA_LANES_ZERO(V, A) "vpxord %%" V #A ", %%" V #A ", %%" V #A "\n\t"
+#define TESSERA_LANES_STORE(V, A, XB) "vmovdqu64 %%" V #A ", " #A "*" XB "(%[out])\n\t"
+#define TESSERA_LANES_16(M, V, X) \
+  M(V, 0, X) M(V, 1, X) M(V, 2, X) M(V, 3, X) M(V, 4, X) M(V, 5, X) M(V, 6, X) M(V, 7, X) \
+  M(V, 8, X) M(V, 9, X) M(V, 10, X) M(V, 11, X) M(V, 12, X) M(V, 13, X) M(V, 14, X) M(V, 15, X)
+#define TESSERA_LANES_ZERO3(V, A, X) TESSERA_LANES_ZERO(V, A)
+// `n` steps of 8 quads from zeroed accumulators, which are stored to out[0..15] at the end.
+#define TESSERA_LANES_KERNEL(V, XB) \
+  TESSERA_LANES_16(TESSERA_LANES_ZERO3, V, XB) \
+  "test %[n], %[n]\n\t" \
+  "jz 2f\n\t" \
+  "1:\n\t" \
+  TESSERA_LANES_QUAD(V, 0, XB) TESSERA_LANES_QUAD(V, 1, XB) \
+  TESSERA_LANES_QUAD(V, 2, XB) TESSERA_LANES_QUAD(V, 3, XB) \
+  TESSERA_LANES_QUAD(V, 4, XB) TESSERA_LANES_QUAD(V, 5, XB) \
+  TESSERA_LANES_QUAD(V, 6, XB) TESSERA_LANES_QUAD(V, 7, XB) \
+  "add $32, %[p0]\n\t" \
+  "add $32, %[p1]\n\t" \
+  "add $32, %[p2]\n\t" \
+  "add $32, %[p3]\n\t" \
+  "add $8*" XB ", %[xq]\n\t" \
+  "dec %[n]\n\t" \
+  "jnz 1b\n\t" \
+  "2:\n\t" \
+  TESSERA_LANES_16(TESSERA_LANES_STORE, V, XB)
+#define TESSERA_LANES_OPERANDS \
+  : [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2), [p3] "+r"(p3), [xq] "+r"(xq), [n] "+r"(steps) \
+  : [R] "r"(rs), [R3] "r"(rs3), [out] "r"(out) \
+  : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
+    "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16"
+// clang-format on
+
+// Vectors of L int32 lanes.
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<8> {
+  using V = __m256i;
+  TESSERA_LANES_INLINE static V load(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  TESSERA_LANES_INLINE static __m256i half(V v, int) { return v; }
+  // acc += a (unsigned quads) times the quad w (signed), broadcast.
+  TESSERA_LANES_INLINE static V dot(V acc, V a, int32_t w) {
+    return _mm256_dpbusd_epi32(acc, a, _mm256_set1_epi32(w));
+  }
+};
+template <>
+struct Lanes<16> {
+  using V = __m512i;
+  TESSERA_LANES_INLINE static V load(const int32_t* p) { return _mm512_loadu_si512(p); }
+  TESSERA_LANES_INLINE static __m256i half(V v, int h) {
+    return h == 0 ? _mm512_maskz_extracti64x4_epi64(kAll4, v, 0)
+                  : _mm512_maskz_extracti64x4_epi64(kAll4, v, 1);
+  }
+  TESSERA_LANES_INLINE static V dot(V acc, V a, int32_t w) {
+    return _mm512_dpbusd_epi32(acc, a, _mm512_set1_epi32(w));
+  }
+};
+
+// The accumulators of the 16 rows of Bt from y0 (rows rs bytes apart) over `steps` steps of 8
+// quads of A's packed lanes `xq`, into out[0..15].
+template <int L>
+[[gnu::target(TESSERA_LANES_TARGET)]] void block_steps(typename Lanes<L>::V* out, const int32_t* xq,
+                                                       const int8_t* y0, int64_t rs,
+                                                       int64_t steps) {
+  const int8_t* p0 = y0;
+  const int8_t* p1 = y0 + 5 * rs;
+  const int8_t* p2 = y0 + 10 * rs;
+  const int8_t* p3 = y0 + 15 * rs;
+  const int64_t rs3 = 3 * rs;
+  if constexpr (L == 8) {
+#define BC "8"
+    asm volatile(TESSERA_LANES_KERNEL("ymm", "32") TESSERA_LANES_OPERANDS);
+#undef BC
+  } else {
+#define BC "16"
+    asm volatile(TESSERA_LANES_KERNEL("zmm", "64") TESSERA_LANES_OPERANDS);
+#undef BC
+  }
+}
+
+// An 8 x 8 transpose of int32: r[i] lane j becomes r[j] lane i.
+TESSERA_LANES_INLINE void transpose8(__m256i* r) {
+  __m256i t[8];
+  __m256i u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
+// Two vectors' 128-bit lanes combined: lanes (x.0 + x.1, x.2 + x.3, y.0 + y.1, y.2 + y.3).
+TESSERA_LANES_INLINE __m512i fold_lanes(__m512i x, __m512i y) {
+  return _mm512_add_epi32(_mm512_maskz_shuffle_i32x4(kAll, x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_maskz_shuffle_i32x4(kAll, x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Lane e = the sum of v[e]'s 16 lanes, for 16 vectors (15 adds instead of 16 reductions).
+TESSERA_LANES_INLINE __m512i reduce16(const __m512i* v) {
+  __m512i t[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m512i a = v[4 * q], b = v[4 * q + 1], c = v[4 * q + 2], d = v[4 * q + 3];
+    const __m512i ab = _mm512_add_epi32(_mm512_maskz_unpacklo_epi32(kAll, a, b),
+                                        _mm512_maskz_unpackhi_epi32(kAll, a, b));
+    const __m512i cd = _mm512_add_epi32(_mm512_maskz_unpacklo_epi32(kAll, c, d),
+                                        _mm512_maskz_unpackhi_epi32(kAll, c, d));
+    t[q] = _mm512_add_epi32(_mm512_maskz_unpacklo_epi64(kAll8, ab, cd),
+                            _mm512_maskz_unpackhi_epi64(kAll8, ab, cd));
+  }
+  return fold_lanes(fold_lanes(t[0], t[1]), fold_lanes(t[2], t[3]));
+}
+
+// Lane r = 128 · (the sum of row r's k bytes), for the 16 rows of Bt from y0, modulo 2^32.
+TESSERA_LANES_INLINE __m512i row_corrections(const int8_t* y0, int64_t rs, int64_t k) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i s[kRows];
+  for (int r = 0; r < kRows; ++r) s[r] = _mm512_setzero_si512();
+  int64_t p = 0;
+  for (; p + 64 <= k; p += 64) {
+    for (int r = 0; r < kRows; ++r) {
+      s[r] = _mm512_dpbusd_epi32(s[r], ones, _mm512_loadu_si512(y0 + r * rs + p));
+    }
+  }
+  if (p < k) {
+    const __mmask64 mask = (__mmask64{1} << (k - p)) - 1u;
+    for (int r = 0; r < kRows; ++r) {
+      s[r] = _mm512_dpbusd_epi32(s[r], ones, _mm512_maskz_loadu_epi8(mask, y0 + r * rs + p));
+    }
+  }
+  return _mm512_maskz_slli_epi32(kAll, reduce16(s), 7);
+}
+
+// A's m rows as a' = A XOR 0x80 in L lanes, quad q of row i at xq[q * L + i]. Lanes past m are
+// never stored; they are zeroed so that nothing reads indeterminate memory. A last partial quad's
+// bytes past k meet zero bytes of Bt (`lanes` reads Bt's last quad only up to k).
+void pack_lanes(int32_t* xq, int L, int64_t m, int64_t k, const int8_t* a, int64_t a_rs) {
+  const int64_t quads = (k + 3) / 4, whole = k / 4;
+  for (int64_t i = 0; i < L; ++i) {
+    if (i >= m) {
+      for (int64_t q = 0; q < quads; ++q) xq[q * L + i] = 0;
+      continue;
+    }
+    const int8_t* row = a + i * a_rs;
+    for (int64_t q = 0; q < whole; ++q) {
+      uint32_t w = 0;
+      std::memcpy(&w, row + 4 * q, 4);
+      xq[q * L + i] = static_cast<int32_t>(w ^ 0x80808080u);
+    }
+    if (whole < quads) {
+      const int64_t left = k - 4 * whole;
+      uint32_t w = 0;
+      std::memcpy(&w, row + 4 * whole, static_cast<size_t>(left));
+      xq[whole * L + i] = static_cast<int32_t>(w ^ 0x80808080u);
+    }
+  }
+}
+
+template <int L>
+[[gnu::target(TESSERA_LANES_TARGET)]] void lanes(int64_t m, int64_t n, int64_t k, const int8_t* a,
+                                                 int64_t a_rs, const int8_t* bt, int64_t bt_rs,
+                                                 int32_t* c, int64_t c_rs, bool accumulate) {
+  using Ops = Lanes<L>;
+  using V = typename Ops::V;
+  const int64_t quads = (k + 3) / 4, whole = k / 4;
+  const int64_t steps = whole / kStepQuads;
+  int32_t* xq = tl_lanes.get<int32_t>(quads * L);
+  pack_lanes(xq, L, m, k, a, a_rs);
+  alignas(64) V acc[kRows];
+  for (int64_t j0 = 0; j0 < n; j0 += kRows) {
+    // The last block ends at n: its first columns, written by the block before, are skipped.
+    const int64_t jb = std::min(j0, n - kRows);
+    const int done = static_cast<int>(j0 - jb);
+    const int8_t* y0 = bt + jb * bt_rs;
+    block_steps<L>(acc, xq, y0, bt_rs, steps);
+    for (int64_t q = steps * kStepQuads; q < quads; ++q) {  // quads past the whole steps
+      const V x = Ops::load(xq + q * L);
+      for (int r = 0; r < kRows; ++r) {
+        int32_t w = 0;  // the last quad's bytes past k are not read (they may lie past Bt)
+        std::memcpy(&w, y0 + r * bt_rs + 4 * q,
+                    static_cast<size_t>(std::min<int64_t>(4, k - 4 * q)));
+        acc[r] = Ops::dot(acc[r], x, w);
+      }
+    }
+    const __m512i corr = row_corrections(y0, bt_rs, k);
+    for (int h = 0; 8 * h < m; ++h) {  // C's rows 8h .. 8h + 7
+      for (int g = 0; g < 2; ++g) {    // C's columns jb + 8g .. jb + 8g + 7
+        const int lo = std::max(0, done - 8 * g);
+        if (lo >= 8) continue;
+        __m256i t[8];
+        for (int r = 0; r < 8; ++r) t[r] = Ops::half(acc[8 * g + r], h);
+        transpose8(t);
+        const __m256i cg = g == 0 ? _mm512_maskz_extracti64x4_epi64(kAll4, corr, 0)
+                                  : _mm512_maskz_extracti64x4_epi64(kAll4, corr, 1);
+        const auto mask = static_cast<__mmask8>(0xffu << lo);
+        for (int i = 0; i < 8 && 8 * h + i < m; ++i) {
+          int32_t* crow = c + (8 * h + i) * c_rs + jb + 8 * g;
+          __m256i v = _mm256_sub_epi32(t[i], cg);
+          if (accumulate) v = _mm256_add_epi32(v, _mm256_maskz_loadu_epi32(mask, crow));
+          _mm256_mask_storeu_epi32(crow, mask, v);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
+                  int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate) {
+  if (m < 1 || m > 16 || n < kRows || k < 1 || !skinny_cpu_has(false, true)) return false;
+  if (m <= 8) {
+    lanes<8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+  } else {
+    lanes<16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+  }
+  return true;
+}
+
+}  // namespace tessera::detail
