@@ -69,22 +69,26 @@ bool skinny_nn_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs
 
 /// Whether gemm.cc takes lanes_dot_s8 (below) on a CPU without AMX for an int8 x @ y.T of m rows,
 /// n columns and a contraction of k, Bt's rows bt_rs bytes apart. Its cost follows the lanes, not
-/// the rows (8 lanes up to 8 rows, 16 up to 16), so it needs three quarters of them filled; the
-/// dot-product kernels and libxsmm's overtake it as k grows. Measured on an AMD Zen 4 class EPYC,
-/// one core, against the path taken before (ratios of time, n = 512; docs/performance.md, "int8
-/// x @ y.T with x's rows in the lanes"): 6 to 8 rows at k 64 to 256 1.09-1.57 (5 rows at k 256
-/// 0.85, 8 rows at k 512 0.92), 12 to 16 rows 0.97-1.36 (12 at k 512 0.84), 9 and 10 rows
-/// 0.83-1.06. At least 32 columns ((16, 128) x (16, 128).T 0.87). Rows of Bt a multiple of 4 KiB
-/// apart share the L1's sets, and the sixteen rows read at once then miss (0.55-0.69): left out.
+/// the rows (8 lanes up to 8 rows, 16 up to 16, two groups of 16 up to 32), so it needs most of
+/// them filled; the dot-product kernels and libxsmm's overtake it as k grows. Measured on an AMD
+/// Zen 4 class EPYC, one core, against the path taken before (ratios of time, n = 512;
+/// docs/performance.md, "int8 x @ y.T with x's rows in the lanes"): 6 to 8 rows at k 64 to 256
+/// 1.09-1.57 (5 rows at k 256 0.85, 8 rows at k 512 0.92), 12 to 16 rows 0.97-1.36 (12 at k 512
+/// 0.84), 9 and 10 rows 0.83-1.06; 30 and 32 rows 1.05-1.14, 24 and 28 rows 0.94-1.04, 32 rows
+/// with 64 columns 0.97. At least 32 columns ((16, 128) x (16, 128).T: 0.87), 128 with two
+/// groups. Rows of Bt a multiple of 4 KiB apart share the L1's sets, and the sixteen rows read at
+/// once then miss (0.55-0.69): left out.
 inline bool lanes_rows_s8(int64_t m, int64_t n, int64_t k, int64_t bt_rs) {
-  const int64_t lanes = m <= 8 ? 8 : 16;
-  return m <= 16 && 4 * m >= 3 * lanes && n >= 32 && k <= 256 && bt_rs % 4096 != 0;
+  if (k > 256 || n < 32 || bt_rs % 4096 == 0) return false;
+  if (m <= 8) return m >= 6;
+  if (m <= 16) return m >= 12;
+  return m >= 30 && m <= 32 && n >= 128;
 }
 
 /// int8 x @ y.T (as skinny_dot_s8) with A's rows in the vector lanes and the quads of each row of
 /// Bt broadcast against them (src/native/gemm_skinny_lanes.cc): no packing of Bt and no
-/// horizontal sum per result. Takes 1 to 16 rows of A and at least 16 rows of Bt (n); false,
-/// computing nothing, otherwise or where the CPU has no AVX512-VNNI.
+/// horizontal sum per result. Takes 1 to 32 rows of A (in groups of 16 past 16 rows) and at least
+/// 16 rows of Bt (n); false, computing nothing, otherwise or where the CPU has no AVX512-VNNI.
 bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
                   int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate);
 

@@ -237,6 +237,33 @@ void pack_lanes(int32_t* xq, int L, int64_t m, int64_t k, const int8_t* a, int64
   }
 }
 
+// C's `rows` rows (at most L) and 16 columns from c, from the accumulators of 16 rows of Bt (lane
+// i of acc[r] = C(i, r) plus 128 times row r's sum), less the rows' corrections `corr` (lane r),
+// plus C's values when `accumulate`; C's first `done` columns are left as they are.
+template <int L>
+[[gnu::target(TESSERA_LANES_TARGET)]] void store_rows(const typename Lanes<L>::V* acc, __m512i corr,
+                                                      int64_t rows, int done, bool accumulate,
+                                                      int32_t* c, int64_t c_rs) {
+  for (int h = 0; 8 * h < rows; ++h) {  // C's rows 8h .. 8h + 7
+    for (int g = 0; g < 2; ++g) {       // C's columns 8g .. 8g + 7
+      const int lo = std::max(0, done - 8 * g);
+      if (lo >= 8) continue;
+      __m256i t[8];
+      for (int r = 0; r < 8; ++r) t[r] = Lanes<L>::half(acc[8 * g + r], h);
+      transpose8(t);
+      const __m256i cg = g == 0 ? _mm512_maskz_extracti64x4_epi64(kAll4, corr, 0)
+                                : _mm512_maskz_extracti64x4_epi64(kAll4, corr, 1);
+      const auto mask = static_cast<__mmask8>(0xffu << lo);
+      for (int i = 0; i < 8 && 8 * h + i < rows; ++i) {
+        int32_t* crow = c + (8 * h + i) * c_rs + 8 * g;
+        __m256i v = _mm256_sub_epi32(t[i], cg);
+        if (accumulate) v = _mm256_add_epi32(v, _mm256_maskz_loadu_epi32(mask, crow));
+        _mm256_mask_storeu_epi32(crow, mask, v);
+      }
+    }
+  }
+}
+
 template <int L>
 [[gnu::target(TESSERA_LANES_TARGET)]] void lanes(int64_t m, int64_t n, int64_t k, const int8_t* a,
                                                  int64_t a_rs, const int8_t* bt, int64_t bt_rs,
@@ -245,42 +272,41 @@ template <int L>
   using V = typename Ops::V;
   const int64_t quads = (k + 3) / 4, whole = k / 4;
   const int64_t steps = whole / kStepQuads;
-  int32_t* xq = tl_lanes.get<int32_t>(quads * L);
-  pack_lanes(xq, L, m, k, a, a_rs);
+  // A's rows in groups of L (the lanes of one vector), each group packed on its own; every block
+  // of Bt meets the groups one after the other while it is in L1.
+  const int64_t groups = (m + L - 1) / L;
+  int32_t* xq = tl_lanes.get<int32_t>(groups * quads * L);
+  for (int64_t g = 0; g < groups; ++g) {
+    pack_lanes(xq + g * quads * L, L, std::min<int64_t>(L, m - g * L), k, a + g * L * a_rs, a_rs);
+  }
   alignas(64) V acc[kRows];
   for (int64_t j0 = 0; j0 < n; j0 += kRows) {
     // The last block ends at n: its first columns, written by the block before, are skipped.
     const int64_t jb = std::min(j0, n - kRows);
     const int done = static_cast<int>(j0 - jb);
     const int8_t* y0 = bt + jb * bt_rs;
-    block_steps<L>(acc, xq, y0, bt_rs, steps);
-    for (int64_t q = steps * kStepQuads; q < quads; ++q) {  // quads past the whole steps
-      const V x = Ops::load(xq + q * L);
-      for (int r = 0; r < kRows; ++r) {
-        int32_t w = 0;  // the last quad's bytes past k are not read (they may lie past Bt)
-        std::memcpy(&w, y0 + r * bt_rs + 4 * q,
-                    static_cast<size_t>(std::min<int64_t>(4, k - 4 * q)));
-        acc[r] = Ops::dot(acc[r], x, w);
-      }
-    }
     const __m512i corr = row_corrections(y0, bt_rs, k);
-    for (int h = 0; 8 * h < m; ++h) {  // C's rows 8h .. 8h + 7
-      for (int g = 0; g < 2; ++g) {    // C's columns jb + 8g .. jb + 8g + 7
-        const int lo = std::max(0, done - 8 * g);
-        if (lo >= 8) continue;
-        __m256i t[8];
-        for (int r = 0; r < 8; ++r) t[r] = Ops::half(acc[8 * g + r], h);
-        transpose8(t);
-        const __m256i cg = g == 0 ? _mm512_maskz_extracti64x4_epi64(kAll4, corr, 0)
-                                  : _mm512_maskz_extracti64x4_epi64(kAll4, corr, 1);
-        const auto mask = static_cast<__mmask8>(0xffu << lo);
-        for (int i = 0; i < 8 && 8 * h + i < m; ++i) {
-          int32_t* crow = c + (8 * h + i) * c_rs + jb + 8 * g;
-          __m256i v = _mm256_sub_epi32(t[i], cg);
-          if (accumulate) v = _mm256_add_epi32(v, _mm256_maskz_loadu_epi32(mask, crow));
-          _mm256_mask_storeu_epi32(crow, mask, v);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int32_t* xg = xq + g * quads * L;
+      block_steps<L>(acc, xg, y0, bt_rs, steps);
+      for (int64_t q = steps * kStepQuads; q < whole; ++q) {  // whole quads past the steps
+        const V x = Ops::load(xg + q * L);
+        for (int r = 0; r < kRows; ++r) {
+          int32_t w;
+          std::memcpy(&w, y0 + r * bt_rs + 4 * q, 4);
+          acc[r] = Ops::dot(acc[r], x, w);
         }
       }
+      if (whole < quads) {  // a last partial quad: its bytes past k read as zero (not read)
+        const V x = Ops::load(xg + whole * L);
+        const auto bytes = static_cast<__mmask16>((1u << (k - 4 * whole)) - 1u);
+        for (int r = 0; r < kRows; ++r) {
+          const __m128i part = _mm_maskz_loadu_epi8(bytes, y0 + r * bt_rs + 4 * whole);
+          acc[r] = Ops::dot(acc[r], x, _mm_cvtsi128_si32(part));
+        }
+      }
+      store_rows<L>(acc, corr, std::min<int64_t>(L, m - g * L), done, accumulate,
+                    c + g * L * c_rs + jb, c_rs);
     }
   }
 }
@@ -289,7 +315,7 @@ template <int L>
 
 bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
                   int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate) {
-  if (m < 1 || m > 16 || n < kRows || k < 1 || !skinny_cpu_has(false, true)) return false;
+  if (m < 1 || m > 32 || n < kRows || k < 1 || !skinny_cpu_has(false, true)) return false;
   if (m <= 8) {
     lanes<8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   } else {

@@ -3,10 +3,10 @@
 // the default mode takes AMX's paths instead), assigned and accumulated. Everything here runs on
 // the calling thread (TESSERA_ONE_THREAD_TESTS).
 //
-// int8 x @ y.T with 6 to 8 or 12 to 16 rows of x (src/native/gemm_skinny_lanes.cc): x's rows in
-// the vector lanes, the quads of each row of y broadcast against them, sixteen rows of y at a
-// time, the last block of columns overlapping the one before; the row sums of y that undo the
-// unsigned offset of x. Results are exact int32.
+// int8 x @ y.T with 6 to 8, 12 to 16 or 30 to 32 rows of x (src/native/gemm_skinny_lanes.cc):
+// x's rows in the vector lanes (two groups of 16 past 16 rows), the quads of each row of y
+// broadcast against them, sixteen rows of y at a time, the last block of columns overlapping the
+// one before; the row sums of y that undo the unsigned offset of x. Results are exact int32.
 //
 // int8 x @ y with y row-major (its rows contiguous, a view of a wider buffer): the VNNI kernel's
 // packing interleaves four rows of y in registers, 128 and then 64 columns at a time down a group
@@ -123,13 +123,22 @@ TEST(DotInt8, RowsInTheLanesAgainstATransposedRhs) {
       }
     }
   }
+  // 30 and 32 rows: two groups of 16 lanes (the second with 14 rows), each block of y meeting both.
+  for (const int64_t m : {30, 32}) {
+    for (const int64_t n : {128, 137}) {
+      for (const int64_t k : {5, 64, 201}) check_int8_transposed(m, n, k, k + 9, seed += 2);
+    }
+  }
 }
 
 TEST(DotInt8, RowsOutsideTheLanesBoundsTakeTheOtherPaths) {
-  // Too few rows for the lanes (5, 9), too few columns (31), k past the bound (257), and y's rows
-  // 4 KiB apart: the dot-product kernels or libxsmm's, with the same results.
+  // Too few rows for the lanes (5, 9, 28), too few columns (31, and 127 with 32 rows), k past the
+  // bound (257), and y's rows 4 KiB apart: the dot-product kernels or libxsmm's, with the same
+  // results.
   check_int8_transposed(5, 64, 128, 140, 301);
   check_int8_transposed(9, 64, 128, 140, 303);
+  check_int8_transposed(28, 128, 128, 140, 311);
+  check_int8_transposed(32, 127, 128, 140, 313);
   check_int8_transposed(8, 31, 128, 140, 305);
   check_int8_transposed(16, 64, 257, 270, 307);
   check_int8_transposed(8, 64, 128, 4096, 309);
