@@ -29,16 +29,14 @@
 #include <vector>
 
 #include "native/gemm.h"
-
-#define TESSERA_SKINNY_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vnni"
-#define TESSERA_SKINNY_INLINE [[gnu::always_inline, gnu::target(TESSERA_SKINNY_TARGET)]] inline
+#include "native/gemm_skinny_reduce.h"
 
 namespace tessera::detail {
 
 namespace {
 
 // The operations of one dtype: T the elements, V a vector of them, Acc a vector of 16 sums.
-struct F32 {
+struct F32 : skinny_reduce::AddF32 {
   using T = float;
   using C = float;
   using V = __m512;
@@ -54,10 +52,9 @@ struct F32 {
     asm("vfmadd231ps %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "vm"(a), [b] "v"(b));
     return acc;
   }
-  TESSERA_SKINNY_INLINE static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
 };
 
-struct BF16 {
+struct BF16 : skinny_reduce::AddF32 {
   using T = bfloat16;
   using C = float;
   using V = __m512i;
@@ -73,10 +70,9 @@ struct BF16 {
     asm("vdpbf16ps %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "vm"(a), [b] "v"(b));
     return acc;
   }
-  TESSERA_SKINNY_INLINE static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
 };
 
-struct S8 {
+struct S8 : skinny_reduce::AddI32 {
   using T = int8_t;
   using C = int32_t;
   using V = __m512i;
@@ -97,42 +93,13 @@ struct S8 {
     asm("vpdpbusd %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "vm"(a), [b] "v"(b));
     return acc;
   }
-  TESSERA_SKINNY_INLINE static __m512 add(__m512 x, __m512 y) {
-    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(x), _mm512_castps_si512(y)));
-  }
 };
 
 TESSERA_SKINNY_INLINE __m512 as_ps(__m512 v) { return v; }
 TESSERA_SKINNY_INLINE __m512 as_ps(__m512i v) { return _mm512_castsi512_ps(v); }
 
-// The shuffles below are the zero-masked forms with every lane selected (the same instructions):
-// GCC 12's unmasked intrinsics pass an uninitialised vector through and warn about it.
-constexpr __mmask16 kAll = 0xffff;
-
-// Two vectors' 128-bit lanes combined: lanes (x.0 + x.1, x.2 + x.3, y.0 + y.1, y.2 + y.3).
-template <class Ops>
-TESSERA_SKINNY_INLINE __m512 fold_lanes(__m512 x, __m512 y) {
-  return Ops::add(_mm512_maskz_shuffle_f32x4(kAll, x, y, _MM_SHUFFLE(2, 0, 2, 0)),
-                  _mm512_maskz_shuffle_f32x4(kAll, x, y, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// The sums of the 16 vectors v[0..15], lane e = sum of v[e]'s lanes.
-template <class Ops>
-TESSERA_SKINNY_INLINE __m512 reduce16(const __m512* v) {
-  __m512 t[4];
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    // Pairs: per 128-bit lane (a0 + a2, b0 + b2, a1 + a3, b1 + b3), then four vectors' lane sums.
-    const __m512 a = v[4 * q], b = v[4 * q + 1], c = v[4 * q + 2], d = v[4 * q + 3];
-    const __m512 ab =
-        Ops::add(_mm512_maskz_unpacklo_ps(kAll, a, b), _mm512_maskz_unpackhi_ps(kAll, a, b));
-    const __m512 cd =
-        Ops::add(_mm512_maskz_unpacklo_ps(kAll, c, d), _mm512_maskz_unpackhi_ps(kAll, c, d));
-    t[q] = Ops::add(_mm512_maskz_shuffle_ps(kAll, ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
-                    _mm512_maskz_shuffle_ps(kAll, ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  return fold_lanes<Ops>(fold_lanes<Ops>(t[0], t[1]), fold_lanes<Ops>(t[2], t[3]));
-}
+using skinny_reduce::kAll;
+using skinny_reduce::reduce16;
 
 template <class Ops, bool kTail>
 TESSERA_SKINNY_INLINE typename Ops::V load_at(const typename Ops::T* x, int64_t left) {

@@ -23,9 +23,7 @@
 
 #include "native/gemm_scratch.h"
 #include "native/gemm_skinny.h"
-
-#define TESSERA_LANES_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
-#define TESSERA_LANES_INLINE [[gnu::always_inline, gnu::target(TESSERA_LANES_TARGET)]] inline
+#include "native/gemm_skinny_reduce.h"
 
 namespace tessera::detail {
 
@@ -35,8 +33,7 @@ thread_local GemmScratch tl_lanes;
 
 // The shuffles below are the zero-masked forms with every lane selected (the same instructions):
 // GCC 12's unmasked intrinsics pass an uninitialised vector through and warn about it.
-constexpr __mmask16 kAll = 0xffff;
-constexpr __mmask8 kAll8 = 0xff;
+using skinny_reduce::kAll;
 constexpr __mmask8 kAll4 = 0x0f;
 
 // Rows of Bt that go through together (one accumulator each), and quads of k per loop step (the
@@ -107,24 +104,24 @@ struct Lanes;
 template <>
 struct Lanes<8> {
   using V = __m256i;
-  TESSERA_LANES_INLINE static V load(const int32_t* p) {
+  TESSERA_SKINNY_INLINE static V load(const int32_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
-  TESSERA_LANES_INLINE static __m256i half(V v, int) { return v; }
+  TESSERA_SKINNY_INLINE static __m256i half(V v, int) { return v; }
   // acc += a (unsigned quads) times the quad w (signed), broadcast.
-  TESSERA_LANES_INLINE static V dot(V acc, V a, int32_t w) {
+  TESSERA_SKINNY_INLINE static V dot(V acc, V a, int32_t w) {
     return _mm256_dpbusd_epi32(acc, a, _mm256_set1_epi32(w));
   }
 };
 template <>
 struct Lanes<16> {
   using V = __m512i;
-  TESSERA_LANES_INLINE static V load(const int32_t* p) { return _mm512_loadu_si512(p); }
-  TESSERA_LANES_INLINE static __m256i half(V v, int h) {
+  TESSERA_SKINNY_INLINE static V load(const int32_t* p) { return _mm512_loadu_si512(p); }
+  TESSERA_SKINNY_INLINE static __m256i half(V v, int h) {
     return h == 0 ? _mm512_maskz_extracti64x4_epi64(kAll4, v, 0)
                   : _mm512_maskz_extracti64x4_epi64(kAll4, v, 1);
   }
-  TESSERA_LANES_INLINE static V dot(V acc, V a, int32_t w) {
+  TESSERA_SKINNY_INLINE static V dot(V acc, V a, int32_t w) {
     return _mm512_dpbusd_epi32(acc, a, _mm512_set1_epi32(w));
   }
 };
@@ -132,9 +129,9 @@ struct Lanes<16> {
 // The accumulators of the 16 rows of Bt from y0 (rows rs bytes apart) over `steps` steps of 8
 // quads of A's packed lanes `xq`, into out[0..15].
 template <int L>
-[[gnu::target(TESSERA_LANES_TARGET)]] void block_steps(typename Lanes<L>::V* out, const int32_t* xq,
-                                                       const int8_t* y0, int64_t rs,
-                                                       int64_t steps) {
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void block_steps(typename Lanes<L>::V* out,
+                                                        const int32_t* xq, const int8_t* y0,
+                                                        int64_t rs, int64_t steps) {
   const int8_t* p0 = y0;
   const int8_t* p1 = y0 + 5 * rs;
   const int8_t* p2 = y0 + 10 * rs;
@@ -152,7 +149,7 @@ template <int L>
 }
 
 // An 8 x 8 transpose of int32: r[i] lane j becomes r[j] lane i.
-TESSERA_LANES_INLINE void transpose8(__m256i* r) {
+TESSERA_SKINNY_INLINE void transpose8(__m256i* r) {
   __m256i t[8];
   __m256i u[8];
   for (int i = 0; i < 4; ++i) {
@@ -171,29 +168,8 @@ TESSERA_LANES_INLINE void transpose8(__m256i* r) {
   }
 }
 
-// Two vectors' 128-bit lanes combined: lanes (x.0 + x.1, x.2 + x.3, y.0 + y.1, y.2 + y.3).
-TESSERA_LANES_INLINE __m512i fold_lanes(__m512i x, __m512i y) {
-  return _mm512_add_epi32(_mm512_maskz_shuffle_i32x4(kAll, x, y, _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_maskz_shuffle_i32x4(kAll, x, y, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// Lane e = the sum of v[e]'s 16 lanes, for 16 vectors (15 adds instead of 16 reductions).
-TESSERA_LANES_INLINE __m512i reduce16(const __m512i* v) {
-  __m512i t[4];
-  for (int q = 0; q < 4; ++q) {
-    const __m512i a = v[4 * q], b = v[4 * q + 1], c = v[4 * q + 2], d = v[4 * q + 3];
-    const __m512i ab = _mm512_add_epi32(_mm512_maskz_unpacklo_epi32(kAll, a, b),
-                                        _mm512_maskz_unpackhi_epi32(kAll, a, b));
-    const __m512i cd = _mm512_add_epi32(_mm512_maskz_unpacklo_epi32(kAll, c, d),
-                                        _mm512_maskz_unpackhi_epi32(kAll, c, d));
-    t[q] = _mm512_add_epi32(_mm512_maskz_unpacklo_epi64(kAll8, ab, cd),
-                            _mm512_maskz_unpackhi_epi64(kAll8, ab, cd));
-  }
-  return fold_lanes(fold_lanes(t[0], t[1]), fold_lanes(t[2], t[3]));
-}
-
 // Lane r = 128 · (the sum of row r's k bytes), for the 16 rows of Bt from y0, modulo 2^32.
-TESSERA_LANES_INLINE __m512i row_corrections(const int8_t* y0, int64_t rs, int64_t k) {
+TESSERA_SKINNY_INLINE __m512i row_corrections(const int8_t* y0, int64_t rs, int64_t k) {
   const __m512i ones = _mm512_set1_epi8(1);
   __m512i s[kRows];
   for (int r = 0; r < kRows; ++r) s[r] = _mm512_setzero_si512();
@@ -209,7 +185,10 @@ TESSERA_LANES_INLINE __m512i row_corrections(const int8_t* y0, int64_t rs, int64
       s[r] = _mm512_dpbusd_epi32(s[r], ones, _mm512_maskz_loadu_epi8(mask, y0 + r * rs + p));
     }
   }
-  return _mm512_maskz_slli_epi32(kAll, reduce16(s), 7);
+  __m512 v[kRows];
+  for (int r = 0; r < kRows; ++r) v[r] = _mm512_castsi512_ps(s[r]);
+  const __m512i sums = _mm512_castps_si512(skinny_reduce::reduce16<skinny_reduce::AddI32>(v));
+  return _mm512_maskz_slli_epi32(kAll, sums, 7);
 }
 
 // A's m rows as a' = A XOR 0x80 in L lanes, quad q of row i at xq[q * L + i]. Lanes past m are
@@ -241,9 +220,9 @@ void pack_lanes(int32_t* xq, int L, int64_t m, int64_t k, const int8_t* a, int64
 // i of acc[r] = C(i, r) plus 128 times row r's sum), less the rows' corrections `corr` (lane r),
 // plus C's values when `accumulate`; C's first `done` columns are left as they are.
 template <int L>
-[[gnu::target(TESSERA_LANES_TARGET)]] void store_rows(const typename Lanes<L>::V* acc, __m512i corr,
-                                                      int64_t rows, int done, bool accumulate,
-                                                      int32_t* c, int64_t c_rs) {
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void store_rows(const typename Lanes<L>::V* acc,
+                                                       __m512i corr, int64_t rows, int done,
+                                                       bool accumulate, int32_t* c, int64_t c_rs) {
   for (int h = 0; 8 * h < rows; ++h) {  // C's rows 8h .. 8h + 7
     for (int g = 0; g < 2; ++g) {       // C's columns 8g .. 8g + 7
       const int lo = std::max(0, done - 8 * g);
@@ -265,9 +244,9 @@ template <int L>
 }
 
 template <int L>
-[[gnu::target(TESSERA_LANES_TARGET)]] void lanes(int64_t m, int64_t n, int64_t k, const int8_t* a,
-                                                 int64_t a_rs, const int8_t* bt, int64_t bt_rs,
-                                                 int32_t* c, int64_t c_rs, bool accumulate) {
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void lanes(int64_t m, int64_t n, int64_t k, const int8_t* a,
+                                                  int64_t a_rs, const int8_t* bt, int64_t bt_rs,
+                                                  int32_t* c, int64_t c_rs, bool accumulate) {
   using Ops = Lanes<L>;
   using V = typename Ops::V;
   const int64_t quads = (k + 3) / 4, whole = k / 4;
