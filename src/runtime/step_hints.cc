@@ -70,10 +70,10 @@ bool prefetch_next_blocks(int64_t step_lines) noexcept {
 
 // Lines beyond half the L1 go to L2 everywhere (they would evict the step's own rows). Fewer go
 // to L1 on Intel cores only: on an AMD Zen 4 class EPYC the pipelined add's small blocks ran
-// faster with every prefetch sent to L2 ((8, 128): 46-49 -> 39-43 ms, (8, 64) 51-58 -> 46-55;
-// 1 and 2 cores, Highway's AVX-512 and AVX2 targets), while on a Sapphire Rapids class Xeon L2
-// measured no better (docs/performance.md, "Small blocks: the next ones prefetched on Intel too"
-// and "Small blocks' prefetches to L2 on AMD").
+// faster with every prefetch sent to L2 ((8, 128) on one core 46.7-47.7 -> 38.9-39.5 ms, on two
+// 27.8-30.7 -> 23.7-24.8; (8, 64) 4-11% faster; Highway's AVX-512 and AVX2 targets alike),
+// while on a Sapphire Rapids class Xeon L2 measured no better (docs/performance.md, "Small blocks:
+// the next ones prefetched on Intel too" and "Small blocks' prefetches to L2 on AMD").
 void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
   q.to_l2 = !intel_cpu() || lines * 64 > l1d_bytes() / 2;
 }
