@@ -3,13 +3,13 @@
 //
 // Lane i of an accumulator holds row i of A against one row of Bt: A is packed once into quads
 // of k across the lanes (8 lanes, a 256-bit vector, for up to 8 rows; 16, a 512-bit one, for up
-// to 16), and each 4-byte quad of a row of Bt is broadcast from memory into VPDPBUSD's signed
-// operand, so a row of Bt meets every row of A in one instruction per quad, with no packing of
-// Bt and no horizontal sum per result (the dot-product kernels of gemm_skinny.cc reduce a vector
-// per 16 sums; libxsmm's kernel needs Bt transposed into quads first). Sixteen rows of Bt go
-// through together, one accumulator each, in an assembly loop (GCC 12 kept the sixteen
-// accumulators of the intrinsics in memory, storing each after every instruction); their sums
-// come back to C's rows by 8 x 8 transposes.
+// to 16; past 16 rows, groups of 16 that each block of Bt meets in turn), and each 4-byte quad of a
+// row of Bt is broadcast from memory into VPDPBUSD's signed operand, so a row of Bt meets every row
+// of A in one instruction per quad, with no packing of Bt and no horizontal sum per result (the
+// dot-product kernels of gemm_skinny.cc reduce a vector per 16 sums; libxsmm's kernel needs Bt
+// transposed into quads first). Sixteen rows of Bt go through together, one accumulator each, in an
+// assembly loop (GCC 12 kept the sixteen accumulators of the intrinsics in memory, storing each
+// after every instruction); their sums come back to C's rows by 8 x 8 transposes.
 //
 // VPDPBUSD multiplies unsigned by signed bytes. A goes in as a' = A + 128 (A XOR 0x80), so
 // sum a'·b = sum a·b + 128 · sum b: the row sums of Bt (per 16 rows: VPDPBUSD against bytes of 1,
