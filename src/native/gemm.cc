@@ -615,6 +615,10 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, MatrixView<bfloat16> a, MatrixVi
   if (m == 1) c_rs = n;
   a = normalize(a, m, k);
   b = normalize(b, k, n);
+  if (skinny(a, b, !gemm_amx_bf16() && lanes_rows_bf16(m, n, k, b.cs * 2)) &&
+      lanes_dot_bf16(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
+    return;
+  }
   if (skinny(a, b, skinny_low_precision(m, k, gemm_amx_bf16(), true)) &&
       skinny_dot_bf16(m, n, k, a.data, a.rs, b.data, b.cs, c, c_rs, accumulate)) {
     return;

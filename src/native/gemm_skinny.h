@@ -92,6 +92,19 @@ inline bool lanes_rows_s8(int64_t m, int64_t n, int64_t k, int64_t bt_rs) {
 bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
                   int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate);
 
+/// Whether gemm.cc takes lanes_dot_bf16 (below) on a CPU without AMX, as lanes_rows_s8 for int8
+/// (Bt's rows bt_rs_bytes apart). Measured the same way (docs/performance.md, "bfloat16 x @ y.T
+/// in the lanes"): 6 to 8 rows at k up to 128 1.09-2.36 of the time before ((8, 32) x (512,
+/// 32).T 2.32, (8, 128) x (512, 128).T 1.27-1.47; 64 columns 1.17, 32 columns 0.97); at k 192 and
+/// 256 0.83-1.22, and 12 to 16 rows 0.86-1.65 with no clear bound: left to the other paths.
+inline bool lanes_rows_bf16(int64_t m, int64_t n, int64_t k, int64_t bt_rs_bytes) {
+  return m >= 6 && m <= 8 && n >= 64 && k <= 128 && bt_rs_bytes % 4096 != 0;
+}
+
+/// bfloat16 x @ y.T the same way (float32 sums, `vdpbf16ps` on pairs of k); needs AVX512-BF16.
+bool lanes_dot_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
+                    const bfloat16* bt, int64_t bt_rs, float* c, int64_t c_rs, bool accumulate);
+
 /// Whether the CPU and the SIMD cap allow these kernels: AVX-512 (F, BW, VL, DQ), and AVX512-BF16
 /// / AVX512-VNNI when asked.
 bool skinny_cpu_has(bool bf16, bool vnni);

@@ -42,27 +42,28 @@ constexpr int64_t kRows = 16;
 constexpr int64_t kStepQuads = 8;
 
 // clang-format off
-// One VPDPBUSD per row of the block: accumulator r (register r) += the vector of A's quads in
-// register 16 times the quad at byte D of row r, broadcast. The rows are addressed from four
+// One INSN (VPDPBUSD, or VDPBF16PS for bfloat16) per row of the block: accumulator r (register
+// r) += the vector of A's words (quads of int8, pairs of bfloat16) in register 16 times the word
+// at byte D of row r, broadcast. The rows are addressed from four
 // bases, p0 = row 0, p1 = row 5, p2 = row 10 and p3 = row 15, plus 0 to 4 row strides (R, 2R,
 // R3 = 3R, 4R), so that sixteen rows take six registers.
 #define TESSERA_LANES_ROWS(V, D) \
-  "vpdpbusd " #D "(%[p0])%{1to" BC "%}, %%" V "16, %%" V "0\n\t" \
-  "vpdpbusd " #D "(%[p0],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "1\n\t" \
-  "vpdpbusd " #D "(%[p0],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "2\n\t" \
-  "vpdpbusd " #D "(%[p0],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "3\n\t" \
-  "vpdpbusd " #D "(%[p0],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "4\n\t" \
-  "vpdpbusd " #D "(%[p1])%{1to" BC "%}, %%" V "16, %%" V "5\n\t" \
-  "vpdpbusd " #D "(%[p1],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "6\n\t" \
-  "vpdpbusd " #D "(%[p1],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "7\n\t" \
-  "vpdpbusd " #D "(%[p1],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "8\n\t" \
-  "vpdpbusd " #D "(%[p1],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "9\n\t" \
-  "vpdpbusd " #D "(%[p2])%{1to" BC "%}, %%" V "16, %%" V "10\n\t" \
-  "vpdpbusd " #D "(%[p2],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "11\n\t" \
-  "vpdpbusd " #D "(%[p2],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "12\n\t" \
-  "vpdpbusd " #D "(%[p2],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "13\n\t" \
-  "vpdpbusd " #D "(%[p2],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "14\n\t" \
-  "vpdpbusd " #D "(%[p3])%{1to" BC "%}, %%" V "16, %%" V "15\n\t"
+  INSN " " #D "(%[p0])%{1to" BC "%}, %%" V "16, %%" V "0\n\t" \
+  INSN " " #D "(%[p0],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "1\n\t" \
+  INSN " " #D "(%[p0],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "2\n\t" \
+  INSN " " #D "(%[p0],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "3\n\t" \
+  INSN " " #D "(%[p0],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "4\n\t" \
+  INSN " " #D "(%[p1])%{1to" BC "%}, %%" V "16, %%" V "5\n\t" \
+  INSN " " #D "(%[p1],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "6\n\t" \
+  INSN " " #D "(%[p1],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "7\n\t" \
+  INSN " " #D "(%[p1],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "8\n\t" \
+  INSN " " #D "(%[p1],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "9\n\t" \
+  INSN " " #D "(%[p2])%{1to" BC "%}, %%" V "16, %%" V "10\n\t" \
+  INSN " " #D "(%[p2],%[R],1)%{1to" BC "%}, %%" V "16, %%" V "11\n\t" \
+  INSN " " #D "(%[p2],%[R],2)%{1to" BC "%}, %%" V "16, %%" V "12\n\t" \
+  INSN " " #D "(%[p2],%[R3],1)%{1to" BC "%}, %%" V "16, %%" V "13\n\t" \
+  INSN " " #D "(%[p2],%[R],4)%{1to" BC "%}, %%" V "16, %%" V "14\n\t" \
+  INSN " " #D "(%[p3])%{1to" BC "%}, %%" V "16, %%" V "15\n\t"
 // Quad E of a step: its vector of A (XB bytes) into register 16, then the sixteen rows.
 #define TESSERA_LANES_QUAD(V, E, XB) \
   "vmovdqu64 " #E "*" XB "(%[xq]), %%" V "16\n\t" TESSERA_LANES_ROWS(V, 4 * E)
@@ -112,6 +113,11 @@ struct Lanes<8> {
   TESSERA_SKINNY_INLINE static V dot(V acc, V a, int32_t w) {
     return _mm256_dpbusd_epi32(acc, a, _mm256_set1_epi32(w));
   }
+  // acc (float32 lanes) += the pairs of bfloat16 in a times the pair w, broadcast.
+  TESSERA_SKINNY_INLINE static V dot_bf16(V acc, V a, int32_t w) {
+    return _mm256_castps_si256(
+        _mm256_dpbf16_ps(_mm256_castsi256_ps(acc), (__m256bh)a, (__m256bh)_mm256_set1_epi32(w)));
+  }
 };
 template <>
 struct Lanes<16> {
@@ -124,26 +130,46 @@ struct Lanes<16> {
   TESSERA_SKINNY_INLINE static V dot(V acc, V a, int32_t w) {
     return _mm512_dpbusd_epi32(acc, a, _mm512_set1_epi32(w));
   }
+  TESSERA_SKINNY_INLINE static V dot_bf16(V acc, V a, int32_t w) {
+    return _mm512_castps_si512(
+        _mm512_dpbf16_ps(_mm512_castsi512_ps(acc), (__m512bh)a, (__m512bh)_mm512_set1_epi32(w)));
+  }
 };
 
 // The accumulators of the 16 rows of Bt from y0 (rows rs bytes apart) over `steps` steps of 8
 // quads of A's packed lanes `xq`, into out[0..15].
-template <int L>
+template <int L, bool kBf16>
 [[gnu::target(TESSERA_SKINNY_TARGET)]] void block_steps(typename Lanes<L>::V* out,
-                                                        const int32_t* xq, const int8_t* y0,
+                                                        const int32_t* xq, const char* y0,
                                                         int64_t rs, int64_t steps) {
-  const int8_t* p0 = y0;
-  const int8_t* p1 = y0 + 5 * rs;
-  const int8_t* p2 = y0 + 10 * rs;
-  const int8_t* p3 = y0 + 15 * rs;
+  const char* p0 = y0;
+  const char* p1 = y0 + 5 * rs;
+  const char* p2 = y0 + 10 * rs;
+  const char* p3 = y0 + 15 * rs;
   const int64_t rs3 = 3 * rs;
-  if constexpr (L == 8) {
+  if constexpr (L == 8 && !kBf16) {
 #define BC "8"
+#define INSN "vpdpbusd"
     asm volatile(TESSERA_LANES_KERNEL("ymm", "32") TESSERA_LANES_OPERANDS);
+#undef INSN
+#undef BC
+  } else if constexpr (!kBf16) {
+#define BC "16"
+#define INSN "vpdpbusd"
+    asm volatile(TESSERA_LANES_KERNEL("zmm", "64") TESSERA_LANES_OPERANDS);
+#undef INSN
+#undef BC
+  } else if constexpr (L == 8) {
+#define BC "8"
+#define INSN "vdpbf16ps"
+    asm volatile(TESSERA_LANES_KERNEL("ymm", "32") TESSERA_LANES_OPERANDS);
+#undef INSN
 #undef BC
   } else {
 #define BC "16"
+#define INSN "vdpbf16ps"
     asm volatile(TESSERA_LANES_KERNEL("zmm", "64") TESSERA_LANES_OPERANDS);
+#undef INSN
 #undef BC
   }
 }
@@ -267,7 +293,7 @@ template <int L>
     const __m512i corr = row_corrections(y0, bt_rs, k);
     for (int64_t g = 0; g < groups; ++g) {
       const int32_t* xg = xq + g * quads * L;
-      block_steps<L>(acc, xg, y0, bt_rs, steps);
+      block_steps<L, false>(acc, xg, reinterpret_cast<const char*>(y0), bt_rs, steps);
       for (int64_t q = steps * kStepQuads; q < whole; ++q) {  // whole quads past the steps
         const V x = Ops::load(xg + q * L);
         for (int r = 0; r < kRows; ++r) {
@@ -290,6 +316,95 @@ template <int L>
   }
 }
 
+// bfloat16: A's m rows in L lanes as pairs of k, pair q of row i at xq[q * L + i] (a last odd
+// element paired with zero); lanes past m zeroed.
+void pack_pairs(int32_t* xq, int L, int64_t m, int64_t k, const bfloat16* a, int64_t a_rs) {
+  const int64_t pairs = (k + 1) / 2, whole = k / 2;
+  for (int64_t i = 0; i < L; ++i) {
+    if (i >= m) {
+      for (int64_t q = 0; q < pairs; ++q) xq[q * L + i] = 0;
+      continue;
+    }
+    const bfloat16* row = a + i * a_rs;
+    for (int64_t q = 0; q < whole; ++q) std::memcpy(&xq[q * L + i], row + 2 * q, 4);
+    if (whole < pairs) {
+      uint16_t last = 0;
+      std::memcpy(&last, row + 2 * whole, 2);
+      xq[whole * L + i] = static_cast<int32_t>(last);
+    }
+  }
+}
+
+// C's `rows` rows (at most L) and 16 columns from c, from the float32 accumulators of 16 rows of
+// Bt (lane i of acc[r] = C(i, r)), plus C's values when `accumulate`; C's first `done` columns are
+// left as they are.
+template <int L>
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void store_rows_f32(const typename Lanes<L>::V* acc,
+                                                           int64_t rows, int done, bool accumulate,
+                                                           float* c, int64_t c_rs) {
+  for (int h = 0; 8 * h < rows; ++h) {
+    for (int g = 0; g < 2; ++g) {
+      const int lo = std::max(0, done - 8 * g);
+      if (lo >= 8) continue;
+      __m256i t[8];
+      for (int r = 0; r < 8; ++r) t[r] = Lanes<L>::half(acc[8 * g + r], h);
+      transpose8(t);
+      const auto mask = static_cast<__mmask8>(0xffu << lo);
+      for (int i = 0; i < 8 && 8 * h + i < rows; ++i) {
+        float* crow = c + (8 * h + i) * c_rs + 8 * g;
+        __m256 v = _mm256_castsi256_ps(t[i]);
+        if (accumulate) v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(mask, crow));
+        _mm256_mask_storeu_ps(crow, mask, v);
+      }
+    }
+  }
+}
+
+template <int L>
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void lanes_bf16(int64_t m, int64_t n, int64_t k,
+                                                       const bfloat16* a, int64_t a_rs,
+                                                       const bfloat16* bt, int64_t bt_rs, float* c,
+                                                       int64_t c_rs, bool accumulate) {
+  using Ops = Lanes<L>;
+  using V = typename Ops::V;
+  const int64_t pairs = (k + 1) / 2, whole = k / 2;
+  const int64_t steps = whole / kStepQuads;
+  const int64_t rs = bt_rs * static_cast<int64_t>(sizeof(bfloat16));  // bytes
+  const int64_t groups = (m + L - 1) / L;
+  int32_t* xq = tl_lanes.get<int32_t>(groups * pairs * L);
+  for (int64_t g = 0; g < groups; ++g) {
+    pack_pairs(xq + g * pairs * L, L, std::min<int64_t>(L, m - g * L), k, a + g * L * a_rs, a_rs);
+  }
+  alignas(64) V acc[kRows];
+  for (int64_t j0 = 0; j0 < n; j0 += kRows) {
+    const int64_t jb = std::min(j0, n - kRows);
+    const int done = static_cast<int>(j0 - jb);
+    const char* y0 = reinterpret_cast<const char*>(bt + jb * bt_rs);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int32_t* xg = xq + g * pairs * L;
+      block_steps<L, true>(acc, xg, y0, rs, steps);
+      for (int64_t q = steps * kStepQuads; q < whole; ++q) {  // whole pairs past the steps
+        const V x = Ops::load(xg + q * L);
+        for (int r = 0; r < kRows; ++r) {
+          int32_t w;
+          std::memcpy(&w, y0 + r * rs + 4 * q, 4);
+          acc[r] = Ops::dot_bf16(acc[r], x, w);
+        }
+      }
+      if (whole < pairs) {  // a last odd element, paired with zero (the element past k not read)
+        const V x = Ops::load(xg + whole * L);
+        for (int r = 0; r < kRows; ++r) {
+          uint16_t last;
+          std::memcpy(&last, y0 + r * rs + 4 * whole, 2);
+          acc[r] = Ops::dot_bf16(acc[r], x, static_cast<int32_t>(last));
+        }
+      }
+      store_rows_f32<L>(acc, std::min<int64_t>(L, m - g * L), done, accumulate,
+                        c + g * L * c_rs + jb, c_rs);
+    }
+  }
+}
+
 }  // namespace
 
 bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs, const int8_t* bt,
@@ -299,6 +414,17 @@ bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs
     lanes<8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   } else {
     lanes<16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+  }
+  return true;
+}
+
+bool lanes_dot_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs,
+                    const bfloat16* bt, int64_t bt_rs, float* c, int64_t c_rs, bool accumulate) {
+  if (m < 1 || m > 32 || n < kRows || k < 1 || !skinny_cpu_has(true, false)) return false;
+  if (m <= 8) {
+    lanes_bf16<8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+  } else {
+    lanes_bf16<16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   }
   return true;
 }

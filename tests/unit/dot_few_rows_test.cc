@@ -14,12 +14,13 @@
 // where it does not; the last columns of a block under masks; k padded by zero rows; the column
 // sums that undo the unsigned offset of x added on the way. Results are exact int32.
 //
-// bfloat16 x @ y.T with 16 to 64 rows of x: where the rows fill whole vectors (a multiple of 16),
-// C has fewer words than y has pairs (2m < k) and y's rows are not a multiple of 4 KiB apart, the
-// GEMM computes the transpose, y · x^T, reading y where it lies, and writes it back transposed
-// (swapped_bf16). Checked against a double-precision reference with the float32 accumulation
-// bound, (k + 2) · 2^-24 · Σ|x · y|: x and y views whose rows are not k apart, columns that end
-// inside a 16 x 16 transpose block, k past and at the bounds.
+// bfloat16 x @ y.T with 6 to 8 rows of x, k up to 128: x's rows in the lanes as int8's above
+// (pairs of k, no offset to undo). With 16 to 64 rows of x: where the rows fill whole vectors (a
+// multiple of 16), C has fewer words than y has pairs (2m < k) and y's rows are not a multiple of 4
+// KiB apart, the GEMM computes the transpose, y · x^T, reading y where it lies, and writes it back
+// transposed (swapped_bf16). Checked against a double-precision reference with the float32
+// accumulation bound, (k + 2) · 2^-24 · Σ|x · y|: x and y views whose rows are not k apart, columns
+// that end inside a 16 x 16 transpose block, k past and at the bounds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -167,6 +168,18 @@ void check_bf16(int64_t m, int64_t n, int64_t k, uint32_t seed) {
     expect_close(o, ref, k, {}, 0.0, what + " assigned", widened);
   }
   detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
+TEST(DotSwapped, BfloatRowsInTheLanesAgainstATransposedRhs) {
+  // 6 to 8 rows of x in the lanes (src/native/gemm_skinny_lanes.cc): columns in whole blocks of
+  // 16 and with a last block overlapping the one before (n = 64, 70, 100), k of one element, odd
+  // (a last element paired with zero), past whole steps of 8 pairs and at the bound (128).
+  uint32_t seed = 401;
+  for (const int64_t m : {6, 7, 8}) {
+    for (const int64_t n : {64, 70, 100}) {
+      for (const int64_t k : {1, 7, 16, 37, 128}) check_bf16(m, n, k, seed += 2);
+    }
+  }
 }
 
 TEST(DotSwapped, BfloatRowsInWholeVectorsAgainstATransposedRhs) {
