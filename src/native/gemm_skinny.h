@@ -94,7 +94,7 @@ bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs
 
 /// Whether gemm.cc takes lanes_dot_bf16 (below) on a CPU without AMX, as lanes_rows_s8 for int8
 /// (Bt's rows bt_rs_bytes apart). Measured the same way (docs/performance.md, "bfloat16 x @ y.T
-/// in the lanes"): 6 to 8 rows at k up to 128 1.09-2.36 of the time before ((8, 32) x (512,
+/// in the lanes"): 6 to 8 rows at k up to 128 1.17-2.36 of the time before ((8, 32) x (512,
 /// 32).T 2.32, (8, 128) x (512, 128).T 1.27-1.47; 64 columns 1.17, 32 columns 0.97); at k 192 and
 /// 256 0.83-1.22, and 12 to 16 rows 0.86-1.65 with no clear bound: left to the other paths.
 inline bool lanes_rows_bf16(int64_t m, int64_t n, int64_t k, int64_t bt_rs_bytes) {
