@@ -217,38 +217,70 @@ TESSERA_SKINNY_INLINE __m512i row_corrections(const int8_t* y0, int64_t rs, int6
   return _mm512_maskz_slli_epi32(kAll, sums, 7);
 }
 
-// A's m rows as a' = A XOR 0x80 in L lanes, quad q of row i at xq[q * L + i]. Lanes past m are
-// never stored; they are zeroed so that nothing reads indeterminate memory. A last partial quad's
-// bytes past k meet zero bytes of Bt (`lanes` reads Bt's last quad only up to k).
-void pack_lanes(int32_t* xq, int L, int64_t m, int64_t k, const int8_t* a, int64_t a_rs) {
-  const int64_t quads = (k + 3) / 4, whole = k / 4;
+// A's m rows (`bytes` bytes each, rows `a_rs` bytes apart) in L lanes as 4-byte words XOR
+// `flip`, word q of row i at xq[q * L + i]: quads of int8 with 0x80808080 (a' = A + 128),
+// pairs of bfloat16 with 0. Lanes past m are never stored; they are zeroed so that nothing reads
+// indeterminate memory. A last partial word's bytes past the row meet zero bytes of Bt (`lanes`
+// reads Bt's last word only up to its row's end).
+void pack_words(int32_t* xq, int L, int64_t m, int64_t bytes, const char* a, int64_t a_rs,
+                uint32_t flip) {
+  const int64_t words = (bytes + 3) / 4, whole = bytes / 4;
   for (int64_t i = 0; i < L; ++i) {
     if (i >= m) {
-      for (int64_t q = 0; q < quads; ++q) xq[q * L + i] = 0;
+      for (int64_t q = 0; q < words; ++q) xq[q * L + i] = 0;
       continue;
     }
-    const int8_t* row = a + i * a_rs;
+    const char* row = a + i * a_rs;
     for (int64_t q = 0; q < whole; ++q) {
       uint32_t w = 0;
       std::memcpy(&w, row + 4 * q, 4);
-      xq[q * L + i] = static_cast<int32_t>(w ^ 0x80808080u);
+      xq[q * L + i] = static_cast<int32_t>(w ^ flip);
     }
-    if (whole < quads) {
-      const int64_t left = k - 4 * whole;
+    if (whole < words) {
       uint32_t w = 0;
-      std::memcpy(&w, row + 4 * whole, static_cast<size_t>(left));
-      xq[whole * L + i] = static_cast<int32_t>(w ^ 0x80808080u);
+      std::memcpy(&w, row + 4 * whole, static_cast<size_t>(bytes - 4 * whole));
+      xq[whole * L + i] = static_cast<int32_t>(w ^ flip);
     }
   }
 }
 
+// The two element types: int8 (quads of k, int32 sums less the offset's corrections) and
+// bfloat16 (pairs of k, float32 sums).
+struct S8Words {
+  using T = int8_t;
+  using C = int32_t;
+  static constexpr bool kBf16 = false;
+  static constexpr uint32_t kFlip = 0x80808080u;  // A + 128: unsigned bytes for VPDPBUSD
+  TESSERA_SKINNY_INLINE static __m512i corrections(const char* y0, int64_t rs, int64_t k) {
+    return row_corrections(reinterpret_cast<const int8_t*>(y0), rs, k);
+  }
+  template <class V, class Ops>
+  TESSERA_SKINNY_INLINE static V dot(V acc, V x, int32_t w) {
+    return Ops::dot(acc, x, w);
+  }
+};
+struct Bf16Words {
+  using T = bfloat16;
+  using C = float;
+  static constexpr bool kBf16 = true;
+  static constexpr uint32_t kFlip = 0;
+  TESSERA_SKINNY_INLINE static __m512i corrections(const char*, int64_t, int64_t) {
+    return _mm512_setzero_si512();
+  }
+  template <class V, class Ops>
+  TESSERA_SKINNY_INLINE static V dot(V acc, V x, int32_t w) {
+    return Ops::dot_bf16(acc, x, w);
+  }
+};
+
 // C's `rows` rows (at most L) and 16 columns from c, from the accumulators of 16 rows of Bt (lane
-// i of acc[r] = C(i, r) plus 128 times row r's sum), less the rows' corrections `corr` (lane r),
+// i of acc[r] = C(i, r); for int8 plus 128 times row r's sum, which `corr`'s lane r takes off),
 // plus C's values when `accumulate`; C's first `done` columns are left as they are.
-template <int L>
+template <class W, int L>
 [[gnu::target(TESSERA_SKINNY_TARGET)]] void store_rows(const typename Lanes<L>::V* acc,
                                                        __m512i corr, int64_t rows, int done,
-                                                       bool accumulate, int32_t* c, int64_t c_rs) {
+                                                       bool accumulate, typename W::C* c,
+                                                       int64_t c_rs) {
   for (int h = 0; 8 * h < rows; ++h) {  // C's rows 8h .. 8h + 7
     for (int g = 0; g < 2; ++g) {       // C's columns 8g .. 8g + 7
       const int lo = std::max(0, done - 8 * g);
@@ -260,147 +292,71 @@ template <int L>
                                 : _mm512_maskz_extracti64x4_epi64(kAll4, corr, 1);
       const auto mask = static_cast<__mmask8>(0xffu << lo);
       for (int i = 0; i < 8 && 8 * h + i < rows; ++i) {
-        int32_t* crow = c + (8 * h + i) * c_rs + 8 * g;
-        __m256i v = _mm256_sub_epi32(t[i], cg);
-        if (accumulate) v = _mm256_add_epi32(v, _mm256_maskz_loadu_epi32(mask, crow));
-        _mm256_mask_storeu_epi32(crow, mask, v);
+        typename W::C* crow = c + (8 * h + i) * c_rs + 8 * g;
+        if constexpr (W::kBf16) {
+          __m256 v = _mm256_castsi256_ps(t[i]);
+          if (accumulate) v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(mask, crow));
+          _mm256_mask_storeu_ps(crow, mask, v);
+        } else {
+          __m256i v = _mm256_sub_epi32(t[i], cg);
+          if (accumulate) v = _mm256_add_epi32(v, _mm256_maskz_loadu_epi32(mask, crow));
+          _mm256_mask_storeu_epi32(crow, mask, v);
+        }
       }
     }
   }
 }
 
-template <int L>
-[[gnu::target(TESSERA_SKINNY_TARGET)]] void lanes(int64_t m, int64_t n, int64_t k, const int8_t* a,
-                                                  int64_t a_rs, const int8_t* bt, int64_t bt_rs,
-                                                  int32_t* c, int64_t c_rs, bool accumulate) {
+// C = A · Bt (or +=) for element type W in L lanes: A packed into 4-byte words of k (quads of
+// int8, pairs of bfloat16) across the lanes, then Bt sixteen rows at a time.
+template <class W, int L>
+[[gnu::target(TESSERA_SKINNY_TARGET)]] void lanes(int64_t m, int64_t n, int64_t k,
+                                                  const typename W::T* a, int64_t a_rs,
+                                                  const typename W::T* bt, int64_t bt_rs,
+                                                  typename W::C* c, int64_t c_rs, bool accumulate) {
   using Ops = Lanes<L>;
   using V = typename Ops::V;
-  const int64_t quads = (k + 3) / 4, whole = k / 4;
+  constexpr int64_t kSize = sizeof(typename W::T);
+  constexpr int64_t kPerWord = 4 / kSize;
+  const int64_t words = (k + kPerWord - 1) / kPerWord, whole = k / kPerWord;
   const int64_t steps = whole / kStepQuads;
+  const int64_t rs = bt_rs * kSize;  // bytes from one row of Bt to the next
   // A's rows in groups of L (the lanes of one vector), each group packed on its own; every block
   // of Bt meets the groups one after the other while it is in L1.
   const int64_t groups = (m + L - 1) / L;
-  int32_t* xq = tl_lanes.get<int32_t>(groups * quads * L);
+  int32_t* xq = tl_lanes.get<int32_t>(groups * words * L);
   for (int64_t g = 0; g < groups; ++g) {
-    pack_lanes(xq + g * quads * L, L, std::min<int64_t>(L, m - g * L), k, a + g * L * a_rs, a_rs);
+    pack_words(xq + g * words * L, L, std::min<int64_t>(L, m - g * L), k * kSize,
+               reinterpret_cast<const char*>(a + g * L * a_rs), a_rs * kSize, W::kFlip);
   }
   alignas(64) V acc[kRows];
   for (int64_t j0 = 0; j0 < n; j0 += kRows) {
     // The last block ends at n: its first columns, written by the block before, are skipped.
     const int64_t jb = std::min(j0, n - kRows);
     const int done = static_cast<int>(j0 - jb);
-    const int8_t* y0 = bt + jb * bt_rs;
-    const __m512i corr = row_corrections(y0, bt_rs, k);
-    for (int64_t g = 0; g < groups; ++g) {
-      const int32_t* xg = xq + g * quads * L;
-      block_steps<L, false>(acc, xg, reinterpret_cast<const char*>(y0), bt_rs, steps);
-      for (int64_t q = steps * kStepQuads; q < whole; ++q) {  // whole quads past the steps
-        const V x = Ops::load(xg + q * L);
-        for (int r = 0; r < kRows; ++r) {
-          int32_t w;
-          std::memcpy(&w, y0 + r * bt_rs + 4 * q, 4);
-          acc[r] = Ops::dot(acc[r], x, w);
-        }
-      }
-      if (whole < quads) {  // a last partial quad: its bytes past k read as zero (not read)
-        const V x = Ops::load(xg + whole * L);
-        const auto bytes = static_cast<__mmask16>((1u << (k - 4 * whole)) - 1u);
-        for (int r = 0; r < kRows; ++r) {
-          const __m128i part = _mm_maskz_loadu_epi8(bytes, y0 + r * bt_rs + 4 * whole);
-          acc[r] = Ops::dot(acc[r], x, _mm_cvtsi128_si32(part));
-        }
-      }
-      store_rows<L>(acc, corr, std::min<int64_t>(L, m - g * L), done, accumulate,
-                    c + g * L * c_rs + jb, c_rs);
-    }
-  }
-}
-
-// bfloat16: A's m rows in L lanes as pairs of k, pair q of row i at xq[q * L + i] (a last odd
-// element paired with zero); lanes past m zeroed.
-void pack_pairs(int32_t* xq, int L, int64_t m, int64_t k, const bfloat16* a, int64_t a_rs) {
-  const int64_t pairs = (k + 1) / 2, whole = k / 2;
-  for (int64_t i = 0; i < L; ++i) {
-    if (i >= m) {
-      for (int64_t q = 0; q < pairs; ++q) xq[q * L + i] = 0;
-      continue;
-    }
-    const bfloat16* row = a + i * a_rs;
-    for (int64_t q = 0; q < whole; ++q) std::memcpy(&xq[q * L + i], row + 2 * q, 4);
-    if (whole < pairs) {
-      uint16_t last = 0;
-      std::memcpy(&last, row + 2 * whole, 2);
-      xq[whole * L + i] = static_cast<int32_t>(last);
-    }
-  }
-}
-
-// C's `rows` rows (at most L) and 16 columns from c, from the float32 accumulators of 16 rows of
-// Bt (lane i of acc[r] = C(i, r)), plus C's values when `accumulate`; C's first `done` columns are
-// left as they are.
-template <int L>
-[[gnu::target(TESSERA_SKINNY_TARGET)]] void store_rows_f32(const typename Lanes<L>::V* acc,
-                                                           int64_t rows, int done, bool accumulate,
-                                                           float* c, int64_t c_rs) {
-  for (int h = 0; 8 * h < rows; ++h) {
-    for (int g = 0; g < 2; ++g) {
-      const int lo = std::max(0, done - 8 * g);
-      if (lo >= 8) continue;
-      __m256i t[8];
-      for (int r = 0; r < 8; ++r) t[r] = Lanes<L>::half(acc[8 * g + r], h);
-      transpose8(t);
-      const auto mask = static_cast<__mmask8>(0xffu << lo);
-      for (int i = 0; i < 8 && 8 * h + i < rows; ++i) {
-        float* crow = c + (8 * h + i) * c_rs + 8 * g;
-        __m256 v = _mm256_castsi256_ps(t[i]);
-        if (accumulate) v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(mask, crow));
-        _mm256_mask_storeu_ps(crow, mask, v);
-      }
-    }
-  }
-}
-
-template <int L>
-[[gnu::target(TESSERA_SKINNY_TARGET)]] void lanes_bf16(int64_t m, int64_t n, int64_t k,
-                                                       const bfloat16* a, int64_t a_rs,
-                                                       const bfloat16* bt, int64_t bt_rs, float* c,
-                                                       int64_t c_rs, bool accumulate) {
-  using Ops = Lanes<L>;
-  using V = typename Ops::V;
-  const int64_t pairs = (k + 1) / 2, whole = k / 2;
-  const int64_t steps = whole / kStepQuads;
-  const int64_t rs = bt_rs * static_cast<int64_t>(sizeof(bfloat16));  // bytes
-  const int64_t groups = (m + L - 1) / L;
-  int32_t* xq = tl_lanes.get<int32_t>(groups * pairs * L);
-  for (int64_t g = 0; g < groups; ++g) {
-    pack_pairs(xq + g * pairs * L, L, std::min<int64_t>(L, m - g * L), k, a + g * L * a_rs, a_rs);
-  }
-  alignas(64) V acc[kRows];
-  for (int64_t j0 = 0; j0 < n; j0 += kRows) {
-    const int64_t jb = std::min(j0, n - kRows);
-    const int done = static_cast<int>(j0 - jb);
     const char* y0 = reinterpret_cast<const char*>(bt + jb * bt_rs);
+    const __m512i corr = W::corrections(y0, rs, k);
     for (int64_t g = 0; g < groups; ++g) {
-      const int32_t* xg = xq + g * pairs * L;
-      block_steps<L, true>(acc, xg, y0, rs, steps);
-      for (int64_t q = steps * kStepQuads; q < whole; ++q) {  // whole pairs past the steps
+      const int32_t* xg = xq + g * words * L;
+      block_steps<L, W::kBf16>(acc, xg, y0, rs, steps);
+      for (int64_t q = steps * kStepQuads; q < whole; ++q) {  // whole words past the steps
         const V x = Ops::load(xg + q * L);
         for (int r = 0; r < kRows; ++r) {
           int32_t w;
           std::memcpy(&w, y0 + r * rs + 4 * q, 4);
-          acc[r] = Ops::dot_bf16(acc[r], x, w);
+          acc[r] = W::template dot<V, Ops>(acc[r], x, w);
         }
       }
-      if (whole < pairs) {  // a last odd element, paired with zero (the element past k not read)
+      if (whole < words) {  // a last partial word: its bytes past k read as zero (not read)
         const V x = Ops::load(xg + whole * L);
+        const auto bytes = static_cast<__mmask16>((1u << (k * kSize - 4 * whole)) - 1u);
         for (int r = 0; r < kRows; ++r) {
-          uint16_t last;
-          std::memcpy(&last, y0 + r * rs + 4 * whole, 2);
-          acc[r] = Ops::dot_bf16(acc[r], x, static_cast<int32_t>(last));
+          const __m128i part = _mm_maskz_loadu_epi8(bytes, y0 + r * rs + 4 * whole);
+          acc[r] = W::template dot<V, Ops>(acc[r], x, _mm_cvtsi128_si32(part));
         }
       }
-      store_rows_f32<L>(acc, std::min<int64_t>(L, m - g * L), done, accumulate,
-                        c + g * L * c_rs + jb, c_rs);
+      store_rows<W, L>(acc, corr, std::min<int64_t>(L, m - g * L), done, accumulate,
+                       c + g * L * c_rs + jb, c_rs);
     }
   }
 }
@@ -411,9 +367,9 @@ bool lanes_dot_s8(int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t a_rs
                   int64_t bt_rs, int32_t* c, int64_t c_rs, bool accumulate) {
   if (m < 1 || m > 32 || n < kRows || k < 1 || !skinny_cpu_has(false, true)) return false;
   if (m <= 8) {
-    lanes<8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+    lanes<S8Words, 8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   } else {
-    lanes<16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+    lanes<S8Words, 16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   }
   return true;
 }
@@ -422,9 +378,9 @@ bool lanes_dot_bf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t 
                     const bfloat16* bt, int64_t bt_rs, float* c, int64_t c_rs, bool accumulate) {
   if (m < 1 || m > 32 || n < kRows || k < 1 || !skinny_cpu_has(true, false)) return false;
   if (m <= 8) {
-    lanes_bf16<8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+    lanes<Bf16Words, 8>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   } else {
-    lanes_bf16<16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
+    lanes<Bf16Words, 16>(m, n, k, a, a_rs, bt, bt_rs, c, c_rs, accumulate);
   }
   return true;
 }
