@@ -1,20 +1,23 @@
-// int8 x @ y.T with x's rows in the vector lanes (gemm_skinny.h, `lanes_dot_s8`): C(i, j) =
-// sum_p A(i, p) · Bt(j, p) for a few rows of A, both operands read along k where they lie.
+// int8 and bfloat16 x @ y.T with x's rows in the vector lanes (gemm_skinny.h, `lanes_dot_s8`,
+// `lanes_dot_bf16`): C(i, j) = sum_p A(i, p) · Bt(j, p) for a few rows of A, both operands read
+// along k where they lie.
 //
-// Lane i of an accumulator holds row i of A against one row of Bt: A is packed once into quads
-// of k across the lanes (8 lanes, a 256-bit vector, for up to 8 rows; 16, a 512-bit one, for up
-// to 16; past 16 rows, groups of 16 that each block of Bt meets in turn), and each 4-byte quad of a
-// row of Bt is broadcast from memory into VPDPBUSD's signed operand, so a row of Bt meets every row
-// of A in one instruction per quad, with no packing of Bt and no horizontal sum per result (the
-// dot-product kernels of gemm_skinny.cc reduce a vector per 16 sums; libxsmm's kernel needs Bt
-// transposed into quads first). Sixteen rows of Bt go through together, one accumulator each, in an
-// assembly loop (GCC 12 kept the sixteen accumulators of the intrinsics in memory, storing each
-// after every instruction); their sums come back to C's rows by 8 x 8 transposes.
+// Lane i of an accumulator holds row i of A against one row of Bt: A is packed once into 4-byte
+// words of k (quads of int8, pairs of bfloat16) across the lanes (8 lanes, a 256-bit vector, for
+// up to 8 rows; 16, a 512-bit one, for up to 16; past 16 rows, groups of 16 that each block of Bt
+// meets in turn), and each word of a row of Bt is broadcast from memory into the dot-product
+// instruction's second operand (VPDPBUSD's signed bytes, VDPBF16PS's pairs), so a row of Bt meets
+// every row of A in one instruction per word, with no packing of Bt and no horizontal sum per
+// result (the dot-product kernels of gemm_skinny.cc reduce a vector per 16 sums; libxsmm's kernels
+// need Bt transposed into quads or pairs first). Sixteen rows of Bt go through together, one
+// accumulator each, in an assembly loop (GCC 12 kept the sixteen accumulators of the intrinsics in
+// memory, storing each after every instruction); their sums come back to C's rows by 8 x 8
+// transposes.
 //
 // VPDPBUSD multiplies unsigned by signed bytes. A goes in as a' = A + 128 (A XOR 0x80), so
 // sum a'·b = sum a·b + 128 · sum b: the row sums of Bt (per 16 rows: VPDPBUSD against bytes of 1,
 // then one reduction) come off. All of it wraps modulo 2^32, which is the int32 result a TPU
-// gives.
+// gives. bfloat16 sums in float32 and has nothing to undo.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -137,7 +140,7 @@ struct Lanes<16> {
 };
 
 // The accumulators of the 16 rows of Bt from y0 (rows rs bytes apart) over `steps` steps of 8
-// quads of A's packed lanes `xq`, into out[0..15].
+// words of A's packed lanes `xq`, into out[0..15]; VDPBF16PS where kBf16, else VPDPBUSD.
 template <int L, bool kBf16>
 [[gnu::target(TESSERA_SKINNY_TARGET)]] void block_steps(typename Lanes<L>::V* out,
                                                         const int32_t* xq, const char* y0,
