@@ -36,6 +36,28 @@ namespace {
 using namespace tessera;
 using namespace tessera::testing;
 
+// Runs `dot()` (an int32 product of m rows and n columns) into a VMEM ref in every GEMM mode,
+// assigned and then accumulated, and checks it exactly against `want`.
+template <class Dot>
+void expect_exact_in_every_mode(int64_t m, int64_t n, const std::vector<double>& want,
+                                const std::string& what, Dot dot) {
+  for (auto mode :
+       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
+    detail::set_gemm_mode(mode);
+    std::vector<int32_t> ov(static_cast<size_t>(m * n), -3);
+    auto o = pltpu::VmemRef<int32_t>(ov.data(), {m, n});
+    o = dot();
+    for (size_t e = 0; e < ov.size(); ++e) {
+      ASSERT_EQ(ov[e], want[e]) << what << " assigned, element " << e;
+    }
+    o += dot();
+    for (size_t e = 0; e < ov.size(); ++e) {
+      ASSERT_EQ(ov[e], 2 * want[e]) << what << " accumulated, element " << e;
+    }
+  }
+  detail::set_gemm_mode(detail::GemmMode::kAuto);
+}
+
 void check_int8(int64_t m, int64_t n, int64_t k, uint32_t seed) {
   const int64_t ld = n + 5;  // y a view: its rows 5 bytes further apart than its width
   auto xv = random_values<int8_t>(m * k, seed);
@@ -45,21 +67,7 @@ void check_int8(int64_t m, int64_t n, int64_t k, uint32_t seed) {
   const std::vector<double> want = reference(x, y, 1, 0).value;  // exact: |sums| < 2^53
   const std::string what = "(" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
                            std::to_string(k) + ", " + std::to_string(n) + ")";
-  for (auto mode :
-       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
-    detail::set_gemm_mode(mode);
-    std::vector<int32_t> ov(static_cast<size_t>(m * n), -3);
-    auto o = pltpu::VmemRef<int32_t>(ov.data(), {m, n});
-    o = jnp::dot<int32_t>(x, y);
-    for (size_t e = 0; e < ov.size(); ++e) {
-      ASSERT_EQ(ov[e], want[e]) << what << " assigned, element " << e;
-    }
-    o += jnp::dot<int32_t>(x, y);
-    for (size_t e = 0; e < ov.size(); ++e) {
-      ASSERT_EQ(ov[e], 2 * want[e]) << what << " accumulated, element " << e;
-    }
-  }
-  detail::set_gemm_mode(detail::GemmMode::kAuto);
+  expect_exact_in_every_mode(m, n, want, what, [&] { return jnp::dot<int32_t>(x, y); });
 }
 
 TEST(DotInt8, RowMajorRhsInColumnBlocksAndGroupsOfQuads) {
@@ -94,21 +102,9 @@ void check_int8_transposed(int64_t m, int64_t n, int64_t k, int64_t pitch, uint3
   const std::string what = "(" + std::to_string(m) + ", " + std::to_string(k) + ") x (" +
                            std::to_string(n) + ", " + std::to_string(k) + ").T, y's rows " +
                            std::to_string(pitch) + " apart";
-  for (auto mode :
-       {detail::GemmMode::kAuto, detail::GemmMode::kNoAmx, detail::GemmMode::kPortable}) {
-    detail::set_gemm_mode(mode);
-    std::vector<int32_t> ov(static_cast<size_t>(m * n), -3);
-    auto o = pltpu::VmemRef<int32_t>(ov.data(), {m, n});
-    o = lax::dot_general<int32_t>(x, y, {{{1}, {1}}});
-    for (size_t e = 0; e < ov.size(); ++e) {
-      ASSERT_EQ(ov[e], want[e]) << what << " assigned, element " << e;
-    }
-    o += lax::dot_general<int32_t>(x, y, {{{1}, {1}}});
-    for (size_t e = 0; e < ov.size(); ++e) {
-      ASSERT_EQ(ov[e], 2 * want[e]) << what << " accumulated, element " << e;
-    }
-  }
-  detail::set_gemm_mode(detail::GemmMode::kAuto);
+  expect_exact_in_every_mode(m, n, want, what, [&] {
+    return lax::dot_general<int32_t>(x, y, {{{1}, {1}}});
+  });
 }
 
 TEST(DotInt8, RowsInTheLanesAgainstATransposedRhs) {
