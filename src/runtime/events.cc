@@ -205,6 +205,9 @@ void record_block_in_place(const void* block, int64_t bytes, bool input,
     for (int i = 0; i < queue->num; ++i) {
       if (queue->blocks[i].base == block) e.mode = DmaMode::kPrefetched;
     }
+    for (int i = 0; i < queue->num_earlier; ++i) {  // queued two steps ahead
+      if (queue->earlier[i] == block) e.mode = DmaMode::kPrefetched;
+    }
   }
   e.src = input ? MemorySpace::HBM : MemorySpace::VMEM;
   e.dst = input ? MemorySpace::VMEM : MemorySpace::HBM;

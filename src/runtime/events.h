@@ -217,7 +217,7 @@ class MxuEvent {
 
 /// A pipeline used a block where it lies instead of copying it (`input`: read at copy-in; else
 /// written, at write-back). `queue` is the prefetch queue of the previous step, which says
-/// whether the block's lines were prefetched.
+/// whether the block's lines were prefetched (queued by that step, or by the one before it).
 void record_block_in_place(const void* block, int64_t bytes, bool input,
                            const PrefetchQueue* queue);
 inline void block_in_place_event(const void* block, int64_t bytes, bool input,

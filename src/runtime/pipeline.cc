@@ -103,13 +103,17 @@ class PipelineRun {
 
  private:
   // The next step's changed input blocks, queued for prefetching at the rate this step's stores
-  // pay for them (`paid_by`: the step's output bytes, or all its window bytes).
+  // pay for them (`paid_by`: the step's output bytes, or all its window bytes). At distance 2
+  // the blocks of the step after the next (step 0 queues both steps' blocks).
   struct PrefetchSource {
-    const PipelineCursor* cursor;
+    PipelineCursor* cursor;
     const GridMapping* g;
     int64_t paid_by;
     const std::vector<OperandState>* state;
+    int distance;
     static void fill_queue(const void* self, PrefetchQueue& q) noexcept;
+    // Queues input k's block `b` (the queue has room); returns its lines.
+    int64_t queue_block(PrefetchQueue& q, int k, const pl::Indices& b) const;
   };
 
   void check_rules();
@@ -132,7 +136,7 @@ class PipelineRun {
   std::vector<int64_t>& visit_start_ = (*lease_).visit_start;
   std::vector<uint8_t>& starting_ = (*lease_).starting;
   StepHints hints_;
-  PrefetchSource prefetch_{nullptr, nullptr, 0, nullptr};
+  PrefetchSource prefetch_{nullptr, nullptr, 0, nullptr, 1};
   int64_t window_bytes_ = 0;  // what a step's body reads and writes, for the prefetch rate
   int64_t output_bytes_ = 0;
   int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
@@ -141,30 +145,42 @@ class PipelineRun {
   bool observes_steps_ = true;  // the engine's fresh and pipeline_step_begins do something
 };
 
+int64_t PipelineRun::PrefetchSource::queue_block(PrefetchQueue& q, int k,
+                                                 const pl::Indices& b) const {
+  const BlockMapping& m = g->blocks[static_cast<size_t>(k)];
+  const OperandState& st = (*state)[static_cast<size_t>(k)];
+  if (st.prefetch_lines > 0) {
+    // A full block: its rows' geometry is the mapping's, only the start moves.
+    if (const std::byte* p = full_block_address(m, st, b)) {
+      q.blocks[q.num] = st.prefetch_rows;
+      q.blocks[q.num++].base = p;
+      return st.prefetch_lines;
+    }
+  }
+  if (const auto w = try_block_window(m, b)) return queue_prefetch(q, block_hbm_view(m, *w));
+  return 0;
+}
+
 void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q) noexcept {
   const auto& src = *static_cast<const PrefetchSource*>(self);
+  PipelineCursor& cursor = *src.cursor;
   int64_t lines = 0;
   try {
+    const bool after = src.distance == 2 && cursor.eval_after_next();
     for (int k = 0; k < src.g->num_inputs; ++k) {
-      const BlockMapping& m = src.g->blocks[static_cast<size_t>(k)];
-      if (m.resident()) continue;
-      const pl::Indices& next = src.cursor->next_block(k);
-      if (next.v == src.cursor->block(k).v) continue;
-      const OperandState& st = (*src.state)[static_cast<size_t>(k)];
-      if (st.prefetch_lines > 0 && q.num < PrefetchQueue::kMaxBlocks) {
-        // A full block: its rows' geometry is the mapping's, only the start moves.
-        if (const std::byte* p = full_block_address(m, st, next)) {
-          q.blocks[q.num] = st.prefetch_rows;
-          q.blocks[q.num++].base = p;
-          lines += st.prefetch_lines;
-          continue;
-        }
+      if (src.g->blocks[static_cast<size_t>(k)].resident()) continue;
+      const pl::Indices& next = cursor.next_block(k);
+      // The next step's block, unless this step's is the same, or (at distance 2) it was
+      // queued the step before.
+      if ((src.distance == 1 || cursor.step() == 0) && next.v != cursor.block(k).v &&
+          q.num < PrefetchQueue::kMaxBlocks) {
+        lines += src.queue_block(q, k, next);
       }
-      if (const auto w = try_block_window(m, next)) {
-        lines += queue_prefetch(q, block_hbm_view(m, *w));
+      if (after && cursor.after_next_block(k).v != next.v && q.num < PrefetchQueue::kMaxBlocks) {
+        lines += src.queue_block(q, k, cursor.after_next_block(k));
       }
     }
-  } catch (...) {  // a prefetch is only a hint: the next step validates its blocks itself
+  } catch (...) {  // a prefetch is only a hint: the next steps validate their blocks themselves
     q.num = q.cur;
     return;
   }
@@ -433,6 +449,14 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
         st.prefetch_lines > 0 ? st.prefetch_lines : (g_.blocks[k].window_bytes + 63) / 64;
   }
   prefetch_next_ = input_lines > 0 && prefetch_next_blocks(input_lines);
+  int64_t input_rows = 0;  // the rows of the inputs' full blocks (prefetch_distance)
+  for (size_t k = 0; k < static_cast<size_t>(g_.num_inputs); ++k) {
+    const OperandState& st = state_[k];
+    if (!st.resident && st.prefetch_lines > 0) {
+      input_rows += st.prefetch_rows.n1 * st.prefetch_rows.n2;
+    }
+  }
+  const int distance = prefetch_distance(input_rows, input_lines);
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
   const std::vector<int64_t> outer_step = ctx_.grid_step;
@@ -464,7 +488,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   PipelineCursor& cursor = (*lease_).cursor;
   cursor.reset(part.grid, part.offset, specs, g_.num_inputs, config_.range_begin, config_.range_end,
                config_.scalar_prefetch, engine_.parallel_order(ctx_, grid, g_.semantics));
-  prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_};
+  prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_, distance};
   revisits_.resize(num_outputs());  // the thread's trackers, their logs' storage kept
   for (RevisitTracker& r : revisits_) r.reset();
   visit_start_.assign(num_outputs(), 0);

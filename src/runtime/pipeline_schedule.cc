@@ -57,6 +57,8 @@ void PipelineCursor::reset(const Shape& local_grid, const SmallVec& offset,
   next_.clear();
   cur_.resize(specs_.size());
   next_.resize(specs_.size());
+  after_.resize(specs_.size());
+  after_step_ = -1;
   moved_.assign(specs_.size(), 1);  // step 0 copies every input in
   moves_.assign(specs_.size(), 1);
   if (done_) return;
@@ -101,6 +103,18 @@ void PipelineCursor::eval(const SmallVec& local, std::vector<pl::Indices>& out) 
     // (A move: no allocation while the indices fit SmallVec's inline storage.)
     out[k] = specs_[k]->map_block(global.data(), prefetch_.data());
   }
+}
+
+bool PipelineCursor::eval_after_next() {
+  if (!has_next_ || step_ + 2 >= num_steps_) return false;
+  if (after_step_ == step_) return true;
+  after_local_ = next_local_;
+  if (!next_grid_point(grid_, after_local_)) return false;
+  if (!identity_) to_global(after_local_, eval_global_);
+  const SmallVec& global = identity_ ? after_local_ : eval_global_;
+  for (const size_t k : slots_) after_[k] = specs_[k]->map_block(global.data(), prefetch_.data());
+  after_step_ = step_;
+  return true;
 }
 
 void PipelineCursor::advance() {

@@ -86,6 +86,13 @@ class PipelineCursor {
   /// Whether there is a next step, and the block operand `k` maps to there (for prefetching).
   bool has_next() const noexcept { return has_next_; }
   const pl::Indices& next_block(int k) const { return next_[at(k)]; }
+  /// Whether there is a step after the next one; if so, evaluates the index maps there (once a
+  /// step), for a pipeline that prefetches two steps ahead. Unlike the steps' own evaluations
+  /// this one does not name its step in the error context: a prefetch is only a hint, so the
+  /// caller drops whatever a map raises here, and the step raises it when it comes.
+  bool eval_after_next();
+  /// The block operand `k` maps to two steps ahead (after eval_after_next() returned true).
+  const pl::Indices& after_next_block(int k) const { return after_[at(k)]; }
   /// Moves to the next step (steps are numbered from 0 within the range).
   void advance();
 
@@ -121,6 +128,9 @@ class PipelineCursor {
   SmallVec eval_global_;  // eval's global point (when not identity_)
   std::vector<pl::Indices> cur_;
   std::vector<pl::Indices> next_;
+  std::vector<pl::Indices> after_;  // two steps ahead, for step after_step_ (eval_after_next)
+  int64_t after_step_ = -1;
+  SmallVec after_local_;
   // Per operand slot (at()): whether this step's block differs from the previous step's (true at
   // step 0), and whether the next step's differs from this one's (when has_next_). Compared once
   // per slot and step, however many operands and questions read them.

@@ -74,8 +74,39 @@ bool prefetch_next_blocks(int64_t step_lines) noexcept {
 // 27.8-30.7 -> 23.7-24.8; (8, 64) 4-11% faster; Highway's AVX-512 and AVX2 targets alike),
 // while on a Sapphire Rapids class Xeon L2 measured no better (docs/performance.md, "Small blocks:
 // the next ones prefetched on Intel too" and "Small blocks' prefetches to L2 on AMD").
+namespace {
+bool prefetch_to_l2(int64_t lines) noexcept { return !intel_cpu() || lines * 64 > l1d_bytes() / 2; }
+}  // namespace
+
 void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
-  q.to_l2 = !intel_cpu() || lines * 64 > l1d_bytes() / 2;
+  q.to_l2 = prefetch_to_l2(lines);
+}
+
+namespace {
+std::atomic<int> g_distance_override{-1};
+
+int64_t l2_bytes() noexcept {
+  static const int64_t l2 = [] {
+    try {
+      const auto cpu = pltpu::get_tpu_info().cpu;
+      return cpu ? cpu->l2_bytes : int64_t{0};
+    } catch (...) {
+      return int64_t{0};
+    }
+  }();
+  return l2;
+}
+}  // namespace
+
+void set_prefetch_distance_for_test(int distance) noexcept {
+  g_distance_override.store(distance, std::memory_order_relaxed);
+}
+
+int prefetch_distance(int64_t step_rows, int64_t step_lines) noexcept {
+  const int forced = g_distance_override.load(std::memory_order_relaxed);
+  if (forced == 1 || forced == 2) return forced;
+  const bool fits = step_lines > 0 && step_lines <= l2_bytes() / 64 / 3;  // L2 unknown: none
+  return prefetch_to_l2(step_lines) && step_rows >= 32 && fits ? 2 : 1;
 }
 
 HintsScope::HintsScope(StepHints* h) noexcept : saved_(t_step_hints) { t_step_hints = h; }

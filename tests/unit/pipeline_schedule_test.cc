@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <stdexcept>
 #include <vector>
 
+#include "core/error_context.h"
 #include "tessera/block_spec.h"
 
 namespace {
@@ -43,6 +45,59 @@ TEST(PipelineSchedule, NextBlockIsTheNextStepsBlock) {
   }
   EXPECT_EQ(blocks, (std::vector<int64_t>{0, 0, 1, 1, 2}));
   EXPECT_EQ(nexts, (std::vector<int64_t>{0, 1, 1, 2, -1}));
+}
+
+// The blocks two steps ahead (what a pipeline prefetching two steps ahead queues) are the
+// blocks the walk reaches two steps later: across the ends of grid rows, within a range of
+// steps, on a core's share (offsets) and in a permuted PARALLEL order; none for the last two
+// steps. Evaluating them leaves the running step in the error context, and a map raising there
+// leaves the walk as it was.
+TEST(PipelineSchedule, AfterNextBlockIsTheBlockTwoStepsLater) {
+  const pl::BlockSpec rows({8, 128}, [](int i, int j) { return pl::idx(i, 2 * j); });
+  const pl::BlockSpec cols({8, 128}, [](int i, int j) { return pl::idx(j, i); });
+  struct Walk {
+    detail::SmallVec offset;
+    int64_t begin, end;
+    std::vector<std::vector<int64_t>> perm;
+  };
+  const std::vector<Walk> walks = {{detail::SmallVec{0, 0}, 0, -1, {}},
+                                   {detail::SmallVec{3, 0}, 2, 9, {}},
+                                   {detail::SmallVec{0, 0}, 1, -1, {{2, 0, 1}, {}}}};
+  for (const Walk& w : walks) {
+    detail::ErrorContext context;
+    detail::set_current_error_context(&context);
+    PipelineCursor c(Shape{3, 4}, w.offset, {&rows, &cols}, 1, w.begin, w.end, {}, w.perm);
+    std::vector<detail::SmallVec> blocks[2], after[2];
+    for (; !c.done(); c.advance()) {
+      const std::vector<int64_t> running(c.grid_point().begin(), c.grid_point().end());
+      context.grid_step = running;
+      const bool has_after = c.eval_after_next();
+      EXPECT_EQ(has_after, c.step() + 2 < c.num_steps()) << c.step();
+      EXPECT_EQ(context.grid_step, running) << "the error context names the running step";
+      for (int k = 0; k < 2; ++k) {
+        blocks[k].push_back(c.block(k).v);
+        if (has_after) after[k].push_back(c.after_next_block(k).v);
+      }
+    }
+    detail::set_current_error_context(nullptr);
+    ASSERT_GE(blocks[0].size(), 3u);
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(after[k], std::vector<detail::SmallVec>(blocks[k].begin() + 2, blocks[k].end()))
+          << "walk from step " << w.begin << ", operand " << k;
+    }
+  }
+  // A map that raises two steps ahead: the exception reaches the caller (the prefetcher drops
+  // it), the cursor still walks, and the step itself raises when it evaluates its map.
+  const pl::BlockSpec raising({128}, [](int i) {
+    if (i == 3) throw std::runtime_error("no block for step 3");
+    return pl::idx(i);
+  });
+  PipelineCursor c(Shape{5}, detail::SmallVec{0}, {&raising}, 1);
+  c.advance();
+  EXPECT_THROW(c.eval_after_next(), std::runtime_error);
+  EXPECT_EQ(c.block(0).v[0], 1);
+  EXPECT_EQ(c.next_block(0).v[0], 2);
+  EXPECT_THROW(c.advance(), std::runtime_error);
 }
 
 // Specs whose index maps are the same captureless lambda type share one identity, and the

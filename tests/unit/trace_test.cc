@@ -4,6 +4,7 @@
 // results bit-identical; bad paths and a second session are clear errors.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -309,6 +310,110 @@ TEST_P(TraceDmaModes, DmaModesSayWhatTheNativeEngineDid) {
   EXPECT_EQ(modes["copied"], 0);
   EXPECT_EQ(modes["prefetched"] > 0, prefetching);
   EXPECT_GT(modes["elided"], 0);
+}
+
+// With the next blocks prefetched one step ahead or two (runtime/step_hints.h,
+// prefetch_distance), every input block after the first step's was queued for prefetching
+// before its step: at distance 2 by the step before the previous one, and step 0 queues the
+// blocks of steps 1 and 2. The trace compares the addresses the queues held with each step's
+// blocks.
+class TracePrefetchDistance : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    detail::set_prefetch_next_blocks_for_test(1);
+    detail::set_prefetch_distance_for_test(GetParam());
+  }
+  void TearDown() override {
+    detail::set_prefetch_next_blocks_for_test(-1);
+    detail::set_prefetch_distance_for_test(-1);
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Trace, TracePrefetchDistance, ::testing::Values(1, 2),
+                         [](const auto& p) { return "Distance" + std::to_string(p.param); });
+
+TEST_P(TracePrefetchDistance, EveryBlockAfterTheFirstStepsIsPrefetched) {
+  SKIP_IF_COMPILED_OUT();
+  for (const auto& [m, n, bm, bn] :
+       {std::array<int64_t, 4>{512, 512, 128, 128}, std::array<int64_t, 4>{96, 1024, 32, 256},
+        std::array<int64_t, 4>{384, 128, 128, 128}}) {
+    const TracedAxpy t = traced_axpy("distance", m, n, bm, bn, 5);
+    const int64_t steps = (m / bm) * (n / bn);
+    const int64_t block_bytes = bm * bn * 4;
+    std::map<std::string, int64_t> modes;
+    for (const json& e : complete_events(json::parse(t.chrome_json))) {
+      if (e.at("cat") == "dma") ++modes[e.at("args").at("mode").get<std::string>()];
+    }
+    EXPECT_EQ(modes["prefetched"], 2 * (steps - 1)) << m << " x " << n;
+    EXPECT_EQ(t.summary.bytes_prefetched, 2 * (steps - 1) * block_bytes) << m << " x " << n;
+    EXPECT_EQ(modes["copied"], 0);
+  }
+}
+
+// What the queue holds at each step, as the evaluator drains it: at distance 2 the blocks of
+// the step after the next (step 0 also the next step's), across the ends of grid rows, and
+// nothing in the last two steps; at distance 1 the next step's.
+TEST_P(TracePrefetchDistance, TheQueueHoldsTheBlocksOfTheStepsAhead) {
+  SKIP_IF_COMPILED_OUT();  // native engine (the evaluator's hints)
+  const int distance = GetParam();
+  const int64_t m = 24, n = 512, bm = 8, bn = 128, gj = n / bn;
+  std::vector<std::vector<const void*>> queued;
+  const void* x_base = nullptr;
+  const void* y_base = nullptr;
+  auto k = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1))(
+      [&](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<const float> y_hbm,
+          pltpu::HbmRef<float> o_hbm) {
+        x_base = x_hbm.data();
+        y_base = y_hbm.data();
+        const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
+        pltpu::emit_pipeline(
+            [&](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
+                pltpu::VmemRef<float> ov) {
+              ov = xv + yv;
+              std::vector<const void*> bases;
+              if (detail::StepHints* h = detail::step_hints()) {
+                h->prefetch.materialize();
+                for (int b = 0; b < h->prefetch.num; ++b)
+                  bases.push_back(h->prefetch.blocks[b].base);
+              }
+              queued.push_back(bases);
+            },
+            pltpu::grid({m / bm, gj}), pl::in_specs(spec, spec),
+            pl::out_specs(spec))(x_hbm, y_hbm, o_hbm);
+      });
+  const Array<float> x = random_array({m, n}, 3);
+  const Array<float> y = random_array({m, n}, 4);
+  const Array<float> o = k(x, y);
+  for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] + y[i]) << i;
+  const int64_t steps = (m / bm) * gj;
+  ASSERT_EQ(static_cast<int64_t>(queued.size()), steps);
+  auto block = [&](const void* base, int64_t s) -> const void* {
+    return static_cast<const float*>(base) + (s / gj) * bm * n + (s % gj) * bn;
+  };
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<const void*> want;
+    for (const void* base : {x_base, y_base}) {
+      if ((distance == 1 || s == 0) && s + 1 < steps) want.push_back(block(base, s + 1));
+      if (distance == 2 && s + 2 < steps) want.push_back(block(base, s + 2));
+    }
+    EXPECT_EQ(queued[static_cast<size_t>(s)], want) << "step " << s;
+  }
+}
+
+// Two steps ahead only for blocks of many rows whose three steps fit the L2 the CPU reports
+// (runtime/step_hints.h): never for blocks of fewer than 32 rows or for larger blocks.
+TEST(Trace, PrefetchDistanceFollowsTheBlocksRowsAndTheL2) {
+  const int64_t l2 = pltpu::get_tpu_info().cpu->l2_bytes;
+  EXPECT_EQ(detail::prefetch_distance(16, 2 * 8 * 128 * 4 / 64), 1);  // two (8, 128) f32 blocks
+  EXPECT_EQ(detail::prefetch_distance(2048, 3 * l2 / 64), 1);         // beyond the L2
+  EXPECT_EQ(detail::prefetch_distance(256, 0), 1);
+  const int two_128 = detail::prefetch_distance(256, 2 * 128 * 128 * 4 / 64);
+  EXPECT_TRUE(two_128 == 1 || two_128 == 2);
+  if (l2 < 3 * 2 * 128 * 128 * 4) {
+    EXPECT_EQ(two_128, 1);
+  }
+  detail::set_prefetch_distance_for_test(2);
+  EXPECT_EQ(detail::prefetch_distance(1, 1), 2);
+  detail::set_prefetch_distance_for_test(-1);
 }
 
 // Every CPU prefetches the next blocks of a pipeline whose input blocks span few lines (here 2 x
