@@ -112,9 +112,9 @@ HWY_INLINE void fused_row(DF df, const float* a, const float* b, float* d, int64
 // nothing, as on CPUs whose pipelines do not, pays nothing for them).
 struct RowPrefetch {
   int num = 0;
-  const std::byte* base[PrefetchQueue::kMaxBlocks];
-  int64_t stride[PrefetchQueue::kMaxBlocks];  // bytes from one row to the next
-  int64_t bytes[PrefetchQueue::kMaxBlocks];   // a row's bytes
+  const PrefetchQueue::Block* blocks = nullptr;  // the queue's
+  int64_t rows = 0;                              // the evaluation's (and each block's) rows
+  int64_t lead_rows = 0;                         // PrefetchQueue::lead_rows
   bool to_l2 = false;
 };
 
@@ -137,8 +137,9 @@ HWY_INLINE void prefetch_lines(uintptr_t start, uintptr_t end) {
 
 HWY_INLINE void prefetch_row(const RowPrefetch& pf, int64_t r) {
   for (int i = 0; i < pf.num; ++i) {
-    const auto start = reinterpret_cast<uintptr_t>(pf.base[i] + r * pf.stride[i]);
-    const uintptr_t end = start + static_cast<uintptr_t>(pf.bytes[i]);
+    const PrefetchQueue::Block& b = pf.blocks[i];
+    const auto start = reinterpret_cast<uintptr_t>(lead_row(b, pf.rows, pf.lead_rows, r));
+    const uintptr_t end = start + static_cast<uintptr_t>(b.row_bytes);
     if (pf.to_l2) {
       prefetch_lines<true>(start, end);
     } else {
@@ -199,12 +200,12 @@ void fused_rows(DF df, const FusedDst& p, const FusedOperand& fa, const FusedOpe
     for (int i = 0; i < queue->num && matched; ++i) {
       const PrefetchQueue::Block& qb = queue->blocks[i];
       matched = qb.n2 == 1 && qb.n1 == total_rows;
-      row_pf.base[i] = qb.base;
-      row_pf.stride[i] = qb.s1;
-      row_pf.bytes[i] = qb.row_bytes;
     }
     if (matched) {
       row_pf.num = queue->num;
+      row_pf.blocks = queue->blocks;
+      row_pf.rows = total_rows;
+      row_pf.lead_rows = queue->lead_rows;
       row_pf.to_l2 = queue->to_l2;
       queue->cur = queue->num;
       queue = nullptr;

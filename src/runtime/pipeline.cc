@@ -111,6 +111,7 @@ class PipelineRun {
     int64_t paid_by;
     const std::vector<OperandState>* state;
     int distance;
+    int64_t lead_rows;  // prefetch_lead_rows, at distance 1
     static void fill_queue(const void* self, PrefetchQueue& q) noexcept;
     // Queues input k's block `b` (the queue has room); returns its lines.
     int64_t queue_block(PrefetchQueue& q, int k, const pl::Indices& b) const;
@@ -136,7 +137,7 @@ class PipelineRun {
   std::vector<int64_t>& visit_start_ = (*lease_).visit_start;
   std::vector<uint8_t>& starting_ = (*lease_).starting;
   StepHints hints_;
-  PrefetchSource prefetch_{nullptr, nullptr, 0, nullptr, 1};
+  PrefetchSource prefetch_{nullptr, nullptr, 0, nullptr, 1, 0};
   int64_t window_bytes_ = 0;  // what a step's body reads and writes, for the prefetch rate
   int64_t output_bytes_ = 0;
   int64_t array_bytes_ = 0;  // the pipelined operands' whole arrays
@@ -174,7 +175,13 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
       // queued the step before.
       if ((src.distance == 1 || cursor.step() == 0) && next.v != cursor.block(k).v &&
           q.num < PrefetchQueue::kMaxBlocks) {
+        const int at = q.num;
         lines += src.queue_block(q, k, next);
+        if (src.lead_rows > 0 && q.num > at) {  // the rows ahead start in this step's block
+          const BlockMapping& m = src.g->blocks[static_cast<size_t>(k)];
+          q.blocks[at].lead =
+              full_block_address(m, (*src.state)[static_cast<size_t>(k)], cursor.block(k));
+        }
       }
       if (after && cursor.after_next_block(k).v != next.v && q.num < PrefetchQueue::kMaxBlocks) {
         lines += src.queue_block(q, k, cursor.after_next_block(k));
@@ -186,6 +193,9 @@ void PipelineRun::PrefetchSource::fill_queue(const void* self, PrefetchQueue& q)
   }
   if (lines > 0 && src.paid_by > 0) q.ratio_q8 = lines * 64 * 256 / src.paid_by;
   choose_prefetch_level(q, lines);
+  bool leads = src.lead_rows > 0 && q.num > 0;
+  for (int i = 0; i < q.num && leads; ++i) leads = q.blocks[i].lead != nullptr;
+  q.lead_rows = leads ? src.lead_rows : 0;
 }
 
 // The target's tiling rules for blocks in VMEM (the checked engine against a chip).
@@ -457,6 +467,18 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
     }
   }
   const int distance = prefetch_distance(input_rows, input_lines);
+  // The inputs' full blocks' rows when they all have the same number, in one run each (the
+  // fused path's row-by-row prefetch), for a lead within the step's blocks.
+  int64_t block_rows = -1;
+  for (size_t k = 0; k < static_cast<size_t>(g_.num_inputs) && block_rows != 0; ++k) {
+    const OperandState& st = state_[k];
+    if (st.resident) continue;
+    const int64_t rows =
+        st.prefetch_lines > 0 && st.prefetch_rows.n2 == 1 ? st.prefetch_rows.n1 : 0;
+    block_rows = block_rows < 0 || block_rows == rows ? rows : 0;
+  }
+  const int64_t lead_rows =
+      distance == 1 && block_rows > 0 ? prefetch_lead_rows(block_rows, input_rows, input_lines) : 0;
 
   // Nested pipelines: program_id refers to the innermost grid, so keep the outer one.
   const std::vector<int64_t> outer_step = ctx_.grid_step;
@@ -488,7 +510,7 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   PipelineCursor& cursor = (*lease_).cursor;
   cursor.reset(part.grid, part.offset, specs, g_.num_inputs, config_.range_begin, config_.range_end,
                config_.scalar_prefetch, engine_.parallel_order(ctx_, grid, g_.semantics));
-  prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_, distance};
+  prefetch_ = PrefetchSource{&cursor, &g_, 0, &state_, distance, lead_rows};
   revisits_.resize(num_outputs());  // the thread's trackers, their logs' storage kept
   for (RevisitTracker& r : revisits_) r.reset();
   visit_start_.assign(num_outputs(), 0);

@@ -1,6 +1,7 @@
 // Step hints: the calling thread's current hints, and the prefetch queue's filling and draining.
 #include "runtime/step_hints.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -107,6 +108,29 @@ int prefetch_distance(int64_t step_rows, int64_t step_lines) noexcept {
   if (forced == 1 || forced == 2) return forced;
   const bool fits = step_lines > 0 && step_lines <= l2_bytes() / 64 / 3;  // L2 unknown: none
   return prefetch_to_l2(step_lines) && step_rows >= 32 && fits ? 2 : 1;
+}
+
+namespace {
+std::atomic<int64_t> g_lead_override{-1};
+}  // namespace
+
+void set_prefetch_lead_rows_for_test(int64_t rows) noexcept {
+  g_lead_override.store(rows, std::memory_order_relaxed);
+}
+
+int64_t prefetch_lead_rows(int64_t block_rows, int64_t step_rows, int64_t step_lines) noexcept {
+  if (block_rows < 2) return 0;
+  const int64_t forced = g_lead_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return std::min(forced, block_rows - 1);
+  const int64_t quarter = l2_bytes() / 4;
+  if (prefetch_distance(step_rows, step_lines) != 1 || !prefetch_to_l2(step_lines) ||
+      step_rows < 32 || quarter <= 0 || step_lines <= quarter / 64) {
+    return 0;
+  }
+  // block_rows * quarter / (step_lines * 64), in floating point: the rows may be any int64.
+  const double lead = static_cast<double>(block_rows) * static_cast<double>(quarter) /
+                      (static_cast<double>(step_lines) * 64.0);
+  return std::clamp<int64_t>(static_cast<int64_t>(lead), 1, block_rows - 1);
 }
 
 HintsScope::HintsScope(StepHints* h) noexcept : saved_(t_step_hints) { t_step_hints = h; }

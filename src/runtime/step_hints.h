@@ -17,6 +17,9 @@ struct PrefetchQueue {
     int64_t row_bytes = 0;   // the contiguous innermost run
     int64_t n1 = 1, s1 = 0;  // rows: n1 x n2, at byte strides s1 (inner) and s2 (outer)
     int64_t n2 = 1, s2 = 0;
+    // The block this step reads for the same input, or null: with the queue's `lead_rows`, a
+    // row-by-row prefetch requests its rows from lead_rows on before the next block's (lead_row).
+    const std::byte* lead = nullptr;
   };
   static constexpr int kMaxBlocks = 8;
   Block blocks[kMaxBlocks];
@@ -31,6 +34,9 @@ struct PrefetchQueue {
   // than half the L1 data cache, where bringing them into L1 would evict the lines this step is
   // still working on.
   bool to_l2 = false;
+  // Rows ahead of the evaluation that a row-by-row prefetch runs within this step's blocks
+  // (every queued block has its `lead`), rather than a whole block ahead: 0 for a whole block.
+  int64_t lead_rows = 0;
   // The blocks are queued lazily, on the first drain (or materialize()): a step whose body
   // evaluates nothing costs nothing for them.
   void (*fill)(const void* ctx, PrefetchQueue& q) noexcept = nullptr;
@@ -52,7 +58,7 @@ struct PrefetchQueue {
     for (int i = 0; i < num; ++i) earlier[i] = blocks[i].base;
     num_earlier = num;
     num = cur = 0;
-    r1 = r2 = byte = credit = ratio_q8 = 0;
+    r1 = r2 = byte = credit = ratio_q8 = lead_rows = 0;
     to_l2 = false;
     fill = nullptr;
     fill_ctx = nullptr;
@@ -61,6 +67,17 @@ struct PrefetchQueue {
 
 /// Prefetches the lines that `stored_bytes` of evaluator output pay for (see PrefetchQueue).
 void drain_prefetch(PrefetchQueue& q, int64_t stored_bytes) noexcept;
+
+/// The row of queued block `b` that a row-by-row prefetch requests while the evaluation computes
+/// row `r` (0 <= r < rows) of a step whose blocks have `rows` rows: row r of the next block, or
+/// with 0 < lead_rows < rows, row r + lead_rows of this step's block (`b.lead`) while there is
+/// one, then row r + lead_rows - rows of the next block.
+inline const std::byte* lead_row(const PrefetchQueue::Block& b, int64_t rows, int64_t lead_rows,
+                                 int64_t r) noexcept {
+  if (lead_rows <= 0 || lead_rows >= rows || b.lead == nullptr) return b.base + r * b.s1;
+  const int64_t ahead = r + lead_rows;
+  return ahead < rows ? b.lead + ahead * b.s1 : b.base + (ahead - rows) * b.s1;
+}
 
 /// Whether a pipeline whose input blocks span `step_lines` cache lines a grid step prefetches
 /// the next step's blocks in software. Other CPUs than Intel's always do (on an AMD Zen 4 class
@@ -90,6 +107,21 @@ int prefetch_distance(int64_t step_rows, int64_t step_lines) noexcept;
 /// Test hook: 1 or 2 forces that distance, -1 restores the CPU's choice. Not for use while a
 /// pipeline runs.
 void set_prefetch_distance_for_test(int distance) noexcept;
+
+/// How many rows ahead of the evaluation a pipeline whose steps read blocks of `block_rows` rows
+/// prefetches, within the step's own blocks and then the next step's (PrefetchQueue::lead_rows),
+/// for blocks too large to prefetch two steps ahead: 0 (a whole block ahead) unless the
+/// prefetches go to L2, the step's input blocks have at least 32 rows (`step_rows`) and span
+/// more than a quarter of the L2 the CPU reports (`step_lines`); then the rows that make a
+/// quarter of the L2, at least 1 and fewer than block_rows. A whole block ahead, such blocks'
+/// lines were evicted from the L2 before their step came: on an AMD Zen 4 class EPYC a lead of
+/// 32-128 rows took the 8192² pipelined add with (512, 512) blocks from 25-30 to 21-23 ms on two
+/// cores and (256, 256) ones from 25-34 to 22-27 (docs/performance.md, "A lead within the
+/// block").
+int64_t prefetch_lead_rows(int64_t block_rows, int64_t step_rows, int64_t step_lines) noexcept;
+/// Test hook: rows >= 0 forces that lead (capped below the block's rows), -1 restores the CPU's
+/// choice. Not for use while a pipeline runs.
+void set_prefetch_lead_rows_for_test(int64_t rows) noexcept;
 
 /// Sets `q.to_l2` for `lines` queued lines: L2 unless they fit half the L1 data cache this CPU
 /// reports and the CPU is Intel's (step_hints.cc has the measurements).

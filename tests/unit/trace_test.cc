@@ -399,6 +399,119 @@ TEST_P(TracePrefetchDistance, TheQueueHoldsTheBlocksOfTheStepsAhead) {
   }
 }
 
+// With a lead (blocks too large to prefetch a whole block ahead), each queued next block also
+// names this step's block of the same input, from whose row `lead_rows` on the row-by-row
+// prefetch starts (runtime/step_hints.h, lead_row).
+TEST(Trace, TheQueueNamesThisStepsBlocksForALead) {
+  SKIP_IF_COMPILED_OUT();  // native engine (the evaluator's hints)
+  detail::set_prefetch_next_blocks_for_test(1);
+  detail::set_prefetch_distance_for_test(1);
+  detail::set_prefetch_lead_rows_for_test(3);
+  const int64_t m = 16, n = 384, bm = 8, bn = 128, gj = n / bn;
+  struct Seen {
+    int64_t lead_rows;
+    std::vector<const void*> bases, leads;
+  };
+  std::vector<Seen> seen;
+  const void* x_base = nullptr;
+  const void* y_base = nullptr;
+  auto k = pl::kernel(pl::out_type<float>({m, n}), pltpu::TensorCoreMesh("core", 1))(
+      [&](pltpu::HbmRef<const float> x_hbm, pltpu::HbmRef<const float> y_hbm,
+          pltpu::HbmRef<float> o_hbm) {
+        x_base = x_hbm.data();
+        y_base = y_hbm.data();
+        const pl::BlockSpec spec({bm, bn}, [](int i, int j) { return pl::idx(i, j); });
+        pltpu::emit_pipeline(
+            [&](pltpu::VmemRef<const float> xv, pltpu::VmemRef<const float> yv,
+                pltpu::VmemRef<float> ov) {
+              ov = xv - yv;
+              Seen s{-1, {}, {}};
+              if (detail::StepHints* h = detail::step_hints()) {
+                h->prefetch.materialize();
+                s.lead_rows = h->prefetch.lead_rows;
+                for (int b = 0; b < h->prefetch.num; ++b) {
+                  s.bases.push_back(h->prefetch.blocks[b].base);
+                  s.leads.push_back(h->prefetch.blocks[b].lead);
+                }
+              }
+              seen.push_back(s);
+            },
+            pltpu::grid({m / bm, gj}), pl::in_specs(spec, spec),
+            pl::out_specs(spec))(x_hbm, y_hbm, o_hbm);
+      });
+  const Array<float> x = random_array({m, n}, 5);
+  const Array<float> y = random_array({m, n}, 6);
+  const Array<float> o = k(x, y);
+  detail::set_prefetch_next_blocks_for_test(-1);
+  detail::set_prefetch_distance_for_test(-1);
+  detail::set_prefetch_lead_rows_for_test(-1);
+  for (int64_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], x[i] - y[i]) << i;
+  const int64_t steps = (m / bm) * gj;
+  ASSERT_EQ(static_cast<int64_t>(seen.size()), steps);
+  auto block = [&](const void* base, int64_t s) -> const void* {
+    return static_cast<const float*>(base) + (s / gj) * bm * n + (s % gj) * bn;
+  };
+  for (int64_t s = 0; s + 1 < steps; ++s) {
+    const Seen& q = seen[static_cast<size_t>(s)];
+    EXPECT_EQ(q.lead_rows, 3) << "step " << s;
+    EXPECT_EQ(q.bases, (std::vector<const void*>{block(x_base, s + 1), block(y_base, s + 1)}))
+        << "step " << s;
+    EXPECT_EQ(q.leads, (std::vector<const void*>{block(x_base, s), block(y_base, s)}))
+        << "step " << s;
+  }
+  EXPECT_TRUE(seen.back().bases.empty());  // the last step queues nothing
+}
+
+// The rows a row-by-row prefetch requests: with a lead, this step's block from row lead_rows on,
+// then the next block's first rows; without one (or without this step's block), the next
+// block's row for row.
+TEST(Trace, LeadRowWalksThisBlocksTailThenTheNextBlocksHead) {
+  std::vector<std::byte> memory(4096);
+  detail::PrefetchQueue::Block b;
+  b.base = memory.data() + 2048;  // the next block
+  b.lead = memory.data();         // this step's
+  b.s1 = 100;
+  b.n1 = 8;
+  const int64_t rows = 8;
+  std::vector<const std::byte*> got, want;
+  for (int64_t r = 0; r < rows; ++r) {
+    got.push_back(detail::lead_row(b, rows, 3, r));
+    want.push_back(r + 3 < rows ? b.lead + (r + 3) * 100 : b.base + (r + 3 - rows) * 100);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(detail::lead_row(b, rows, 3, 4), memory.data() + 700);
+  EXPECT_EQ(detail::lead_row(b, rows, 3, 5), memory.data() + 2048);
+  EXPECT_EQ(detail::lead_row(b, rows, 3, 7), memory.data() + 2248);
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(detail::lead_row(b, rows, 0, r), b.base + r * 100);
+    EXPECT_EQ(detail::lead_row(b, rows, rows, r), b.base + r * 100);  // no lead of a whole block
+  }
+  b.lead = nullptr;
+  EXPECT_EQ(detail::lead_row(b, rows, 3, 2), b.base + 200);
+}
+
+// A lead only where a whole block ahead does not fit: never for blocks that go two steps ahead
+// or have few rows, always fewer rows than the block's, and what the test hook forces.
+TEST(Trace, PrefetchLeadRowsFollowsTheBlocksRowsAndTheL2) {
+  const int64_t l2 = pltpu::get_tpu_info().cpu->l2_bytes;
+  EXPECT_EQ(detail::prefetch_lead_rows(8, 16, 2 * 8 * 128 * 4 / 64), 0);  // (8, 128) f32 x 2
+  EXPECT_EQ(detail::prefetch_lead_rows(1, 256, 3 * l2 / 64), 0);          // one row: no lead
+  for (const int64_t rows : {int64_t{256}, int64_t{512}, int64_t{1} << 40}) {
+    const int64_t lines = 2 * rows * 2048 / 64;  // two inputs of 2 KiB rows
+    const int64_t lead = detail::prefetch_lead_rows(rows, 2 * rows, lines);
+    EXPECT_GE(lead, 0) << rows;
+    EXPECT_LT(lead, rows) << rows;
+    if (lead > 0) {  // a quarter of the L2, in rows of the two inputs
+      EXPECT_NEAR(static_cast<double>(lead), static_cast<double>(l2 / 4) / (2 * 2048), 1.0) << rows;
+      EXPECT_EQ(detail::prefetch_distance(2 * rows, lines), 1) << rows;
+    }
+  }
+  detail::set_prefetch_lead_rows_for_test(100);
+  EXPECT_EQ(detail::prefetch_lead_rows(512, 1024, 1 << 15), 100);
+  EXPECT_EQ(detail::prefetch_lead_rows(64, 128, 1 << 15), 63);
+  detail::set_prefetch_lead_rows_for_test(-1);
+}
+
 // Two steps ahead only for blocks of many rows whose three steps fit the L2 the CPU reports
 // (runtime/step_hints.h): never for blocks of fewer than 32 rows or for larger blocks.
 TEST(Trace, PrefetchDistanceFollowsTheBlocksRowsAndTheL2) {
