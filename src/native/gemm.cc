@@ -34,6 +34,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/cpu_caches.h"
 #include "core/simd_target.h"
 #include "native/gemm_amx.h"
 #include "native/gemm_int8.h"
@@ -360,26 +361,13 @@ const char* gemm_target() noexcept {
 
 bool gemm_avx512_allowed() noexcept { return avx512_allowed(); }
 
-namespace {
-// A cache size the CPU reports (`field` of pltpu::CpuInfo), or `otherwise`.
-int64_t reported(int64_t pltpu::CpuInfo::*field, int64_t otherwise) noexcept {
-  int64_t b = 0;
-  try {
-    const std::optional<pltpu::CpuInfo> cpu = pltpu::get_tpu_info().cpu;
-    b = cpu ? (*cpu).*field : 0;
-  } catch (...) {
-  }
-  return b > 0 ? b : otherwise;
-}
-}  // namespace
-
 int64_t gemm_l1d_bytes() noexcept {
-  static const int64_t bytes = reported(&pltpu::CpuInfo::l1d_bytes, int64_t{32} << 10);
+  static const int64_t bytes = reported_cache_bytes(&pltpu::CpuInfo::l1d_bytes, int64_t{32} << 10);
   return bytes;
 }
 
 int64_t gemm_l2_bytes() noexcept {
-  static const int64_t bytes = reported(&pltpu::CpuInfo::l2_bytes, int64_t{1} << 20);
+  static const int64_t bytes = reported_cache_bytes(&pltpu::CpuInfo::l2_bytes, int64_t{1} << 20);
   return bytes;
 }
 

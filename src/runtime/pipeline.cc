@@ -450,33 +450,22 @@ void PipelineRun::run(FunctionRef<void(const WindowRef*)> body) {
   }
   stream_outputs_ = in_place_outputs && !stays_in_cache(array_bytes_);
   // The lines a step's input blocks span (a full block's rows as queue_prefetch counts them, or
-  // the window's bytes), which decide whether the next ones are prefetched in software.
-  int64_t input_lines = 0;
+  // the window's bytes), which decide whether the next ones are prefetched in software; the rows
+  // of the full blocks, which decide how far ahead (prefetch_distance); and those blocks' rows
+  // when they all have the same number in one run each (the fused path's row-by-row prefetch),
+  // for a lead within the step's blocks.
+  int64_t input_lines = 0, input_rows = 0, block_rows = -1;
   for (size_t k = 0; k < static_cast<size_t>(g_.num_inputs); ++k) {
     const OperandState& st = state_[k];
     if (st.resident) continue;
-    input_lines +=
-        st.prefetch_lines > 0 ? st.prefetch_lines : (g_.blocks[k].window_bytes + 63) / 64;
-  }
-  prefetch_next_ = input_lines > 0 && prefetch_next_blocks(input_lines);
-  int64_t input_rows = 0;  // the rows of the inputs' full blocks (prefetch_distance)
-  for (size_t k = 0; k < static_cast<size_t>(g_.num_inputs); ++k) {
-    const OperandState& st = state_[k];
-    if (!st.resident && st.prefetch_lines > 0) {
-      input_rows += st.prefetch_rows.n1 * st.prefetch_rows.n2;
-    }
-  }
-  const int distance = prefetch_distance(input_rows, input_lines);
-  // The inputs' full blocks' rows when they all have the same number, in one run each (the
-  // fused path's row-by-row prefetch), for a lead within the step's blocks.
-  int64_t block_rows = -1;
-  for (size_t k = 0; k < static_cast<size_t>(g_.num_inputs) && block_rows != 0; ++k) {
-    const OperandState& st = state_[k];
-    if (st.resident) continue;
-    const int64_t rows =
-        st.prefetch_lines > 0 && st.prefetch_rows.n2 == 1 ? st.prefetch_rows.n1 : 0;
+    const bool full = st.prefetch_lines > 0;
+    input_lines += full ? st.prefetch_lines : (g_.blocks[k].window_bytes + 63) / 64;
+    if (full) input_rows += st.prefetch_rows.n1 * st.prefetch_rows.n2;
+    const int64_t rows = full && st.prefetch_rows.n2 == 1 ? st.prefetch_rows.n1 : 0;
     block_rows = block_rows < 0 || block_rows == rows ? rows : 0;
   }
+  prefetch_next_ = input_lines > 0 && prefetch_next_blocks(input_lines);
+  const int distance = prefetch_distance(input_rows, input_lines);
   const int64_t lead_rows =
       distance == 1 && block_rows > 0 ? prefetch_lead_rows(block_rows, input_rows, input_lines) : 0;
 

@@ -10,6 +10,7 @@
 #include <cpuid.h>
 #endif
 
+#include "core/cpu_caches.h"
 #include "tessera/ref.h"
 #include "tessera/tpu_info.h"
 
@@ -33,15 +34,7 @@ namespace {
 // The L1 data cache as the CPU reports it (sysfs / sysconf, read once); 32 KiB, the smallest of
 // current x86 and Arm server cores, when it reports nothing.
 int64_t l1d_bytes() noexcept {
-  static const int64_t l1d = [] {
-    try {
-      const auto cpu = pltpu::get_tpu_info().cpu;
-      const int64_t b = cpu ? cpu->l1d_bytes : 0;
-      return b > 0 ? b : int64_t{32} << 10;
-    } catch (...) {
-      return int64_t{32} << 10;
-    }
-  }();
+  static const int64_t l1d = reported_cache_bytes(&pltpu::CpuInfo::l1d_bytes, int64_t{32} << 10);
   return l1d;
 }
 
@@ -86,15 +79,10 @@ void choose_prefetch_level(PrefetchQueue& q, int64_t lines) noexcept {
 namespace {
 std::atomic<int> g_distance_override{-1};
 
+// The core's L2 as the CPU reports it (read once); 0 when it reports none, which turns off the
+// choices that depend on it.
 int64_t l2_bytes() noexcept {
-  static const int64_t l2 = [] {
-    try {
-      const auto cpu = pltpu::get_tpu_info().cpu;
-      return cpu ? cpu->l2_bytes : int64_t{0};
-    } catch (...) {
-      return int64_t{0};
-    }
-  }();
+  static const int64_t l2 = reported_cache_bytes(&pltpu::CpuInfo::l2_bytes, 0);
   return l2;
 }
 }  // namespace
