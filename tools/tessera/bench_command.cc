@@ -63,6 +63,11 @@ nlohmann::json bench_add(const AddOptions& o) {
     }
     (void)plain();
   }
+  // A repeat times a batch of back-to-back calls of at least 50 ms, the same count for both
+  // (one call of ours, timed after a pause, sets it), as `bench matmul` does: one call of a
+  // millisecond or two after a pause times how fast the threads and the memory wake more than
+  // the add (docs/performance.md, "The add in batches").
+  const int calls = calls_per_batch(seconds([&] { (void)ours(); }));
   std::vector<double> t_pipe, t_plain;
   {
     // With --trace the timed runs of the pipeline are traced (the plain loop has no kernels),
@@ -76,8 +81,8 @@ nlohmann::json bench_add(const AddOptions& o) {
     const PinnedOmpTeam pinned(cores);  // after the warm-up made Tessera's core threads
     Progress progress("tessera bench add", o.repeats);
     for (int r = 0; r < o.repeats; ++r) {
-      t_pipe.push_back(seconds([&] { (void)ours(); }));
-      t_plain.push_back(seconds([&] { (void)plain(); }));
+      t_pipe.push_back(seconds_per_call([&] { (void)ours(); }, calls));
+      t_plain.push_back(seconds_per_call([&] { (void)plain(); }, calls));
       progress.done(r + 1);
     }
   }
@@ -97,6 +102,7 @@ nlohmann::json bench_add(const AddOptions& o) {
   j["block"] = {o.bm, o.bn};
   j["simd_target"] = pltpu::get_tpu_info().cpu->simd_target;
   j["repeats"] = o.repeats;
+  j["calls_per_repeat"] = calls;
   j["seconds"] = {{"min", sp.min}, {"median", sp.median}, {"max", sp.max}};
   j["gbps"] = bytes / sp.median / 1e9;
   j["max_error"] = max_error;
@@ -127,7 +133,8 @@ int run_add(const AddOptions& o, bool json) {
     const double tp = j["seconds"]["median"].get<double>();
     const double tr = j["reference"]["seconds"]["median"].get<double>();
     std::cout << "add " << o.n << "x" << o.n << " f32, blocks (" << o.bm << ", " << o.bn << ") on "
-              << o.cores << " cores, " << o.repeats << " repeats (medians): pipeline " << tp * 1e3
+              << o.cores << " cores, " << o.repeats << " repeats of "
+              << j["calls_per_repeat"].get<int>() << " calls (medians): pipeline " << tp * 1e3
               << " ms (" << j["gbps"].get<double>() << " GB/s), plain loop " << tr * 1e3 << " ms ("
               << j["reference"]["gbps"].get<double>() << " GB/s), ratio " << tr / tp
               << " (median of paired repeats " << j["ratio_paired"].get<double>() << "), max error "
