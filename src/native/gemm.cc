@@ -307,7 +307,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void interleave_rows_avx512
   int64_t j = 0;
   // 32 columns at a time with whole vectors: unpacklo/hi interleave the words of each 128-bit
   // lane (columns 8L..8L+3 and 8L+4..8L+7 of lane L), and one two-source permute of 64-bit
-  // pieces puts the lanes back in column order. Measured on an AMD Zen 4 class EPYC against 16
+  // pieces puts the lanes back in column order (`first` gathers the pairs of columns j..j+15,
+  // `second` those of j+16..j+31). Measured on an AMD Zen 4 class EPYC against 16
   // columns at a time through zero-extension (below): packing alone up to 1.6x faster, the
   // tutorial's 2048³ bfloat16 matmul 2-4% (docs/performance.md, "bfloat16: B's pairs packed
   // with whole vectors").

@@ -132,10 +132,11 @@ int run_add(const AddOptions& o, bool json) {
   } else {
     const double tp = j["seconds"]["median"].get<double>();
     const double tr = j["reference"]["seconds"]["median"].get<double>();
+    const int calls = j["calls_per_repeat"].get<int>();
     std::cout << "add " << o.n << "x" << o.n << " f32, blocks (" << o.bm << ", " << o.bn << ") on "
-              << o.cores << " cores, " << o.repeats << " repeats of "
-              << j["calls_per_repeat"].get<int>() << " calls (medians): pipeline " << tp * 1e3
-              << " ms (" << j["gbps"].get<double>() << " GB/s), plain loop " << tr * 1e3 << " ms ("
+              << o.cores << " cores, " << o.repeats << " repeats of " << calls
+              << (calls == 1 ? " call" : " calls") << " (medians): pipeline " << tp * 1e3 << " ms ("
+              << j["gbps"].get<double>() << " GB/s), plain loop " << tr * 1e3 << " ms ("
               << j["reference"]["gbps"].get<double>() << " GB/s), ratio " << tr / tp
               << " (median of paired repeats " << j["ratio_paired"].get<double>() << "), max error "
               << max_error << "\n";
